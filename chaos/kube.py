@@ -1,0 +1,293 @@
+"""The one place that talks to the Kubernetes API.
+
+Every call goes through `Kube._call`, which turns `ApiException`s into `chaos.errors.KubeError`
+subclasses and retries what is worth retrying: 5xx, dropped connections, and 429 from the
+server's rate limiting (honouring Retry-After). A 429 from the Eviction API means "blocked by a
+PodDisruptionBudget" and is never retried here: the caller decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from chaos.errors import Conflict, KubeError, NotFound, TooManyRequests
+
+T = TypeVar("T")
+FIELD_MANAGER = "kilocard"
+_STATUS_ERRORS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 429: TooManyRequests}
+
+
+def _to_kube_error(exc: Exception, what: str) -> KubeError:
+    if isinstance(exc, ApiException):
+        reason = exc.reason or ""
+        message = reason
+        if exc.body:
+            try:
+                message = json.loads(exc.body).get("message", reason)
+            except (ValueError, AttributeError):
+                message = str(exc.body)[:300]
+        kind = _STATUS_ERRORS.get(exc.status or 0, KubeError)
+        return kind(f"{what}: {exc.status} {message}", status=exc.status or 0, reason=reason)
+    return KubeError(f"{what}: {exc}")
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        return status >= 500 or (status == 429 and not getattr(exc, "_kilocard_no_retry", False))
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError))
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    headers = getattr(exc, "headers", None) or {}
+    retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if retry_after:
+        try:
+            return float(retry_after)
+        except ValueError:
+            pass
+    return float(wait_exponential_jitter(initial=0.2, max=5)(state))
+
+
+class Kube:
+    """A connection to one cluster: typed APIs plus a dynamic client for manifests."""
+
+    def __init__(self, api_client: client.ApiClient, retry_seconds: float = 30.0) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
+        self.version_api = client.VersionApi(api_client)
+        self._dynamic: DynamicClient | None = None
+        self._retry_seconds = retry_seconds
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None, pool: int = 32
+    ) -> Kube:
+        configuration = client.Configuration()
+        config.load_kube_config(
+            config_file=str(path) if path else None, context=context, client_configuration=configuration
+        )
+        # Batched calls run in a bounded thread pool; give each worker a connection.
+        configuration.connection_pool_maxsize = pool
+        return cls(client.ApiClient(configuration))
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, retry_429: bool = True, **kwargs: Any) -> T:
+        def attempt() -> T:
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as exc:
+                if exc.status == 429 and not retry_429:
+                    exc._kilocard_no_retry = True  # type: ignore[attr-defined]
+                raise
+
+        retrying = Retrying(
+            retry=retry_if_exception(_retryable),
+            wait=_wait,
+            stop=stop_after_delay(self._retry_seconds),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except (ApiException, urllib3.exceptions.HTTPError, ConnectionError) as exc:
+            raise _to_kube_error(exc, what) from None
+
+    # --- cluster ---------------------------------------------------------------------------
+    def server_version(self) -> str:
+        info = self._call("get version", self.version_api.get_code)
+        return str(info.git_version)
+
+    @property
+    def dynamic(self) -> DynamicClient:
+        if self._dynamic is None:
+            self._dynamic = self._call("discover API resources", DynamicClient, self.api_client)
+        return self._dynamic
+
+    def apply(self, obj: dict[str, Any]) -> Any:
+        """Server-side apply of one manifest (idempotent: applying twice changes nothing)."""
+        meta = obj.get("metadata", {})
+        what = f"apply {obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+        resource = self._call(what, self.dynamic.resources.get, api_version=obj["apiVersion"], kind=obj["kind"])
+        return self._call(
+            what,
+            self.dynamic.server_side_apply,
+            resource,
+            body=obj,
+            name=meta.get("name"),
+            namespace=meta.get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+
+    # --- nodes -----------------------------------------------------------------------------
+    def list_nodes(self, label_selector: str | None = None) -> list[client.V1Node]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return list(self._call("list nodes", self.core.list_node, **kwargs).items)
+
+    def read_node(self, name: str) -> client.V1Node:
+        return self._call(f"get node {name}", self.core.read_node, name)
+
+    def create_node(self, body: dict[str, Any]) -> client.V1Node:
+        return self._call(f"create node {body['metadata']['name']}", self.core.create_node, body)
+
+    def patch_node(self, name: str, patch: dict[str, Any]) -> client.V1Node:
+        return self._call(f"patch node {name}", self.core.patch_node, name, patch)
+
+    def delete_node(self, name: str) -> None:
+        self._call(f"delete node {name}", self.core.delete_node, name)
+
+    # --- namespaces ------------------------------------------------------------------------
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        body = {"metadata": {"name": name, "labels": labels or {}}}
+        self._call(f"create namespace {name}", self.core.create_namespace, body)
+
+    def delete_namespace(self, name: str) -> None:
+        self._call(f"delete namespace {name}", self.core.delete_namespace, name)
+
+    def list_namespaces(self, label_selector: str | None = None) -> list[client.V1Namespace]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return list(self._call("list namespaces", self.core.list_namespace, **kwargs).items)
+
+    # --- pods ------------------------------------------------------------------------------
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None
+    ) -> client.V1PodList:
+        kwargs = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
+        if namespace:
+            return self._call(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, **kwargs)
+        return self._call("list pods", self.core.list_pod_for_all_namespaces, **kwargs)
+
+    def read_pod(self, namespace: str, name: str) -> client.V1Pod:
+        return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        kwargs = {} if grace_seconds is None else {"grace_period_seconds": grace_seconds}
+        self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, **kwargs)
+
+    def evict_pod(self, namespace: str, name: str) -> None:
+        """Evict through the Eviction API; TooManyRequests means a PDB (or rate limit) refused it."""
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        self._call(
+            f"evict pod {namespace}/{name}",
+            self.core.create_namespaced_pod_eviction,
+            name,
+            namespace,
+            body,
+            retry_429=False,
+        )
+
+    def watch_pods(
+        self,
+        namespace: str,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = 60,
+    ) -> Iterator[tuple[str, client.V1Pod]]:
+        """Pod events (ADDED/MODIFIED/DELETED) from `resource_version` on, until the timeout."""
+        kwargs: dict[str, Any] = {"timeout_seconds": timeout_seconds}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        stream = watch.Watch().stream(self.core.list_namespaced_pod, namespace, **kwargs)
+        try:
+            for event in stream:
+                yield event["type"], event["object"]
+        except ApiException as exc:
+            raise _to_kube_error(exc, f"watch pods in {namespace}") from None
+
+    # --- workloads -------------------------------------------------------------------------
+    def list_deployments(self, namespace: str, label_selector: str | None = None) -> list[client.V1Deployment]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        result = self._call(f"list deployments in {namespace}", self.apps.list_namespaced_deployment, namespace, **kwargs)
+        return list(result.items)
+
+    def list_statefulsets(self, namespace: str, label_selector: str | None = None) -> list[client.V1StatefulSet]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        result = self._call(
+            f"list statefulsets in {namespace}", self.apps.list_namespaced_stateful_set, namespace, **kwargs
+        )
+        return list(result.items)
+
+    # --- waiting on state, by watch ---------------------------------------------------------
+    def wait_until(
+        self,
+        kind: str,
+        condition: Callable[[list[Any]], bool],
+        timeout: float,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[Any]:
+        """List `kind` ("pods" or "nodes") once, then follow its watch until `condition` holds
+        over the current objects; return them. Raises TimeoutError with the last state's size."""
+        # The watch decodes events by the list method's documented return type: pass the bound
+        # API method itself (not a wrapper), with its positional arguments.
+        if kind == "nodes":
+            lister, args = self.core.list_node, ()
+        elif namespace:
+            lister, args = self.core.list_namespaced_pod, (namespace,)
+        else:
+            lister, args = self.core.list_pod_for_all_namespaces, ()
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        deadline = time.monotonic() + timeout
+        listed = self._call(f"list {kind}", lister, *args, **kwargs)
+        objects = {o.metadata.uid: o for o in listed.items}
+        version = listed.metadata.resource_version
+        while True:
+            if condition(list(objects.values())):
+                return list(objects.values())
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{kind} did not reach the expected state within {timeout:.0f} s")
+            stream = watch.Watch().stream(
+                lister, *args, resource_version=version, timeout_seconds=max(1, int(remaining)), **kwargs
+            )
+            try:
+                for event in stream:
+                    obj = event["object"]
+                    version = obj.metadata.resource_version
+                    if event["type"] == "DELETED":
+                        objects.pop(obj.metadata.uid, None)
+                    else:
+                        objects[obj.metadata.uid] = obj
+                    if condition(list(objects.values())):
+                        return list(objects.values())
+                    if time.monotonic() > deadline:
+                        break
+            except ApiException as exc:
+                if exc.status != 410:  # 410 Gone: our resourceVersion is too old; list again
+                    raise _to_kube_error(exc, f"watch {kind}") from None
+                listed = self._call(f"list {kind}", lister, *args, **kwargs)
+                objects = {o.metadata.uid: o for o in listed.items}
+                version = listed.metadata.resource_version
+
+
+def pod_ready(pod: client.V1Pod) -> bool:
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def node_ready(node: client.V1Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))

@@ -1,0 +1,3 @@
+"""kilocard probes: pure verdicts over cluster snapshots (placement, TP groups, capacity, SLOs)."""
+
+__all__: list[str] = []

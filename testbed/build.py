@@ -1,0 +1,248 @@
+"""Build the testbed's binaries from Go modules, once per machine, into a cache outside the repo.
+
+Each component builds in its own wrapper module (testbed/go/<component>/go.mod, copied into the
+cache) so that Go's minimal version selection never mixes their dependency graphs. A component
+is built into `<bin>.tmp` and renamed when every binary is there, so an interrupted build never
+looks complete; `build.json` beside the binaries records how long it took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.errors import KilocardError
+
+GO_DIR = Path(__file__).parent / "go"
+STAGE_DIR_NAME = "stage"  # kwok's own stage definitions, copied beside the kwok binary
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    version: str
+    binaries: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+K8S = Component("k8s", "1.36.3", ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"))
+# Kubernetes 1.34+ pairs with etcd 3.6; Debian's 3.4.23 is below the documented minimum.
+ETCD = Component("etcd", "3.6.16", ("etcd",))
+# kwok v0.8.0 is built against the 1.36 libraries.
+KWOK = Component("kwok", "0.8.0", ("kwok",))
+COMPONENTS = (ETCD, K8S, KWOK)
+
+
+class BuildError(KilocardError):
+    pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("KILOCARD_CACHE", Path.home() / ".cache" / "kilocard"))
+
+
+def bin_dir(component: Component) -> Path:
+    return cache_dir() / "bin" / component.key
+
+
+def binary(name: str) -> Path:
+    """Path of a built binary by name (e.g. "kube-apiserver")."""
+    for component in COMPONENTS:
+        if name in component.binaries:
+            return bin_dir(component) / name
+    raise KeyError(name)
+
+
+def kwok_stage_dir() -> Path:
+    return bin_dir(KWOK) / STAGE_DIR_NAME
+
+
+def is_built(component: Component) -> bool:
+    return all((bin_dir(component) / b).is_file() for b in component.binaries)
+
+
+def missing_binaries() -> list[str]:
+    return [b for c in COMPONENTS if not is_built(c) for b in c.binaries]
+
+
+def staging_modules(gomod: str) -> list[str]:
+    """The staging modules that k8s.io/kubernetes' go.mod replaces with ./staging/src paths."""
+    return re.findall(r"^\s*(k8s\.io/[a-z0-9-]+)\s+=>\s+\./staging/src/", gomod, flags=re.MULTILINE)
+
+
+def go_directive(gomod: str) -> str:
+    match = re.search(r"^go\s+(\S+)", gomod, flags=re.MULTILINE)
+    if not match:
+        raise BuildError("k8s.io/kubernetes go.mod has no 'go' line")
+    return match.group(1)
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def find_go() -> str:
+    go = shutil.which("go")
+    if not go:
+        raise BuildError(
+            "the Go toolchain ('go') is not on PATH: install Go >= 1.26 to build the testbed binaries"
+        )
+    return go
+
+
+class _Builder:
+    """Runs the go commands of one component, logging their output to a file."""
+
+    def __init__(self, component: Component, go: str, log: Path, say: Callable[[str], None]) -> None:
+        self.component = component
+        self.go = go
+        self.log = log
+        self.say = say
+        cache = cache_dir()
+        self.work = cache / "src" / component.key
+        self.env = {
+            **os.environ,
+            "GOTOOLCHAIN": "local",  # never try to download another toolchain
+            "GOFLAGS": "-mod=mod",
+            "CGO_ENABLED": "0",
+            "GOMODCACHE": str(cache / "go" / "mod"),
+            "GOCACHE": str(cache / "go" / "build"),
+            # Only the module proxy is reachable here; skip the separate checksum database.
+            "GONOSUMDB": "k8s.io,sigs.k8s.io,go.etcd.io",
+        }
+
+    def run(self, *args: str, capture: bool = False) -> str:
+        with self.log.open("a") as out:
+            out.write(f"$ go {' '.join(args)}\n")
+            out.flush()
+            proc = subprocess.run(
+                [self.go, *args],
+                cwd=self.work,
+                env=self.env,
+                stdout=subprocess.PIPE if capture else out,
+                stderr=out,
+                text=True,
+            )
+        if proc.returncode != 0:
+            tail = "\n".join(self.log.read_text().splitlines()[-15:])
+            raise BuildError(f"building {self.component.key} failed at 'go {args[0]}' (log: {self.log}):\n{tail}")
+        return proc.stdout or ""
+
+    def prepare(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        shutil.copy(GO_DIR / self.component.name / "go.mod", self.work / "go.mod")
+
+    def build(self, out: Path) -> None:
+        self.prepare()
+        getattr(self, f"_build_{self.component.name}")(out)
+
+    def _go_build(self, out: Path, binary_name: str, package: str, ldflags: str, tags: str = "") -> None:
+        self.say(f"building {binary_name}")
+        args = ["build", "-p", "2", "-trimpath", "-ldflags", ldflags, "-o", str(out / binary_name)]
+        if tags:
+            args[3:3] = ["-tags", tags]
+        self.run(*args, package)
+
+    def _build_k8s(self, out: Path) -> None:
+        version = self.component.version
+        minor = version.split(".")[1]
+        self.say(f"resolving k8s.io/kubernetes v{version}")
+        info = json.loads(self.run("mod", "download", "-json", f"k8s.io/kubernetes@v{version}", capture=True))
+        gomod = Path(info["GoMod"]).read_text()
+        self.run("mod", "edit", f"-go={go_directive(gomod)}")
+        staging = staging_modules(gomod)
+        if not staging:
+            raise BuildError("found no staging modules in k8s.io/kubernetes' go.mod")
+        # Staging modules are published as k8s.io/<name> v0.<minor>.<patch>.
+        replaces = [f"-replace={m}={m}@v0.{version.split('.', 1)[1]}" for m in staging]
+        self.run("mod", "edit", *replaces)
+        self.say(f"downloading modules ({len(staging)} staging modules)")
+        commands = list(self.component.binaries)
+        self.run("get", *[f"k8s.io/kubernetes/cmd/{c}@v{version}" for c in commands])
+        ldflags = "-s -w"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            # The version must match the tag, else the emulation-version check refuses to start.
+            ldflags += (
+                f" -X {pkg}.gitVersion=v{version} -X {pkg}.gitMajor=1"
+                f" -X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean"
+            )
+        # One binary at a time keeps peak memory low on a small machine.
+        for c in commands:
+            self._go_build(out, c, f"k8s.io/kubernetes/cmd/{c}", ldflags, tags="selinux,notest,grpcnotrace")
+
+    def _build_etcd(self, out: Path) -> None:
+        version = self.component.version
+        self.say("downloading modules")
+        self.run("get", f"go.etcd.io/etcd/server/v3@v{version}")
+        ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v{version}"
+        self._go_build(out, "etcd", "go.etcd.io/etcd/server/v3", ldflags)
+
+    def _build_kwok(self, out: Path) -> None:
+        self.say("downloading modules")
+        self.run("get", f"sigs.k8s.io/kwok/cmd/kwok@v{self.component.version}")
+        self._go_build(out, "kwok", "sigs.k8s.io/kwok/cmd/kwok", "-s -w")
+        src = Path(self.run("list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok", capture=True).strip())
+        shutil.copytree(src / "kustomize" / "stage", out / STAGE_DIR_NAME)
+        for path in (out / STAGE_DIR_NAME).rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+
+
+def build(
+    components: tuple[Component, ...] = COMPONENTS,
+    force: bool = False,
+    say: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Build what is missing; return seconds spent per component (0 for cached ones)."""
+    spent: dict[str, float] = {}
+    todo = [c for c in components if force or not is_built(c)]
+    for c in components:
+        if c not in todo:
+            say(f"{c.key}: cached in {bin_dir(c)}")
+            spent[c.key] = 0.0
+    if not todo:
+        return spent
+    go = find_go()
+    go_version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    if _version_tuple(go_version) < (1, 26):
+        raise BuildError(f"the Go toolchain is {go_version}; the testbed needs Go >= 1.26")
+    logs = cache_dir() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for c in todo:
+        out = bin_dir(c)
+        tmp = out.with_name(out.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        log = logs / f"build-{c.key}.log"
+        log.write_text("")
+        started = time.monotonic()
+        _Builder(c, go, log, lambda m, c=c: say(f"{c.key}: {m}")).build(tmp)
+        seconds = time.monotonic() - started
+        record = {"component": c.name, "version": c.version, "seconds": round(seconds, 1), "go": go_version,
+                  "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (tmp / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        say(f"{c.key}: built in {seconds:.0f} s -> {out}")
+        spent[c.key] = seconds
+    return spent
+
+
+def build_records() -> list[dict[str, object]]:
+    """What each cached component's build.json says (how long the build took)."""
+    records = []
+    for c in COMPONENTS:
+        path = bin_dir(c) / "build.json"
+        if path.is_file():
+            records.append(json.loads(path.read_text()))
+    return records

@@ -1,0 +1,138 @@
+"""`kilocard testbed build | up | down | status`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from testbed import build, fleet
+from testbed.cluster import Testbed
+from testbed.config import MAX_CARDS_PER_NODE, MAX_NODES, TestbedConfig, default_state_dir
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def _say(message: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {message}")
+
+
+def _int_in(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low} to {high}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="testbed_command", required=True, parser_class=type(parser))
+
+    b = sub.add_parser("build", help="build the control-plane binaries from Go modules (cached)")
+    b.add_argument("--force", action="store_true", help="rebuild even when cached")
+    b.set_defaults(handler=cmd_build)
+
+    up = sub.add_parser("up", help="start the testbed (no-op when running)")
+    up.add_argument("--nodes", type=_int_in(1, MAX_NODES), default=128)
+    up.add_argument("--cards-per-node", type=_int_in(1, MAX_CARDS_PER_NODE), default=8)
+    up.add_argument("--card-resource", default="nvidia.com/gpu",
+                    help="extended resource of a card, e.g. huawei.com/Ascend910 or amd.com/gpu")
+    up.add_argument("--card-product", default="NVIDIA-H100-80GB-HBM3", help="card product label value")
+    up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=6443,
+                    help="apiserver port; etcd, controllers and kwok take the next five")
+    up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
+    up.add_argument("--not-ready-toleration-seconds", type=_int_in(1, 3600), default=15)
+    up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
+    up.add_argument("--timeout", type=_int_in(10, 3600), default=300, help="seconds to wait for readiness")
+    up.set_defaults(handler=cmd_up)
+
+    down = sub.add_parser("down", help="stop the testbed; no process is left behind")
+    down.set_defaults(handler=cmd_down)
+
+    status = sub.add_parser("status", help="endpoints, nodes, cards and process health")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=cmd_status)
+
+    for p in (up, down, status):
+        p.add_argument("--state-dir", type=Path, default=default_state_dir(),
+                       help="state folder (kubeconfig, logs, pids); default %(default)s")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    build.build(force=args.force, say=_say)
+    _say(f"binaries ready in {build.cache_dir() / 'bin'} ({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    existing = Testbed.from_state(args.state_dir)
+    if existing is not None and existing.running():
+        testbed = existing
+        _say(f"testbed already running (kubeconfig {testbed.paths.kubeconfig}); nothing to start")
+    else:
+        config = TestbedConfig(
+            nodes=args.nodes, cards_per_node=args.cards_per_node, card_resource=args.card_resource,
+            card_product=args.card_product, port_base=args.port_base, state_dir=args.state_dir,
+            not_ready_toleration_seconds=args.not_ready_toleration_seconds,
+            unreachable_toleration_seconds=args.unreachable_toleration_seconds,
+        ).validate()
+        build.build(say=_say)
+        testbed = Testbed(config)
+        testbed.up(say=_say, timeout=args.timeout)
+    if args.fleet:
+        kube = testbed.kube()
+        try:
+            fleet.deploy(kube, fleet.load(args.fleet, testbed.config.card_resource), timeout=args.timeout, say=_say)
+        finally:
+            kube.close()
+    _say(f"export KUBECONFIG={testbed.paths.kubeconfig}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    testbed = Testbed.from_state(args.state_dir)
+    if testbed is None:
+        _say(f"no testbed running (state folder {args.state_dir})")
+        return 0
+    testbed.down(say=_say)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    testbed = Testbed.from_state(args.state_dir)
+    if testbed is None:
+        if args.json:
+            print(json.dumps({"running": False, "state_dir": str(args.state_dir)}))
+        else:
+            _say(f"no testbed running (state folder {args.state_dir})")
+        return 3
+    status = testbed.status()
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0 if status["running"] else 3
+    table = Table("process", "pid", "state", "cpu s", "rss MiB")
+    for p in status["processes"]:
+        state = "[green]healthy[/]" if p["healthy"] else ("[yellow]unhealthy[/]" if p["alive"] else "[red]dead[/]")
+        table.add_row(p["name"], str(p["pid"]), state, str(p["cpu_seconds"]), str(p["rss_mib"]))
+    console.print(table)
+    for name, url in status["endpoints"].items():
+        console.print(f"{name}: {url}")
+    console.print(f"kubeconfig: {status['kubeconfig']}")
+    if status["running"]:
+        n, c = status["nodes"], status["cards"]
+        console.print(f"nodes: {n['ready']}/{n['total']} Ready; cards ({c['resource']}): "
+                      f"{c['allocatable']} allocatable of {c['capacity']}")
+    else:
+        console.print("[red]testbed not running[/]: some processes are dead; 'kilocard testbed down' clears it")
+    return 0 if status["running"] else 3

@@ -1,0 +1,345 @@
+"""Start, stop and inspect a testbed: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok as child processes, with a state folder holding the PKI, the kubeconfig,
+the kwok stages, the logs and `state.json` (config and pids).
+
+Why our own launcher and not `kwokctl --runtime binary`: we own the ports and flags (node monitor
+timings, toleration seconds, audit log), can stop or restart one component mid-test, need no
+kwokctl binary (nor its downloads when a binary is missing), and `down` finds every process it
+started from one file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.errors import KilocardError, SpecError
+from chaos.kube import Kube, node_ready
+from testbed import build, nodes, pki, processes, stages
+from testbed.config import TestbedConfig, taken_ports
+
+Say = Callable[[str], None]
+START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+
+
+class TestbedError(KilocardError):
+    __test__ = False
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kwok_config(self) -> Path:
+        return self.root / "kwok-stages.yaml"
+
+
+def _https_context(cert: pki.Pki | None) -> ssl.SSLContext:
+    if cert is None:  # the controllers' self-signed serving certs: only asking for /healthz
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    ctx = ssl.create_default_context(cafile=str(cert.ca_cert))
+    ctx.load_cert_chain(str(cert.admin_cert), str(cert.admin_key))
+    return ctx
+
+
+def _healthy(url: str, ctx: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200 and resp.read().strip() in (b"ok", b'{"health":"true","reason":""}'))
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class Testbed:
+    __test__ = False
+
+    def __init__(self, config: TestbedConfig) -> None:
+        self.config = config
+        self.paths = Paths(config.state_dir)
+        self.pki = pki.Pki(self.paths.pki)
+
+    # --- state ---------------------------------------------------------------------------------
+    @classmethod
+    def from_state(cls, state_dir: Path) -> Testbed | None:
+        """The testbed recorded in `state_dir`, with the config it was started with, or None."""
+        path = Paths(state_dir).state
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(TestbedConfig.from_json(data["config"]))
+
+    def procs(self) -> list[processes.Proc]:
+        if not self.paths.state.is_file():
+            return []
+        data = json.loads(self.paths.state.read_text())
+        return [processes.Proc(p["name"], p["pid"], p["binary"]) for p in data.get("processes", [])]
+
+    def _save(self, procs: list[processes.Proc], **extra: Any) -> None:
+        data = {"config": self.config.to_json(), "processes": [p.__dict__ for p in procs], **extra}
+        tmp = self.paths.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(self.paths.state)
+
+    def running(self) -> bool:
+        procs = self.procs()
+        return bool(procs) and all(p.alive() for p in procs)
+
+    def kube(self) -> Kube:
+        return Kube.from_kubeconfig(self.paths.kubeconfig)
+
+    # --- up ------------------------------------------------------------------------------------
+    def up(self, say: Say = print, timeout: float = 300.0) -> bool:
+        """Start the control plane and the nodes; False when it was already running."""
+        if self.running():
+            say(f"testbed already running (kubeconfig {self.paths.kubeconfig}); nothing to do")
+            return False
+        if self.procs():  # some died: clear the rest before starting anew
+            say("testbed partly running; stopping what is left first")
+            self.down(say=lambda _m: None)
+        missing = build.missing_binaries()
+        if missing:
+            raise TestbedError(f"testbed binaries not built ({', '.join(missing)}): run 'kilocard testbed build'")
+        taken = taken_ports(self.config.ports)
+        if taken:
+            raise SpecError(f"{', '.join(taken)} already in use: stop what listens there or pass --port-base")
+        started = time.monotonic()
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.paths.etcd_data, ignore_errors=True)  # every `up` is a fresh cluster
+        self.pki = pki.ensure(self.paths.pki, self.config.advertise_address)
+        self._write_kubeconfig()
+        stages.write_config(build.kwok_stage_dir(), self.paths.kwok_config)
+        procs: list[processes.Proc] = []
+        try:
+            for name in START_ORDER:
+                procs.append(processes.start(name, self._argv(name), self.paths.logs / f"{name}.log"))
+                self._save(procs)
+                if name in ("etcd", "kube-apiserver"):  # the rest only need the apiserver
+                    self._wait_healthy(name, procs, deadline=started + timeout)
+            for name in START_ORDER[2:4]:
+                self._wait_healthy(name, procs, deadline=started + timeout)
+            say(f"control plane up in {time.monotonic() - started:.1f} s (https://127.0.0.1:{self.config.ports.apiserver})")
+            kube = self.kube()
+            try:
+                self._wait_default_service_account(kube, started + timeout)
+                self._create_nodes(kube, say, started + timeout)
+            finally:
+                kube.close()
+        except BaseException:
+            processes.stop(procs)
+            self.paths.state.unlink(missing_ok=True)
+            raise
+        self._save(procs, up_seconds=round(time.monotonic() - started, 1))
+        say(f"testbed up in {time.monotonic() - started:.1f} s: {self.config.nodes} nodes, "
+            f"{self.config.cards} {self.config.card_resource}")
+        return True
+
+    def _argv(self, name: str) -> list[str]:
+        c, ports, p, kubeconfig = self.config, self.config.ports, self.pki, str(self.paths.kubeconfig)
+        binary = str(build.binary(name))
+        controller_common = [
+            f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", "--leader-elect=false",
+            "--kube-api-qps=500", "--kube-api-burst=1000", "--v=1",
+        ]
+        if name == "etcd":
+            return [
+                binary, "--name=testbed", f"--data-dir={self.paths.etcd_data}",
+                f"--listen-client-urls=http://127.0.0.1:{ports.etcd_client}",
+                f"--advertise-client-urls=http://127.0.0.1:{ports.etcd_client}",
+                f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
+                f"--initial-cluster=testbed=http://127.0.0.1:{ports.etcd_peer}",
+                "--listen-metrics-urls=", "--unsafe-no-fsync=true", "--quota-backend-bytes=4294967296",
+                "--auto-compaction-mode=periodic", "--auto-compaction-retention=5m", "--log-level=warn",
+            ]
+        if name == "kube-apiserver":
+            return [
+                binary, f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+                "--bind-address=127.0.0.1", f"--secure-port={ports.apiserver}",
+                f"--advertise-address={c.advertise_address}",
+                f"--tls-cert-file={p.apiserver_cert}", f"--tls-private-key-file={p.apiserver_key}",
+                f"--client-ca-file={p.ca_cert}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={p.sa_pub}", f"--service-account-signing-key-file={p.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true", "--profiling=false", "--v=1",
+                f"--default-not-ready-toleration-seconds={c.not_ready_toleration_seconds}",
+                f"--default-unreachable-toleration-seconds={c.unreachable_toleration_seconds}",
+                # Fault injection issues bursts of calls; the testbed has one client that matters.
+                "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+            ]
+        if name == "kube-controller-manager":
+            return [
+                binary, *controller_common, f"--secure-port={ports.controller_manager}",
+                f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca_cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--use-service-account-credentials=false",
+                "--node-monitor-period=1s", f"--node-monitor-grace-period={c.node_monitor_grace_seconds}s",
+                # Upstream evicts at most one node per 10 s per zone, and none once over 55 % of a zone
+                # is down; experiments that take several nodes away need eviction to keep up.
+                "--node-eviction-rate=100", "--secondary-node-eviction-rate=100",
+                "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
+                "--concurrent-statefulset-syncs=10",
+            ]
+        if name == "kube-scheduler":
+            return [binary, *controller_common, f"--secure-port={ports.scheduler}"]
+        if name == "kwok":
+            return [
+                binary, f"--kubeconfig={kubeconfig}", f"--config={self.paths.kwok_config}",
+                "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
+                f"--node-lease-duration-seconds={c.node_lease_seconds}", f"--cidr={POD_CIDR}",
+                "--node-ip=10.255.0.1", f"--server-address=127.0.0.1:{ports.kwok}",
+            ]
+        raise KeyError(name)
+
+    def _health_url(self, name: str) -> tuple[str, ssl.SSLContext | None]:
+        ports = self.config.ports
+        return {
+            "etcd": (f"http://127.0.0.1:{ports.etcd_client}/health", None),
+            "kube-apiserver": (f"https://127.0.0.1:{ports.apiserver}/readyz", _https_context(self.pki)),
+            "kube-controller-manager": (f"https://127.0.0.1:{ports.controller_manager}/healthz", _https_context(None)),
+            "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}/healthz", _https_context(None)),
+            "kwok": (f"http://127.0.0.1:{ports.kwok}/healthz", None),
+        }[name]
+
+    def healthy(self, name: str) -> bool:
+        return _healthy(*self._health_url(name))
+
+    def _wait_healthy(self, name: str, procs: list[processes.Proc], deadline: float) -> None:
+        proc = next(p for p in procs if p.name == name)
+        while not self.healthy(name):
+            if not proc.alive():
+                raise TestbedError(f"{name} exited during start-up: {self._log_tail(name)}")
+            if time.monotonic() > deadline:
+                raise TestbedError(f"{name} not healthy in time: {self._log_tail(name)}")
+            time.sleep(0.2)
+
+    def _log_tail(self, name: str, lines: int = 5) -> str:
+        path = self.paths.logs / f"{name}.log"
+        tail = path.read_text(errors="replace").splitlines()[-lines:] if path.is_file() else []
+        return f"see {path}" + ("\n  " + "\n  ".join(tail) if tail else "")
+
+    def _write_kubeconfig(self) -> None:
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kilocard-testbed", "cluster": {
+                "server": f"https://127.0.0.1:{self.config.ports.apiserver}",
+                "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": "testbed-admin", "user": {
+                "client-certificate": str(self.pki.admin_cert), "client-key": str(self.pki.admin_key)}}],
+            "contexts": [{"name": "kilocard-testbed", "context": {"cluster": "kilocard-testbed", "user": "testbed-admin"}}],
+            "current-context": "kilocard-testbed",
+        }
+        self.paths.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        self.paths.kubeconfig.chmod(0o600)
+
+    def _wait_default_service_account(self, kube: Kube, deadline: float) -> None:
+        """Pods need their namespace's `default` ServiceAccount, which the controller manager makes."""
+        while True:
+            try:
+                kube.core.read_namespaced_service_account("default", "default")
+                return
+            except Exception:  # noqa: BLE001 - not there yet
+                if time.monotonic() > deadline:
+                    raise TestbedError("the controller manager made no default ServiceAccount in time") from None
+                time.sleep(0.2)
+
+    def _create_nodes(self, kube: Kube, say: Say, deadline: float) -> None:
+        manifests = [nodes.node_manifest(i, self.config) for i in range(self.config.nodes)]
+        nodes.create_nodes(kube, manifests)
+        want = self.config.nodes
+        try:
+            kube.wait_until(
+                "nodes", lambda items: sum(1 for n in items if node_ready(n)) >= want,
+                timeout=max(1.0, deadline - time.monotonic()), label_selector=f"{nodes.TESTBED_LABEL}=true",
+            )
+        except TimeoutError:
+            raise TestbedError(f"{want} nodes not Ready in time: {self._log_tail('kwok')}") from None
+
+    # --- down ----------------------------------------------------------------------------------
+    def down(self, say: Say = print) -> bool:
+        """Stop every process; False when nothing was running."""
+        procs = self.procs()
+        live = [p for p in procs if p.alive()]
+        if not live:
+            self.paths.state.unlink(missing_ok=True)
+            say(f"no testbed running (state folder {self.paths.root})")
+            return False
+        left = processes.stop(list(reversed(procs)))
+        if left:
+            raise TestbedError(f"could not stop {', '.join(left)}")
+        self.paths.state.unlink(missing_ok=True)
+        shutil.rmtree(self.paths.etcd_data, ignore_errors=True)
+        say(f"testbed stopped ({len(live)} processes)")
+        return True
+
+    # --- status --------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        procs = self.procs()
+        usage = processes.usage(procs)
+        result: dict[str, Any] = {
+            "running": self.running(),
+            "state_dir": str(self.paths.root),
+            "kubeconfig": str(self.paths.kubeconfig),
+            "endpoints": {
+                "kube-apiserver": f"https://127.0.0.1:{self.config.ports.apiserver}",
+                "etcd": f"http://127.0.0.1:{self.config.ports.etcd_client}",
+            },
+            "processes": [
+                {"name": p.name, "pid": p.pid, "alive": p.alive(), "healthy": p.alive() and self.healthy(p.name),
+                 "cpu_seconds": round(usage.get(p.name, (0.0, 0))[0], 1),
+                 "rss_mib": round(usage.get(p.name, (0.0, 0))[1] / 2**20, 1)}
+                for p in procs
+            ],
+        }
+        if result["running"]:
+            kube = self.kube()
+            try:
+                all_nodes = kube.list_nodes(f"{nodes.TESTBED_LABEL}=true")
+                resource = self.config.card_resource
+                result["nodes"] = {"total": len(all_nodes), "ready": sum(1 for n in all_nodes if node_ready(n))}
+                result["cards"] = {
+                    "resource": resource,
+                    "capacity": sum(int((n.status.capacity or {}).get(resource, 0)) for n in all_nodes),
+                    "allocatable": sum(int((n.status.allocatable or {}).get(resource, 0)) for n in all_nodes
+                                       if node_ready(n) and not n.spec.unschedulable),
+                }
+            finally:
+                kube.close()
+        return result

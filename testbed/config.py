@@ -1,0 +1,167 @@
+"""What a testbed is made of: sizes, card resource, ports, timings, and where its state lives."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import SpecError
+
+# An extended resource is <domain>/<name>; kubernetes.io domains are reserved for native resources.
+_RESOURCE = re.compile(r"^(?=.{1,253}/)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+MAX_NODES = 5000
+MAX_CARDS_PER_NODE = 64
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("KILOCARD_STATE", Path.home() / ".local" / "state" / "kilocard" / "testbed"))
+
+
+def _default_advertise_address() -> str:
+    """The apiserver writes this address into the `kubernetes` EndpointSlice, where loopback is
+    invalid. Nothing ever connects to it (every listener binds 127.0.0.1), so when the host has
+    no routable address a fixed private one serves as a mere name."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only asks the routing table
+            address = s.getsockname()[0]
+            if not address.startswith("127."):
+                return str(address)
+    except OSError:
+        pass
+    return "10.255.255.1"
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Every listener binds 127.0.0.1; ports are consecutive from `base`."""
+
+    base: int
+
+    @property
+    def apiserver(self) -> int:
+        return self.base
+
+    @property
+    def etcd_client(self) -> int:
+        return self.base + 1
+
+    @property
+    def etcd_peer(self) -> int:
+        return self.base + 2
+
+    @property
+    def controller_manager(self) -> int:
+        return self.base + 3
+
+    @property
+    def scheduler(self) -> int:
+        return self.base + 4
+
+    @property
+    def kwok(self) -> int:
+        return self.base + 5
+
+    def named(self) -> dict[str, int]:
+        return {
+            "kube-apiserver": self.apiserver,
+            "etcd client": self.etcd_client,
+            "etcd peer": self.etcd_peer,
+            "kube-controller-manager": self.controller_manager,
+            "kube-scheduler": self.scheduler,
+            "kwok": self.kwok,
+        }
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    nodes: int = 128
+    cards_per_node: int = 8
+    card_resource: str = "nvidia.com/gpu"
+    card_product: str = "NVIDIA-H100-80GB-HBM3"
+    nodes_per_rack: int = 16
+    racks_per_zone: int = 2
+    port_base: int = 6443
+    state_dir: Path = field(default_factory=default_state_dir)
+    advertise_address: str = field(default_factory=_default_advertise_address)
+    # How long pods tolerate node.kubernetes.io/not-ready and /unreachable before eviction
+    # (300 s upstream; short here so node-loss experiments finish in seconds).
+    not_ready_toleration_seconds: int = 15
+    unreachable_toleration_seconds: int = 15
+    # kwok renews each node's Lease every quarter of its duration; the controller manager calls a
+    # node lost when no renewal came within the grace period.
+    node_lease_seconds: int = 20
+    node_monitor_grace_seconds: int = 15
+
+    __test__ = False  # not a pytest test class despite the name
+
+    @property
+    def ports(self) -> Ports:
+        return Ports(self.port_base)
+
+    @property
+    def cards(self) -> int:
+        return self.nodes * self.cards_per_node
+
+    def validate(self) -> TestbedConfig:
+        def positive(name: str, value: Any, maximum: int) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+                raise SpecError(f"--{name.replace('_', '-')}: expected an integer from 1 to {maximum}, got {value!r}")
+
+        positive("nodes", self.nodes, MAX_NODES)
+        positive("cards_per_node", self.cards_per_node, MAX_CARDS_PER_NODE)
+        positive("nodes_per_rack", self.nodes_per_rack, MAX_NODES)
+        positive("racks_per_zone", self.racks_per_zone, MAX_NODES)
+        positive("not_ready_toleration_seconds", self.not_ready_toleration_seconds, 3600)
+        positive("unreachable_toleration_seconds", self.unreachable_toleration_seconds, 3600)
+        if not _RESOURCE.match(self.card_resource) or self.card_resource.split("/")[0].endswith("kubernetes.io"):
+            raise SpecError(
+                f"--card-resource: expected an extended resource name like 'nvidia.com/gpu' or "
+                f"'huawei.com/Ascend910', got {self.card_resource!r}"
+            )
+        if not _LABEL_VALUE.match(self.card_product):
+            raise SpecError(f"--card-product: must be a valid label value, got {self.card_product!r}")
+        if not 1024 <= self.port_base <= 65535 - 16:
+            raise SpecError(f"--port-base: expected a port from 1024 to {65535 - 16}, got {self.port_base}")
+        if self.node_monitor_grace_seconds * 4 <= self.node_lease_seconds:
+            raise SpecError("node monitor grace period must exceed a quarter of the node lease duration")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["state_dir"] = str(self.state_dir)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestbedConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["state_dir"] = Path(values["state_dir"])
+        return cls(**values)
+
+
+def rack_of(index: int, config: TestbedConfig) -> int:
+    return index // config.nodes_per_rack
+
+
+def zone_of(index: int, config: TestbedConfig) -> int:
+    return rack_of(index, config) // config.racks_per_zone
+
+
+def taken_ports(ports: Ports) -> list[str]:
+    """Ports some other process listens on, named ("port 6443 (kube-apiserver)")."""
+    taken = []
+    for name, port in ports.named().items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                taken.append(f"port {port} ({name})")
+    return taken

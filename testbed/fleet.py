@@ -1,0 +1,110 @@
+"""Sample inference fleets (testbed/manifests/fleet/<name>/*.yaml), deployed and waited for.
+
+Manifests are templates: `${namespace}` and `${card_resource}` are filled in, so the same fleet
+runs on NVIDIA, AMD or Ascend resource names. Tests reshape a fleet (fewer replicas, pinned to
+their own pool of nodes) with the pure helpers below before deploying it.
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.errors import KilocardError, SpecError
+from chaos.kube import Kube, pod_ready
+
+MANIFESTS = Path(__file__).parent / "manifests" / "fleet"
+DEFAULT_NAMESPACE = "kilocard-fleet"
+MODEL_LABEL = "kilocard.io/model"
+POOL_LABEL = "kilocard.io/pool"
+Manifest = dict[str, Any]
+
+
+def names() -> list[str]:
+    return sorted(p.name for p in MANIFESTS.iterdir() if p.is_dir())
+
+
+def load(name: str, card_resource: str, namespace: str = DEFAULT_NAMESPACE) -> list[Manifest]:
+    folder = MANIFESTS / name
+    if not folder.is_dir():
+        raise SpecError(f"--fleet: unknown fleet {name!r}; known: {', '.join(names())}")
+    objects: list[Manifest] = []
+    for path in sorted(folder.glob("*.yaml")):
+        text = string.Template(path.read_text()).substitute(namespace=namespace, card_resource=card_resource)
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def _workloads(objects: list[Manifest]) -> list[Manifest]:
+    return [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
+
+
+def only(objects: list[Manifest], *models: str) -> list[Manifest]:
+    """Keep the namespace and the objects of the given models."""
+    def keep(o: Manifest) -> bool:
+        labels = o["metadata"].get("labels", {})
+        return o["kind"] == "Namespace" or labels.get(MODEL_LABEL) in models or (
+            o["kind"] == "PodDisruptionBudget" and o["spec"]["selector"]["matchLabels"].get(MODEL_LABEL) in models)
+
+    kept = [copy.deepcopy(o) for o in objects if keep(o)]
+    found = {o["metadata"]["labels"].get(MODEL_LABEL) for o in _workloads(kept)}
+    if set(models) - found:
+        raise SpecError(f"no such model in the fleet: {', '.join(sorted(set(models) - found))}")
+    return kept
+
+
+def scaled(objects: list[Manifest], replicas: dict[str, int]) -> list[Manifest]:
+    """Set the replica count per model (for StatefulSet groups: pods per group stay as they are)."""
+    result = copy.deepcopy(objects)
+    for o in _workloads(result):
+        model = o["metadata"]["labels"].get(MODEL_LABEL)
+        if model in replicas and o["kind"] == "Deployment":
+            o["spec"]["replicas"] = replicas[model]
+    return result
+
+
+def pinned(objects: list[Manifest], pool: str) -> list[Manifest]:
+    """Confine every pod to nodes labelled and tainted `kilocard.io/pool=<pool>`."""
+    result = copy.deepcopy(objects)
+    for o in _workloads(result):
+        spec = o["spec"]["template"]["spec"]
+        spec.setdefault("nodeSelector", {})[POOL_LABEL] = pool
+        spec.setdefault("tolerations", []).append(
+            {"key": POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"})
+    return result
+
+
+def expected_pods(objects: list[Manifest]) -> int:
+    return sum(int(o["spec"].get("replicas", 1)) for o in _workloads(objects))
+
+
+def namespace_of(objects: list[Manifest]) -> str:
+    return next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
+
+
+def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
+           say: Callable[[str], None] = print) -> float:
+    """Apply the fleet (idempotent) and wait until every replica pod is Ready; return seconds."""
+    started = time.monotonic()
+    for o in objects:
+        kube.apply(o)
+    want = expected_pods(objects)
+    namespace = namespace_of(objects)
+    try:
+        kube.wait_until("pods", lambda pods: sum(1 for p in pods if pod_ready(p)) >= want,
+                        timeout=timeout, namespace=namespace)
+    except TimeoutError:
+        pods = kube.list_pods(namespace).items
+        pending = [p.metadata.name for p in pods if not pod_ready(p)]
+        raise KilocardError(
+            f"fleet not Ready within {timeout:.0f} s: {len(pods) - len(pending)}/{want} Ready; "
+            f"not Ready: {', '.join(pending[:5])}{' ...' if len(pending) > 5 else ''}") from None
+    seconds = time.monotonic() - started
+    say(f"fleet Ready in {seconds:.1f} s: {want} pods in namespace {namespace}")
+    return seconds

@@ -1,0 +1,78 @@
+"""Fake GPU nodes: Node objects that kwok keeps alive (heartbeat, Lease) and the real scheduler
+fills. Labels carry the topology (hostname, zone, rack) and the card product."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from chaos.errors import Conflict
+from chaos.kube import Kube
+from testbed.config import TestbedConfig, rack_of, zone_of
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages nodes annotated with this = "fake"
+TESTBED_LABEL = "kilocard.io/testbed"
+RACK_LABEL = "kilocard.io/rack"
+PRODUCT_LABEL = "kilocard.io/card-product"
+RESOURCE_LABEL = "kilocard.io/card-resource"  # the resource name with '/' -> '.', for selectors
+CONCURRENCY = 16
+
+
+def node_name(index: int, prefix: str = "gpu") -> str:
+    return f"{prefix}-{index:03d}"
+
+
+def node_manifest(index: int, config: TestbedConfig, prefix: str = "gpu",
+                  extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    name = node_name(index, prefix)
+    cards = str(config.cards_per_node)
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node.kubernetes.io/instance-type": f"gpu-{config.cards_per_node}x",
+        "topology.kubernetes.io/region": "testbed",
+        "topology.kubernetes.io/zone": f"zone-{zone_of(index, config)}",
+        RACK_LABEL: f"rack-{rack_of(index, config):02d}",
+        PRODUCT_LABEL: config.card_product,
+        RESOURCE_LABEL: config.card_resource.replace("/", "."),
+        TESTBED_LABEL: "true",
+        "type": "kwok",
+    }
+    vendor = config.card_resource.split("/")[0]
+    if vendor == "nvidia.com":
+        # What NVIDIA's GPU feature discovery puts on real GPU nodes.
+        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": config.card_product,
+                       "nvidia.com/gpu.count": cards})
+    labels.update(extra_labels or {})
+    resources = {"cpu": "192", "memory": "2Ti", "pods": "110", "ephemeral-storage": "7Ti",
+                 config.card_resource: cards}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+        "spec": {},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+        },
+    }
+
+
+def create_nodes(kube: Kube, manifests: list[dict[str, Any]]) -> int:
+    """Create nodes with bounded concurrency; existing ones are left as they are. Returns how many were new."""
+
+    def create(body: dict[str, Any]) -> int:
+        try:
+            kube.create_node(body)
+            return 1
+        except Conflict:
+            return 0
+
+    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+        return sum(pool.map(create, manifests))
+
+
+def delete_nodes(kube: Kube, names: list[str]) -> None:
+    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+        list(pool.map(kube.delete_node, names))

@@ -1,0 +1,86 @@
+"""Child processes of the testbed: each in its own process group (so a Ctrl-C in the launching
+shell does not reach it and `down` can end it with all its children), output to a log file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    pid: int
+    binary: str
+
+    def alive(self) -> bool:
+        """Running, and still the program we started (pids get reused)."""
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        state = stat.rsplit(")", 1)[1].split()[0]
+        return state != "Z" and cmdline.split(b"\0", 1)[0].decode(errors="replace") == self.binary
+
+
+def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        popen = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, env={**os.environ, **(env or {})}, close_fds=True,
+        )
+    return Proc(name, popen.pid, argv[0])
+
+
+def stop(procs: list[Proc], timeout: float = 10.0) -> list[str]:
+    """SIGTERM each process group, SIGKILL what is left after `timeout`; return names still alive."""
+    for p in procs:
+        if p.alive():
+            _signal_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(p.alive() for p in procs):
+        _reap(procs)
+        time.sleep(0.1)
+    for p in procs:
+        if p.alive():
+            _signal_group(p.pid, signal.SIGKILL)
+    time.sleep(0.2)
+    _reap(procs)
+    return [p.name for p in procs if p.alive()]
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(procs: list[Proc]) -> None:
+    """Collect exit statuses of our own children so they do not linger as zombies."""
+    for p in procs:
+        try:
+            os.waitpid(p.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def usage(procs: list[Proc]) -> dict[str, tuple[float, int]]:
+    """CPU seconds (user+system) and resident bytes per process, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    page = os.sysconf("SC_PAGE_SIZE")
+    result = {}
+    for p in procs:
+        try:
+            fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            rss_pages = int(Path(f"/proc/{p.pid}/statm").read_text().split()[1])
+        except OSError:
+            continue
+        result[p.name] = ((int(fields[11]) + int(fields[12])) / ticks, rss_pages * page)
+    return result

@@ -1,0 +1,51 @@
+import pytest
+
+from testbed import build
+
+GOMOD = """module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+	k8s.io/api v0.0.0
+	github.com/foo/bar v1.2.3
+)
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+	k8s.io/cri-streaming => ./staging/src/k8s.io/cri-streaming
+	k8s.io/kube-openapi => k8s.io/kube-openapi v0.0.0-2026
+)
+"""
+
+
+def test_staging_modules_come_from_the_replace_block():
+    assert build.staging_modules(GOMOD) == ["k8s.io/api", "k8s.io/cri-streaming"]
+
+
+def test_go_directive():
+    assert build.go_directive(GOMOD) == "1.26.0"
+    with pytest.raises(build.BuildError):
+        build.go_directive("module x\n")
+
+
+def test_missing_go_toolchain_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(build.BuildError) as err:
+        build.find_go()
+    assert str(err.value) == "the Go toolchain ('go') is not on PATH: install Go >= 1.26 to build the testbed binaries"
+
+
+def test_build_without_go_fails_before_touching_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("KILOCARD_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(build.BuildError, match="Go toolchain"):
+        build.build(say=lambda _m: None)
+    assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_cache_is_keyed_by_version(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILOCARD_CACHE", str(tmp_path))
+    assert build.bin_dir(build.K8S) == tmp_path / "bin" / f"k8s-{build.K8S.version}"
+    assert build.binary("kube-scheduler") == tmp_path / "bin" / f"k8s-{build.K8S.version}" / "kube-scheduler"
+    assert set(build.missing_binaries()) == {b for c in build.COMPONENTS for b in c.binaries}

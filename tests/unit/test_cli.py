@@ -1,0 +1,31 @@
+import subprocess
+import sys
+
+
+def kilocard(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, **kw)
+
+
+def test_bad_sizes_are_one_line_errors():
+    for args, expected in [
+        (["--nodes", "0"], "kilocard: argument --nodes: expected an integer from 1 to 5000, got 0\n"),
+        (["--cards-per-node", "1.5"], "kilocard: argument --cards-per-node: expected an integer from 1 to 64, got '1.5'\n"),
+        (["--card-resource", "gpu", "--state-dir", "/nonexistent/kc"],
+         "kilocard: --card-resource: expected an extended resource name like 'nvidia.com/gpu' or 'huawei.com/Ascend910', got 'gpu'\n"),
+    ]:
+        result = kilocard("testbed", "up", *args)
+        assert result.returncode == 2, result
+        assert result.stderr == expected
+        assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_down_with_nothing_running_says_so(tmp_path):
+    result = kilocard("testbed", "down", "--state-dir", str(tmp_path))
+    assert result.returncode == 0
+    assert f"no testbed running (state folder {tmp_path})" in result.stdout
+
+
+def test_status_with_nothing_running(tmp_path):
+    result = kilocard("testbed", "status", "--json", "--state-dir", str(tmp_path))
+    assert result.returncode == 3
+    assert '"running": false' in result.stdout
