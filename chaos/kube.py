@@ -239,16 +239,17 @@ class Kube:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> list[Any]:
-        """List `kind` ("pods" or "nodes") once, then follow its watch until `condition` holds
+        """List `kind` ("pods", "nodes", "poddisruptionbudgets") once, then follow its watch until `condition` holds
         over the current objects; return them. Raises TimeoutError with the last state's size."""
         # The watch decodes events by the list method's documented return type: pass the bound
         # API method itself (not a wrapper), with its positional arguments.
-        if kind == "nodes":
-            lister, args = self.core.list_node, ()
-        elif namespace:
-            lister, args = self.core.list_namespaced_pod, (namespace,)
-        else:
-            lister, args = self.core.list_pod_for_all_namespaces, ()
+        namespaced, everywhere = {
+            "nodes": (None, self.core.list_node),
+            "pods": (self.core.list_namespaced_pod, self.core.list_pod_for_all_namespaces),
+            "poddisruptionbudgets": (self.policy.list_namespaced_pod_disruption_budget,
+                                     self.policy.list_pod_disruption_budget_for_all_namespaces),
+        }[kind]
+        lister, args = (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         deadline = time.monotonic() + timeout
         listed = self._call(f"list {kind}", lister, *args, **kwargs)

@@ -87,8 +87,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
         ).validate()
-        build.build(say=_say)
         testbed = Testbed(config)
+        testbed.check_ports()  # before a possibly long build
+        build.build(say=_say)
         testbed.up(say=_say, timeout=args.timeout)
     if args.fleet:
         kube = testbed.kube()

@@ -132,12 +132,10 @@ class Testbed:
         if self.procs():  # some died: clear the rest before starting anew
             say("testbed partly running; stopping what is left first")
             self.down(say=lambda _m: None)
+        self.check_ports()
         missing = build.missing_binaries()
         if missing:
             raise TestbedError(f"testbed binaries not built ({', '.join(missing)}): run 'kilocard testbed build'")
-        taken = taken_ports(self.config.ports)
-        if taken:
-            raise SpecError(f"{', '.join(taken)} already in use: stop what listens there or pass --port-base")
         started = time.monotonic()
         self.paths.root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.paths.etcd_data, ignore_errors=True)  # every `up` is a fresh cluster
@@ -168,6 +166,11 @@ class Testbed:
         say(f"testbed up in {time.monotonic() - started:.1f} s: {self.config.nodes} nodes, "
             f"{self.config.cards} {self.config.card_resource}")
         return True
+
+    def check_ports(self) -> None:
+        taken = taken_ports(self.config.ports)
+        if taken:
+            raise SpecError(f"{', '.join(taken)} already in use: stop what listens there or pass --port-base")
 
     def _argv(self, name: str) -> list[str]:
         c, ports, p, kubeconfig = self.config, self.config.ports, self.pki, str(self.paths.kubeconfig)

@@ -96,11 +96,13 @@ def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
         kube.apply(o)
     want = expected_pods(objects)
     namespace = namespace_of(objects)
+    models = sorted({o["metadata"]["labels"][MODEL_LABEL] for o in _workloads(objects)})
+    selector = f"{MODEL_LABEL} in ({','.join(models)})"
     try:
         kube.wait_until("pods", lambda pods: sum(1 for p in pods if pod_ready(p)) >= want,
-                        timeout=timeout, namespace=namespace)
+                        timeout=timeout, namespace=namespace, label_selector=selector)
     except TimeoutError:
-        pods = kube.list_pods(namespace).items
+        pods = kube.list_pods(namespace, selector).items
         pending = [p.metadata.name for p in pods if not pod_ready(p)]
         raise KilocardError(
             f"fleet not Ready within {timeout:.0f} s: {len(pods) - len(pending)}/{want} Ready; "

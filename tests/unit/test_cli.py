@@ -29,3 +29,17 @@ def test_status_with_nothing_running(tmp_path):
     result = kilocard("testbed", "status", "--json", "--state-dir", str(tmp_path))
     assert result.returncode == 3
     assert '"running": false' in result.stdout
+
+
+def test_taken_port_is_named_and_nothing_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        result = kilocard("testbed", "up", "--port-base", str(port - 2), "--state-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr == (f"kilocard: port {port} (etcd peer) already in use: "
+                             "stop what listens there or pass --port-base\n")
+    assert not (tmp_path / "state.json").exists()

@@ -1,0 +1,83 @@
+"""One small real testbed for the whole run; each test gets its own namespace and node pool.
+
+A pool is a set of fresh nodes labelled and tainted `kilocard.io/pool=<name>`; workloads pinned
+to it (testbed.fleet.pinned) land nowhere else, so tests never see each other's pods.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.kube import Kube, node_ready
+from testbed import fleet, nodes
+from testbed.cluster import Testbed
+from testbed.config import TestbedConfig
+
+PORT_BASE = int(os.environ.get("KILOCARD_TEST_PORT_BASE", "17443"))
+_pool_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    config = TestbedConfig(nodes=4, port_base=PORT_BASE, state_dir=Path(tmp_path_factory.mktemp("testbed")))
+    tb = Testbed(config.validate())
+    tb.up(say=lambda _m: None, timeout=120)
+    try:
+        yield tb
+    finally:
+        tb.down(say=lambda _m: None)
+
+
+@pytest.fixture(scope="session")
+def kube(testbed: Testbed) -> Iterator[Kube]:
+    k = testbed.kube()
+    yield k
+    k.close()
+
+
+@dataclass
+class Pool:
+    name: str
+    namespace: str
+    node_names: list[str]
+    config: TestbedConfig
+
+    def fleet(self, *models: str, replicas: dict[str, int] | None = None) -> list[dict[str, Any]]:
+        """Fleet manifests for `models`, in this pool's namespace, confined to its nodes."""
+        objects = fleet.only(fleet.load("default", self.config.card_resource, namespace=self.namespace), *models)
+        return fleet.pinned(fleet.scaled(objects, replicas or {}), self.name)
+
+
+@pytest.fixture
+def pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
+    """Factory: pool(n) makes n fresh 8-card nodes and a namespace; both are removed afterwards."""
+    made: list[Pool] = []
+
+    def make(size: int) -> Pool:
+        name = f"p{os.getpid() % 1000}x{next(_pool_ids)}"
+        manifests = []
+        for i in range(size):
+            m = nodes.node_manifest(i, testbed.config, prefix=name, extra_labels={fleet.POOL_LABEL: name})
+            m["spec"]["taints"] = [{"key": fleet.POOL_LABEL, "value": name, "effect": "NoSchedule"}]
+            manifests.append(m)
+        nodes.create_nodes(kube, manifests)
+        kube.wait_until("nodes", lambda items: sum(node_ready(n) for n in items) == size, timeout=30,
+                        label_selector=f"{fleet.POOL_LABEL}={name}")
+        p = Pool(name, name, [m["metadata"]["name"] for m in manifests], testbed.config)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        try:
+            kube.delete_namespace(p.namespace)
+        except Exception:  # noqa: BLE001 - a test may not have made it
+            pass
+        nodes.delete_nodes(kube, p.node_names)
