@@ -1,5 +1,5 @@
-"""kwok's behaviour as data: the stage files (shipped in the kwok module, copied beside its
-binary at build time) that make fake nodes and pods act like kubelets.
+"""kwok's behaviour as data: the stage files that make fake nodes and pods act like kubelets.
+Most ship in the kwok module (copied beside its binary at build time); testbed/kwok/ holds ours.
 
 kwok v0.8.0 has no built-in stages, so the testbed always passes this set with `-c`."""
 
@@ -17,7 +17,9 @@ PROFILE = (
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 )
-NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"
+OWN = Path(__file__).parent / "kwok"
+NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # Ready=False: not-ready taint
+LOST_LABEL = "kilocard.io/node-lost"  # Ready=Unknown: unreachable taint (testbed/kwok/node-lost.yaml)
 
 
 def write_config(stage_dir: Path, target: Path) -> Path:
@@ -28,5 +30,6 @@ def write_config(stage_dir: Path, target: Path) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"kwok stage {rel} not found in {stage_dir}: rebuild with 'kilocard testbed build'")
         docs.append(path.read_text().strip())
+    docs += [path.read_text().strip() for path in sorted(OWN.glob("*.yaml"))]
     target.write_text("\n---\n".join(docs) + "\n")
     return target

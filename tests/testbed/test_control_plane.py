@@ -151,3 +151,31 @@ def test_fragile_fleet_colocates_replicas_when_space_is_tight(kube, pool):
     fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 4}), timeout=60, say=lambda _m: None)
     # Every replica on one machine: one node loss takes the whole model down.
     assert per_node(ready_pods(kube, p.namespace, FRAGILE)) == {spare: 4}
+
+
+def test_lost_node_is_tainted_unreachable_and_its_pods_replaced(kube, pool, testbed):
+    """A lost node (conditions Unknown, through testbed/kwok/node-lost.yaml) is tainted
+    unreachable and its pods are evicted once their toleration runs out."""
+    c = testbed.config
+    p = pool(2)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 1}), timeout=60, say=lambda _m: None)
+    (victim,) = wait_ready(kube, p.namespace, BIG, 1)
+    node = victim.spec.node_name
+    started = time.monotonic()
+    kube.patch_node(node, {"metadata": {"labels": {stages.LOST_LABEL: "true"}}})
+
+    def unreachable(items):
+        return any(t.key == "node.kubernetes.io/unreachable" and t.effect == "NoExecute"
+                   for t in (items[0].spec.taints or []))
+
+    kube.wait_until("nodes", unreachable, timeout=20, label_selector=f"kubernetes.io/hostname={node}")
+    tainted_after = time.monotonic() - started
+    pods = kube.wait_until(
+        "pods", lambda items: any(pod_ready(x) and x.metadata.uid != victim.metadata.uid for x in items),
+        timeout=c.unreachable_toleration_seconds + 30, namespace=p.namespace,
+        label_selector=f"kilocard.io/model={BIG}")
+    (replacement,) = [x for x in pods if pod_ready(x) and x.metadata.uid != victim.metadata.uid]
+    replaced_after = time.monotonic() - started
+    assert replacement.spec.node_name != node
+    assert tainted_after < 10, tainted_after
+    assert c.unreachable_toleration_seconds - 1 <= replaced_after <= c.unreachable_toleration_seconds + 15
