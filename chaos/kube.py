@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -154,6 +155,9 @@ class Kube:
     def patch_node(self, name: str, patch: dict[str, Any]) -> client.V1Node:
         return self._call(f"patch node {name}", self.core.patch_node, name, patch)
 
+    def patch_node_status(self, name: str, patch: dict[str, Any]) -> client.V1Node:
+        return self._call(f"patch node {name} status", self.core.patch_node_status, name, patch)
+
     def delete_node(self, name: str) -> None:
         self._call(f"delete node {name}", self.core.delete_node, name)
 
@@ -230,17 +234,19 @@ class Kube:
         )
         return list(result.items)
 
-    # --- waiting on state, by watch ---------------------------------------------------------
-    def wait_until(
+    # --- following state, by watch ------------------------------------------------------------
+    def events(
         self,
         kind: str,
-        condition: Callable[[list[Any]], bool],
-        timeout: float,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> list[Any]:
-        """List `kind` ("pods", "nodes", "poddisruptionbudgets") once, then follow its watch until `condition` holds
-        over the current objects; return them. Raises TimeoutError with the last state's size."""
+        until: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """List `kind` ("pods", "nodes", "poddisruptionbudgets"), yield ("SYNC", [objects]), then
+        follow its watch, yielding (ADDED|MODIFIED|DELETED, object). A watch that expires or
+        whose resourceVersion is too old (410) is resumed or re-listed (a new SYNC). Ends at
+        `until` (monotonic time) or when `stop` is set."""
         # The watch decodes events by the list method's documented return type: pass the bound
         # API method itself (not a wrapper), with its positional arguments.
         namespaced, everywhere = {
@@ -251,37 +257,57 @@ class Kube:
         }[kind]
         lister, args = (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        deadline = time.monotonic() + timeout
-        listed = self._call(f"list {kind}", lister, *args, **kwargs)
-        objects = {o.metadata.uid: o for o in listed.items}
-        version = listed.metadata.resource_version
-        while True:
-            if condition(list(objects.values())):
-                return list(objects.values())
-            remaining = deadline - time.monotonic()
+        version = None
+        while not (stop and stop.is_set()):
+            if version is None:
+                listed = self._call(f"list {kind}", lister, *args, **kwargs)
+                version = listed.metadata.resource_version
+                yield "SYNC", list(listed.items)
+            remaining = 30.0 if until is None else until - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"{kind} did not reach the expected state within {timeout:.0f} s")
-            stream = watch.Watch().stream(
-                lister, *args, resource_version=version, timeout_seconds=max(1, int(remaining)), **kwargs
-            )
+                return
+            watcher = watch.Watch()
             try:
-                for event in stream:
+                for event in watcher.stream(lister, *args, resource_version=version,
+                                            timeout_seconds=max(1, min(30, int(remaining))), **kwargs):
                     obj = event["object"]
                     version = obj.metadata.resource_version
-                    if event["type"] == "DELETED":
-                        objects.pop(obj.metadata.uid, None)
-                    else:
-                        objects[obj.metadata.uid] = obj
-                    if condition(list(objects.values())):
-                        return list(objects.values())
-                    if time.monotonic() > deadline:
-                        break
+                    yield event["type"], obj
+                    if (stop and stop.is_set()) or (until is not None and time.monotonic() > until):
+                        return
             except ApiException as exc:
                 if exc.status != 410:  # 410 Gone: our resourceVersion is too old; list again
                     raise _to_kube_error(exc, f"watch {kind}") from None
-                listed = self._call(f"list {kind}", lister, *args, **kwargs)
-                objects = {o.metadata.uid: o for o in listed.items}
-                version = listed.metadata.resource_version
+                version = None
+            except (urllib3.exceptions.HTTPError, ConnectionError) as exc:
+                if stop is None:
+                    raise _to_kube_error(exc, f"watch {kind}") from None
+                stop.wait(1.0)  # a long-running follower rides out an apiserver restart
+                version = None
+            finally:
+                watcher.stop()
+
+    def wait_until(
+        self,
+        kind: str,
+        condition: Callable[[list[Any]], bool],
+        timeout: float,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[Any]:
+        """Follow `kind` (see `events`) until `condition` holds over the current objects; return
+        them. Raises TimeoutError."""
+        objects: dict[str, Any] = {}
+        for kind_of_event, obj in self.events(kind, namespace, label_selector, until=time.monotonic() + timeout):
+            if kind_of_event == "SYNC":
+                objects = {o.metadata.uid: o for o in obj}
+            elif kind_of_event == "DELETED":
+                objects.pop(obj.metadata.uid, None)
+            else:
+                objects[obj.metadata.uid] = obj
+            if condition(list(objects.values())):
+                return list(objects.values())
+        raise TimeoutError(f"{kind} did not reach the expected state within {timeout:.0f} s")
 
 
 def pod_ready(pod: client.V1Pod) -> bool:

@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
     up.add_argument("--not-ready-toleration-seconds", type=_int_in(1, 3600), default=15)
     up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
+    up.add_argument("--no-remediation", action="store_true",
+                    help="do not run the reference remediator (ECC/XID -> quarantine)")
+    up.add_argument("--scrape-interval", type=float, default=1.0, help="Prometheus scrape interval, seconds")
+    up.add_argument("--utilisation", type=float, default=0.25,
+                    help="default load per replica, as a fraction of its healthy service rate")
+    up.add_argument("--spike-factor", type=float, default=1.0,
+                    help="load multiplier during the first 5 minutes of every hour (top-of-hour batch jobs)")
     up.add_argument("--timeout", type=_int_in(10, 3600), default=300, help="seconds to wait for readiness")
     up.set_defaults(handler=cmd_up)
 
@@ -86,6 +93,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             card_product=args.card_product, port_base=args.port_base, state_dir=args.state_dir,
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
+            remediation=not args.no_remediation, scrape_seconds=args.scrape_interval,
+            utilisation=args.utilisation, spike_factor=args.spike_factor,
         ).validate()
         testbed = Testbed(config)
         testbed.check_ports()  # before a possibly long build

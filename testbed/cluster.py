@@ -10,9 +10,12 @@ started from one file.
 
 from __future__ import annotations
 
+import base64
 import json
+import secrets
 import shutil
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,11 +28,14 @@ import yaml
 
 from chaos.errors import KilocardError, SpecError
 from chaos.kube import Kube, node_ready
-from testbed import build, nodes, pki, processes, stages
+from testbed import build, nodes, pki, processes, prometheus, stages
 from testbed.config import TestbedConfig, taken_ports
 
 Say = Callable[[str], None]
-START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+FLEET_SERVICES = ("prometheus", "fleet-simulator", "remediator")
+AGENT_NAMESPACE = "kilocard-system"
+AGENT_SECRET = "kilocard-agent-token"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 
@@ -66,6 +72,18 @@ class Paths:
     def kwok_config(self) -> Path:
         return self.root / "kwok-stages.yaml"
 
+    @property
+    def prometheus_config(self) -> Path:
+        return self.root / "prometheus.yml"
+
+    @property
+    def prometheus_data(self) -> Path:
+        return self.root / "prometheus"
+
+    @property
+    def agent_token(self) -> Path:
+        return self.root / "agent-token"
+
 
 def _https_context(cert: pki.Pki | None) -> ssl.SSLContext:
     if cert is None:  # the controllers' self-signed serving certs: only asking for /healthz
@@ -81,7 +99,7 @@ def _https_context(cert: pki.Pki | None) -> ssl.SSLContext:
 def _healthy(url: str, ctx: ssl.SSLContext | None = None) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            return bool(resp.status == 200 and resp.read().strip() in (b"ok", b'{"health":"true","reason":""}'))
+            return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
@@ -138,24 +156,32 @@ class Testbed:
             raise TestbedError(f"testbed binaries not built ({', '.join(missing)}): run 'kilocard testbed build'")
         started = time.monotonic()
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.paths.etcd_data, ignore_errors=True)  # every `up` is a fresh cluster
+        for stale in (self.paths.etcd_data, self.paths.prometheus_data):  # every `up` is a fresh cluster
+            shutil.rmtree(stale, ignore_errors=True)
         self.pki = pki.ensure(self.paths.pki, self.config.advertise_address)
         self._write_kubeconfig()
         stages.write_config(build.kwok_stage_dir(), self.paths.kwok_config)
+        prometheus.write_config(self.paths.prometheus_config, self.config.ports.simulator, self.config.ports.apiserver,
+                                self.config.scrape_seconds, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
+        if not self.paths.agent_token.is_file():
+            self.paths.agent_token.write_text(secrets.token_urlsafe(32) + "\n")
+            self.paths.agent_token.chmod(0o600)
         procs: list[processes.Proc] = []
+        deadline = started + timeout
         try:
-            for name in START_ORDER:
+            for name in self.services():
                 procs.append(processes.start(name, self._argv(name), self.paths.logs / f"{name}.log"))
                 self._save(procs)
                 if name in ("etcd", "kube-apiserver"):  # the rest only need the apiserver
-                    self._wait_healthy(name, procs, deadline=started + timeout)
-            for name in START_ORDER[2:4]:
-                self._wait_healthy(name, procs, deadline=started + timeout)
+                    self._wait_healthy(name, procs, deadline)
+            for name in self.services()[2:]:
+                self._wait_healthy(name, procs, deadline)
             say(f"control plane up in {time.monotonic() - started:.1f} s (https://127.0.0.1:{self.config.ports.apiserver})")
             kube = self.kube()
             try:
-                self._wait_default_service_account(kube, started + timeout)
-                self._create_nodes(kube, say, started + timeout)
+                self._wait_default_service_account(kube, deadline)
+                self._publish_agent_token(kube)
+                self._create_nodes(kube, say, deadline)
             finally:
                 kube.close()
         except BaseException:
@@ -167,6 +193,10 @@ class Testbed:
             f"{self.config.cards} {self.config.card_resource}")
         return True
 
+    def services(self) -> tuple[str, ...]:
+        fleet = FLEET_SERVICES if self.config.remediation else FLEET_SERVICES[:2]
+        return CONTROL_PLANE + fleet
+
     def check_ports(self) -> None:
         taken = taken_ports(self.config.ports)
         if taken:
@@ -174,7 +204,7 @@ class Testbed:
 
     def _argv(self, name: str) -> list[str]:
         c, ports, p, kubeconfig = self.config, self.config.ports, self.pki, str(self.paths.kubeconfig)
-        binary = str(build.binary(name))
+        binary = str(build.binary(name)) if name in CONTROL_PLANE else ""
         controller_common = [
             f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", "--leader-elect=false",
@@ -221,6 +251,24 @@ class Testbed:
             ]
         if name == "kube-scheduler":
             return [binary, *controller_common, f"--secure-port={ports.scheduler}"]
+        if name == "prometheus":
+            return [
+                prometheus.binary(), f"--config.file={self.paths.prometheus_config}",
+                f"--storage.tsdb.path={self.paths.prometheus_data}", "--storage.tsdb.retention.time=6h",
+                f"--web.listen-address=127.0.0.1:{ports.prometheus}", "--log.level=warn",
+            ]
+        if name == "fleet-simulator":
+            return [
+                sys.executable, "-m", "testbed.simulator", f"--kubeconfig={kubeconfig}", f"--port={ports.simulator}",
+                f"--token-file={self.paths.agent_token}", f"--card-resource={c.card_resource}",
+                f"--card-product={c.card_product}", f"--utilisation={c.utilisation}",
+                f"--spike-factor={c.spike_factor}",
+            ]
+        if name == "remediator":
+            return [
+                sys.executable, "-m", "testbed.remediator", f"--kubeconfig={kubeconfig}",
+                f"--prometheus-url={self.prometheus_url}",
+            ]
         if name == "kwok":
             return [
                 binary, f"--kubeconfig={kubeconfig}", f"--config={self.paths.kwok_config}",
@@ -230,7 +278,15 @@ class Testbed:
             ]
         raise KeyError(name)
 
-    def _health_url(self, name: str) -> tuple[str, ssl.SSLContext | None]:
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.ports.prometheus}"
+
+    @property
+    def simulator_url(self) -> str:
+        return f"http://127.0.0.1:{self.config.ports.simulator}"
+
+    def _health_url(self, name: str) -> tuple[str, ssl.SSLContext | None] | None:
         ports = self.config.ports
         return {
             "etcd": (f"http://127.0.0.1:{ports.etcd_client}/health", None),
@@ -238,10 +294,15 @@ class Testbed:
             "kube-controller-manager": (f"https://127.0.0.1:{ports.controller_manager}/healthz", _https_context(None)),
             "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}/healthz", _https_context(None)),
             "kwok": (f"http://127.0.0.1:{ports.kwok}/healthz", None),
-        }[name]
+            "prometheus": (f"{self.prometheus_url}/-/ready", None),
+            "fleet-simulator": (f"{self.simulator_url}/healthz", None),
+        }.get(name)  # the remediator serves nothing: alive is healthy
 
     def healthy(self, name: str) -> bool:
-        return _healthy(*self._health_url(name))
+        check = self._health_url(name)
+        if check is None:
+            return any(p.name == name and p.alive() for p in self.procs())
+        return _healthy(*check)
 
     def _wait_healthy(self, name: str, procs: list[processes.Proc], deadline: float) -> None:
         proc = next(p for p in procs if p.name == name)
@@ -283,6 +344,14 @@ class Testbed:
                     raise TestbedError("the controller manager made no default ServiceAccount in time") from None
                 time.sleep(0.2)
 
+    def _publish_agent_token(self, kube: Kube) -> None:
+        """The agents' bearer token as a Secret, where the toolkit finds it on a real cluster too."""
+        token = self.paths.agent_token.read_text().strip()
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NAMESPACE}})
+        kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": AGENT_SECRET, "namespace": AGENT_NAMESPACE},
+                    "data": {"token": base64.b64encode(token.encode()).decode()}})
+
     def _create_nodes(self, kube: Kube, say: Say, deadline: float) -> None:
         manifests = [nodes.node_manifest(i, self.config) for i in range(self.config.nodes)]
         nodes.create_nodes(kube, manifests)
@@ -308,7 +377,8 @@ class Testbed:
         if left:
             raise TestbedError(f"could not stop {', '.join(left)}")
         self.paths.state.unlink(missing_ok=True)
-        shutil.rmtree(self.paths.etcd_data, ignore_errors=True)
+        for data in (self.paths.etcd_data, self.paths.prometheus_data):
+            shutil.rmtree(data, ignore_errors=True)
         say(f"testbed stopped ({len(live)} processes)")
         return True
 
@@ -323,6 +393,8 @@ class Testbed:
             "endpoints": {
                 "kube-apiserver": f"https://127.0.0.1:{self.config.ports.apiserver}",
                 "etcd": f"http://127.0.0.1:{self.config.ports.etcd_client}",
+                "prometheus": self.prometheus_url,
+                "fleet-simulator": self.simulator_url,
             },
             "processes": [
                 {"name": p.name, "pid": p.pid, "alive": p.alive(), "healthy": p.alive() and self.healthy(p.name),

@@ -68,6 +68,14 @@ class Ports:
     def kwok(self) -> int:
         return self.base + 5
 
+    @property
+    def simulator(self) -> int:
+        return self.base + 6
+
+    @property
+    def prometheus(self) -> int:
+        return self.base + 7
+
     def named(self) -> dict[str, int]:
         return {
             "kube-apiserver": self.apiserver,
@@ -76,6 +84,8 @@ class Ports:
             "kube-controller-manager": self.controller_manager,
             "kube-scheduler": self.scheduler,
             "kwok": self.kwok,
+            "fleet simulator": self.simulator,
+            "prometheus": self.prometheus,
         }
 
 
@@ -98,6 +108,12 @@ class TestbedConfig:
     # node lost when no renewal came within the grace period.
     node_lease_seconds: int = 20
     node_monitor_grace_seconds: int = 15
+    # The reference remediator (ECC/XID -> quarantine); off shows an experiment turning red.
+    remediation: bool = True
+    scrape_seconds: float = 1.0
+    # Load per replica as a fraction of its healthy service rate, and the top-of-hour spike.
+    utilisation: float = 0.25
+    spike_factor: float = 1.0
 
     __test__ = False  # not a pytest test class despite the name
 
@@ -129,6 +145,12 @@ class TestbedConfig:
             raise SpecError(f"--card-product: must be a valid label value, got {self.card_product!r}")
         if not 1024 <= self.port_base <= 65535 - 16:
             raise SpecError(f"--port-base: expected a port from 1024 to {65535 - 16}, got {self.port_base}")
+        if not 0.2 <= self.scrape_seconds <= 60:
+            raise SpecError(f"--scrape-interval: expected seconds from 0.2 to 60, got {self.scrape_seconds}")
+        if not 0 < self.utilisation < 10:
+            raise SpecError(f"--utilisation: expected a fraction above 0, got {self.utilisation}")
+        if not 1 <= self.spike_factor <= 100:
+            raise SpecError(f"--spike-factor: expected a factor from 1 to 100, got {self.spike_factor}")
         if self.node_monitor_grace_seconds * 4 <= self.node_lease_seconds:
             raise SpecError("node monitor grace period must exceed a quarter of the node lease duration")
         return self

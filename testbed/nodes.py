@@ -11,6 +11,7 @@ from chaos.kube import Kube
 from testbed.config import TestbedConfig, rack_of, zone_of
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages nodes annotated with this = "fake"
+AGENT_ANNOTATION = "kilocard.io/agent-endpoint"  # where this node's fault agent listens
 TESTBED_LABEL = "kilocard.io/testbed"
 RACK_LABEL = "kilocard.io/rack"
 PRODUCT_LABEL = "kilocard.io/card-product"
@@ -50,7 +51,10 @@ def node_manifest(index: int, config: TestbedConfig, prefix: str = "gpu",
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
+        "metadata": {"name": name, "labels": labels, "annotations": {
+            KWOK_ANNOTATION: "fake",
+            AGENT_ANNOTATION: f"http://127.0.0.1:{config.ports.simulator}/nodes/{name}",
+        }},
         "spec": {},
         "status": {
             "capacity": resources,

@@ -30,7 +30,8 @@ def test_status_reports_endpoints_nodes_cards_and_health(testbed, kube):
     assert status["running"] is True
     assert status["endpoints"]["kube-apiserver"] == f"https://127.0.0.1:{testbed.config.ports.apiserver}"
     assert [p["name"] for p in status["processes"]] == [
-        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
+        "prometheus", "fleet-simulator", "remediator"]
     assert all(p["healthy"] and p["rss_mib"] > 0 for p in status["processes"])
     n = testbed.config.nodes
     assert status["nodes"] == {"total": n, "ready": n}

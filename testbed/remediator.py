@@ -1,0 +1,143 @@
+"""Reference remediator: what a platform like NVIDIA's NVSentinel does with a fatal card error.
+
+Loop, every `--interval` seconds:
+  1. ask Prometheus for cards with volatile double-bit ECC errors or a critical XID
+     (dcgm-exporter metrics, the same signal a production remediator alerts on), and keep those
+     that have been failing for `--for-seconds` (an alert's `for:`: a blip is not a verdict);
+  2. quarantine each such node not yet quarantined (nodes labelled
+     `k8saas.nvidia.com/ManagedByNVSentinel=false` opt out): cordon, taint `nvidia.com/gpu-error=fatal:NoSchedule`,
+     label `dgxc.nvidia.com/nvsentinel-state=quarantined`, annotate the health event, unless the
+     circuit breaker is open (more than `--max-fraction` of the nodes already quarantined);
+  3. drain quarantined nodes through the Eviction API (PodDisruptionBudgets are honoured: a 429
+     is retried on the next round); when empty, label `drain-succeeded`;
+  4. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
+     (as after a successful reboot) and label `remediation-succeeded`.
+`python -m testbed.remediator --kubeconfig K --prometheus-url U`; SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from prometheus_api_client import PrometheusConnect
+
+from chaos.errors import NotFound, TooManyRequests
+from chaos.kube import Kube
+
+STATE_LABEL = "dgxc.nvidia.com/nvsentinel-state"
+EVENT_ANNOTATION = "kilocard.io/quarantine-event"
+TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
+OPT_OUT_LABEL = "k8saas.nvidia.com/ManagedByNVSentinel"  # "false": leave this node alone
+CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)  # DCGM health FAIL
+FATAL_QUERY = (
+    "max by (Hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0 or "
+    f'max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}})'
+)
+
+
+def fatal_cards(prom: PrometheusConnect) -> dict[str, list[str]]:
+    """Node -> cards with a fatal error now."""
+    found: dict[str, list[str]] = {}
+    for sample in prom.custom_query(FATAL_QUERY):
+        found.setdefault(sample["metric"]["Hostname"], []).append(sample["metric"]["gpu"])
+    return found
+
+
+class Remediator:
+    def __init__(self, kube: Kube, prom: PrometheusConnect, max_fraction: float = 0.5,
+                 for_seconds: float = 10.0, say: Any = print) -> None:
+        self.kube = kube
+        self.prom = prom
+        self.max_fraction = max_fraction
+        self.for_seconds = for_seconds
+        self.say = say
+        self.failing_since: dict[str, float] = {}
+
+    def round(self) -> None:
+        now = time.monotonic()
+        failing = fatal_cards(self.prom)
+        self.failing_since = {n: self.failing_since.get(n, now) for n in failing}
+        fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
+        nodes = self.kube.list_nodes()
+        quarantined = {n.metadata.name: n for n in nodes if (n.metadata.labels or {}).get(STATE_LABEL)
+                       in ("quarantined", "draining", "drain-succeeded", "drain-failed")}
+        managed = {n.metadata.name for n in nodes if (n.metadata.labels or {}).get(OPT_OUT_LABEL) != "false"}
+        for name, cards in sorted(fatal.items()):
+            if name in quarantined or name not in managed:
+                continue
+            if (len(quarantined) + 1) > self.max_fraction * len(nodes):
+                self.say(f"circuit breaker open: {len(quarantined)}/{len(nodes)} nodes quarantined; "
+                         f"not quarantining {name}")
+                continue
+            self.quarantine(name, cards)
+            quarantined[name] = self.kube.read_node(name)
+        for name, node in quarantined.items():
+            if name not in failing:
+                self.release(node)
+            else:
+                self.drain(name)
+
+    def quarantine(self, name: str, cards: list[str]) -> None:
+        node = self.kube.read_node(name)
+        taints = [t.to_dict() for t in (node.spec.taints or []) if t.key != TAINT["key"]] + [TAINT]
+        event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self.kube.patch_node(name, {
+            "spec": {"unschedulable": True, "taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
+            "metadata": {"labels": {STATE_LABEL: "quarantined"}, "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
+        })
+        self.say(f"quarantined {name} (cards {', '.join(cards)})")
+
+    def drain(self, name: str) -> None:
+        pods = self.kube.list_pods(field_selector=f"spec.nodeName={name}").items
+        left = 0
+        for pod in pods:
+            if pod.metadata.deletion_timestamp is not None:
+                continue
+            try:
+                self.kube.evict_pod(pod.metadata.namespace, pod.metadata.name)
+            except TooManyRequests:
+                left += 1  # a PodDisruptionBudget says not now: next round
+            except NotFound:
+                pass
+        state = "drain-succeeded" if not left else "draining"
+        self.kube.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}})
+
+    def release(self, node: Any) -> None:
+        name = node.metadata.name
+        taints = [t.to_dict() for t in (node.spec.taints or []) if t.key != TAINT["key"]]
+        self.kube.patch_node(name, {
+            "spec": {"unschedulable": False, "taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
+            "metadata": {"labels": {STATE_LABEL: "remediation-succeeded"}, "annotations": {EVENT_ANNOTATION: None}},
+        })
+        self.say(f"released {name}: its cards are healthy again")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.remediator")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--prometheus-url", required=True)
+    parser.add_argument("--interval", type=float, default=2.0)
+    parser.add_argument("--max-fraction", type=float, default=0.5)
+    parser.add_argument("--for-seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    remediator = Remediator(Kube.from_kubeconfig(args.kubeconfig), PrometheusConnect(args.prometheus_url),
+                            args.max_fraction, args.for_seconds, say=lambda m: print(f"remediator: {m}", flush=True))
+    while not stop.wait(args.interval):
+        try:
+            remediator.round()
+        except Exception as exc:  # noqa: BLE001 - Prometheus or the apiserver away: next round
+            print(f"remediator: round failed: {exc}", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

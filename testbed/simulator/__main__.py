@@ -1,0 +1,122 @@
+"""The fleet simulator process: `python -m testbed.simulator --kubeconfig ... --port ...`.
+
+Loop: (1) two watch threads keep the world's nodes and pods current; (2) a ticker advances the
+load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
+ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card); (4) the
+HTTP server answers Prometheus and agent calls. SIGTERM stops it; its faults die with it (they
+live only in the model), so nothing is left behind in the cluster but the allocatable it restores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import KubeError, NotFound
+from chaos.kube import Kube
+from testbed.simulator.server import Server
+from testbed.simulator.world import LoadProfile, World
+
+
+def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event) -> None:
+    def capacity(node: Any) -> int:
+        return int((node.status.capacity or {}).get(resource, 0))
+
+    for kind, obj in kube.events("nodes", stop=stop):
+        if kind == "SYNC":
+            names = {n.metadata.name for n in obj}
+            for name in set(world.node_cards) - names:
+                world.remove_node(name)
+            for n in obj:
+                world.upsert_node(n.metadata.name, capacity(n))
+        elif kind == "DELETED":
+            world.remove_node(obj.metadata.name)
+        else:
+            world.upsert_node(obj.metadata.name, capacity(obj))
+
+
+def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
+    for kind, obj in kube.events("pods", label_selector="kilocard.io/model", stop=stop):
+        if kind == "SYNC":
+            uids = {p.metadata.uid for p in obj}
+            for uid in set(world.pods) - uids:
+                world.remove_pod(uid)
+            for p in obj:
+                world.upsert_pod(p)
+        elif kind == "DELETED":
+            world.remove_pod(obj.metadata.uid)
+        else:
+            world.upsert_pod(obj)
+
+
+def actuate(kube: Kube, world: World, resource: str) -> None:
+    for action, a, b in world.take_actions():
+        try:
+            if action == "allocatable":
+                kube.patch_node_status(a, {"status": {"allocatable": {resource: str(b)}}})
+            elif action == "delete-pod":
+                kube.delete_pod(a, b, grace_seconds=0)
+        except NotFound:
+            pass  # the node or pod has gone: nothing left to do
+        except KubeError as exc:
+            print(f"simulator: {action} {a}: {exc}", file=sys.stderr, flush=True)
+
+
+def run_forever(target: Any, stop: threading.Event, *args: Any) -> threading.Thread:
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                target(*args, stop)
+            except Exception as exc:  # noqa: BLE001 - a watch that broke is restarted
+                print(f"simulator: {target.__name__}: {exc}", file=sys.stderr, flush=True)
+                stop.wait(1.0)
+
+    thread = threading.Thread(target=loop, name=target.__name__, daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.simulator")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-file", type=Path, required=True)
+    parser.add_argument("--card-resource", default="nvidia.com/gpu")
+    parser.add_argument("--card-product", default="NVIDIA H100 80GB HBM3")
+    parser.add_argument("--tick", type=float, default=1.0)
+    parser.add_argument("--utilisation", type=float, default=0.25)
+    parser.add_argument("--spike-factor", type=float, default=1.0)
+    parser.add_argument("--spike-minutes", type=int, default=5)
+    parser.add_argument("--negotiate", action="store_true",
+                        help="serve OpenMetrics when asked (vllm: becomes vllm_ with prometheus_client >= 0.23)")
+    args = parser.parse_args(argv)
+
+    world = World(args.card_resource, args.card_product.replace("-", " "),
+                  LoadProfile(args.utilisation, args.spike_factor, args.spike_minutes))
+    kube = Kube.from_kubeconfig(args.kubeconfig)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run_forever(follow_nodes, stop, kube, world, args.card_resource)
+    run_forever(follow_pods, stop, kube, world)
+    server = Server(("127.0.0.1", args.port), world, args.token_file.read_text().strip(), args.negotiate)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):
+        world.tick()
+        actuate(kube, world, args.card_resource)
+    server.shutdown()
+    # Faults end with the simulator: give back isolated cards before leaving.
+    with world.lock:
+        for fault in list(world.faults.values()):
+            world.delete_fault(fault.node, fault.id)
+    actuate(kube, world, args.card_resource)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""The simulator's expositions: vLLM engine metrics per replica and dcgm-exporter metrics per card.
+
+vLLM goes through prometheus_client, as vLLM itself does, with the real names, types, buckets and
+labels (`model_name`, `engine`, plus `pod` and `namespace`, which a Prometheus pod scrape adds).
+Trap (measured, shared/reference/gpu-inference-facts.md addendum): prometheus_client >= 0.23
+writes `vllm:` as `vllm_` in OpenMetrics output, which Prometheus 2.x negotiates first. The
+simulator serves the plain text format by default, so the documented PromQL
+(`vllm:time_to_first_token_seconds_bucket`) finds the series; `negotiate=True` serves whatever
+the scraper asks for, reproducing a fleet whose series land as `vllm_...`.
+
+dcgm-exporter is a Go program whose lines prometheus_client cannot reproduce (it names counter
+TYPE lines `<name>_total`), so its format is rendered here as the exporter's template does:
+`NAME{gpu,UUID,pci_bus_id,device,modelName,Hostname,DCGM_FI_DRIVER_VERSION[,container,namespace,pod]}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from testbed.simulator import model as m
+from testbed.simulator.world import World
+
+ENGINE_LABELS = ["model_name", "engine", "namespace", "pod"]
+DRIVER_VERSION = "550.54.15"
+XID_MESSAGES = {0: "No Error", 48: "Double Bit ECC Error", 63: "ECC page retirement or row remapping recording event",
+                64: "ECC page retirement or row remapper recording failure", 74: "NVLINK Error",
+                79: "GPU has fallen off the bus", 94: "Contained ECC error", 95: "Uncontained ECC error"}
+
+
+def _buckets(bounds: tuple[float, ...], counts: list[float], total: float) -> list[tuple[str, float]]:
+    return [(repr(float(b)), c) for b, c in zip(bounds, counts)] + [("+Inf", total)]
+
+
+class VllmCollector(Collector):
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def collect(self) -> Iterator[Metric]:
+        w = self.world
+        ttft = HistogramMetricFamily("vllm:time_to_first_token_seconds",
+                                     "Histogram of time to first token in seconds.", labels=ENGINE_LABELS)
+        itl = HistogramMetricFamily("vllm:inter_token_latency_seconds",
+                                    "Histogram of inter-token latency in seconds.", labels=ENGINE_LABELS)
+        e2e = HistogramMetricFamily("vllm:e2e_request_latency_seconds",
+                                    "Histogram of e2e request latency in seconds.", labels=ENGINE_LABELS)
+        running = GaugeMetricFamily("vllm:num_requests_running",
+                                    "Number of requests in model execution batches.", labels=ENGINE_LABELS)
+        waiting = GaugeMetricFamily("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+                                    labels=ENGINE_LABELS)
+        kv = GaugeMetricFamily("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                               labels=ENGINE_LABELS)
+        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                      labels=[*ENGINE_LABELS, "finished_reason"])
+        prompt = CounterMetricFamily("vllm:prompt_tokens", "Number of prefill tokens processed.", labels=ENGINE_LABELS)
+        generation = CounterMetricFamily("vllm:generation_tokens", "Number of generation tokens processed.",
+                                         labels=ENGINE_LABELS)
+        requests = CounterMetricFamily("kilocard_sim_requests", "Requests the simulated gateway received.",
+                                       labels=["model_name"])
+        failed = CounterMetricFamily("kilocard_sim_requests_failed",
+                                     "Requests the simulated gateway could not serve, by reason.",
+                                     labels=["model_name", "reason"])
+        with w.lock:
+            for key, members in w.replicas().items():
+                lead = members[0]
+                s = w.series.get(key)
+                if s is None or not all(p.ready for p in members):
+                    continue  # vLLM exports once it serves; a replacement pod starts from zero
+                labels = [lead.served_name, "0", lead.namespace, lead.name]
+                ttft.add_metric(labels, _buckets(m.TTFT_BUCKETS, s.ttft_buckets, s.ttft_count), s.ttft_sum)
+                itl.add_metric(labels, _buckets(m.ITL_BUCKETS, s.itl_buckets, s.itl_count), s.itl_sum)
+                e2e.add_metric(labels, _buckets(m.E2E_BUCKETS, s.e2e_buckets, s.e2e_count), s.e2e_sum)
+                running.add_metric(labels, s.running)
+                waiting.add_metric(labels, s.waiting)
+                kv.add_metric(labels, s.kv_usage)
+                success.add_metric([*labels, "stop"], s.success)
+                prompt.add_metric(labels, s.prompt_tokens)
+                generation.add_metric(labels, s.generation_tokens)
+            for model, total in w.requests.items():
+                requests.add_metric([w.served_names.get(model, model)], total)
+            for (model, reason), count in w.failed.items():
+                failed.add_metric([w.served_names.get(model, model), reason], count)
+        yield from (ttft, itl, e2e, running, waiting, kv, success, prompt, generation, requests, failed)
+
+
+# (name, type, help) as in dcgm-exporter's default-counters.csv (ECC lines enabled, as a fleet
+# that alerts on ECC must do), plus row-remap pending, which a remediator watches.
+DCGM_FIELDS = (
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda c: round(35 + 40 * c.utilisation)),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda c: 90 + 560 * c.utilisation * c.speed),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda c: round(100 * c.utilisation)),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+     lambda c: round(72000 * (c.utilisation > 0) + 1200)),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+     lambda c: round(81559 - 72000 * (c.utilisation > 0) - 1200)),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda c: c.xid),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.",
+     lambda c: c.sbe_vol),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.",
+     lambda c: c.dbe_vol),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Total number of single-bit persistent ECC errors.",
+     lambda c: c.sbe_agg),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors.",
+     lambda c: c.dbe_agg),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors",
+     lambda c: c.remapped_uncorrectable),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors",
+     lambda c: c.remapped_correctable),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", lambda c: 0),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending", lambda c: c.remap_pending),
+)
+
+
+def _label_value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_dcgm(world: World) -> str:
+    """Every card of every node, in dcgm-exporter's text format."""
+    with world.lock:
+        rows: list[tuple[dict[str, str], Any]] = []
+        for (node, index), card in sorted(world.cards.items()):
+            labels = {
+                "gpu": str(index), "UUID": card.uuid, "pci_bus_id": f"00000000:{0x18 + 0x10 * index:02X}:00.0",
+                "device": f"nvidia{index}", "modelName": world.product, "Hostname": node,
+                "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
+            }
+            pod = world.pod_on_card(node, index)
+            if pod is not None:
+                labels.update({"container": "vllm", "namespace": pod.namespace, "pod": pod.name})
+            rows.append((labels, card))
+        lines = []
+        for name, kind, doc, value in DCGM_FIELDS:
+            lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
+            for labels, card in rows:
+                extra = {}
+                if name == "DCGM_FI_DEV_XID_ERRORS":
+                    extra = {"err_code": str(card.xid), "err_msg": XID_MESSAGES.get(card.xid, "Unknown Error")}
+                text = ",".join(f'{k}="{_label_value(v)}"' for k, v in {**labels, **extra}.items())
+                v = value(card)
+                lines.append(f"{name}{{{text}}} {v:.6f}" if isinstance(v, float) else f"{name}{{{text}}} {v}")
+    return "\n".join(lines) + "\n"

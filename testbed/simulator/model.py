@@ -1,0 +1,107 @@
+"""The latency model of one replica, pure arithmetic (no cluster, no clock).
+
+A replica is a queue: requests arrive at `arrival` per second (its share of the model's load) and
+are served at `service` per second (its TP group's speed). While arrival < service the queue is
+M/M/1 and the time to first token is exponential with rate (service - arrival): P95 is
+ln(20) / (service - arrival). Halving the service rate at a utilisation of 0.25 triples it, which
+is the field account's "one sub-healthy card, P95 TTFT x3". At or past saturation a backlog builds
+(and later drains); each request then also waits backlog / service. The sojourn rate never goes
+below a floor, so saturation stretches latency instead of dividing by zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# vLLM V1 histogram buckets (vllm/v1/metrics/loggers.py).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+               40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+               480.0, 960.0, 1920.0, 7680.0)
+MIN_SOJOURN_RATE_FRACTION = 0.02  # of the service rate
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a model's replicas behave when healthy, tuned to the field account."""
+
+    service_rate: float  # requests/s one healthy replica serves (prefill-bound)
+    itl_seconds: float  # mean inter-token latency when healthy
+    prompt_tokens: int  # mean prompt length
+    output_tokens: int  # mean output length
+    max_num_seqs: int = 256
+
+
+# Default load per replica is a quarter of its service rate: utilisation 0.25.
+PROFILES = {
+    # 7B at TP=1: a few hundred QPS at tens of ms TTFT.
+    "llama-2-7b": Profile(service_rate=200.0, itl_seconds=0.012, prompt_tokens=512, output_tokens=128),
+    "llama-2-7b-fragile": Profile(service_rate=200.0, itl_seconds=0.012, prompt_tokens=512, output_tokens=128),
+    # 70B at TP=8: P95 TTFT 200 ms healthy; one half-speed card -> 600 ms, over the 500 ms SLO.
+    "llama-3-70b": Profile(service_rate=20.0, itl_seconds=0.030, prompt_tokens=1024, output_tokens=256),
+    # 405B at TP=16 over two nodes.
+    "llama-3-405b": Profile(service_rate=12.0, itl_seconds=0.045, prompt_tokens=1024, output_tokens=256),
+}
+DEFAULT_PROFILE = Profile(service_rate=50.0, itl_seconds=0.020, prompt_tokens=512, output_tokens=128)
+
+
+def profile_for(model: str) -> Profile:
+    return PROFILES.get(model, DEFAULT_PROFILE)
+
+
+def sojourn_rate(service: float, arrival: float) -> float:
+    return max(service - arrival, service * MIN_SOJOURN_RATE_FRACTION, 1e-9)
+
+
+def ttft_p95(service: float, arrival: float, backlog: float = 0.0) -> float:
+    """P95 time to first token of a replica (seconds)."""
+    return backlog / max(service, 1e-9) + math.log(20) / sojourn_rate(service, arrival)
+
+
+def ttft_cdf(x: float, service: float, arrival: float, backlog: float = 0.0) -> float:
+    """P(TTFT <= x): exponential sojourn shifted by the backlog wait."""
+    shifted = x - backlog / max(service, 1e-9)
+    if shifted <= 0:
+        return 0.0
+    return 1.0 - math.exp(-sojourn_rate(service, arrival) * shifted)
+
+
+def step_backlog(backlog: float, service: float, arrival: float, seconds: float) -> tuple[float, float]:
+    """Advance the backlog; return (new backlog, requests completed in the step)."""
+    capacity = service * seconds
+    work = backlog + arrival * seconds
+    if arrival < service:
+        # Stable queue: arrivals are served and the backlog drains with the spare capacity.
+        left = max(0.0, backlog - (service - arrival) * seconds)
+        return left, arrival * seconds + backlog - left
+    return work - capacity, capacity
+
+
+def itl_cdf(x: float, mean: float) -> float:
+    """Inter-token latency: Erlang(k=4) around the mean (decode steps vary little)."""
+    if x <= 0:
+        return 0.0
+    k, rate = 4, 4 / mean
+    term, total = 1.0, 1.0
+    for i in range(1, k):
+        term *= rate * x / i
+        total += term
+    return 1.0 - math.exp(-rate * x) * total
+
+
+def bucket_fractions(cdf_values: list[float]) -> list[float]:
+    """Cumulative fractions at each bucket bound (monotonic, clamped to [0, 1])."""
+    out, last = [], 0.0
+    for v in cdf_values:
+        last = min(1.0, max(last, v))
+        out.append(last)
+    return out
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype: str) -> int:
+    """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
+    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1}.get(dtype, 2)
+    return 2 * layers * kv_heads * head_dim * size

@@ -1,0 +1,533 @@
+"""What the fleet simulator believes about the cluster, and how faults change it.
+
+The world is fed by watches (nodes and pods, through chaos.kube) and by the agent API (faults);
+`tick()` advances every replica's queue by one step and accumulates the histograms and counters
+the metrics module renders. All state sits behind one lock: watch threads, the HTTP server and
+the ticker take it briefly.
+
+Replicas: a pod with a `kilocard.io/model` label is one replica, unless it carries
+`kilocard.io/tp-group`, in which case the pods of that group together are one replica (Ready
+when all its members are; metrics come from rank 0). Cards are assigned to pods per node in
+arrival order, lowest free index first, as a device plugin would.
+
+Fault effects (agent kinds):
+  ecc           card: DBE (or SBE) counters rise, XID 48 then 63, a row remap is pending; the card
+                runs at `speed` (0.5 by default): its TP group slows to it.
+  xid           card: DCGM_FI_DEV_XID_ERRORS shows the XID; `speed` optional (79 = off the bus = 0).
+  card-isolate  card: the node's allocatable drops by one and the pod holding the card is deleted.
+  bandwidth, loss, partition, delay   node network: groups spanning nodes slow down or stall,
+                and every replica on the node sees the client-path delay (or, partitioned, no
+                traffic at all).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.simulator import model as m
+
+MODEL_LABEL = "kilocard.io/model"
+GROUP_LABEL = "kilocard.io/tp-group"
+RANK_LABEL = "apps.kubernetes.io/pod-index"
+CRITICAL_XIDS = frozenset({48, 64, 74, 79, 95, 119, 120, 140})
+TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
+MAX_TTL_SECONDS = 24 * 3600
+
+
+class FaultError(ValueError):
+    """Bad fault request; `field` names the offending field."""
+
+    def __init__(self, field_name: str, message: str, status: int = 400) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.status = status
+
+
+@dataclass
+class Card:
+    node: str
+    index: int
+    uuid: str
+    speed: float = 1.0
+    sbe_vol: int = 0
+    dbe_vol: int = 0
+    sbe_agg: int = 0
+    dbe_agg: int = 0
+    xid: int = 0
+    remap_pending: int = 0
+    remapped_uncorrectable: int = 0
+    remapped_correctable: int = 0
+    utilisation: float = 0.0
+
+
+@dataclass
+class Pod:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    model: str
+    served_name: str
+    group: str
+    rank: int
+    cards_wanted: int
+    ready: bool
+    labels: dict[str, str]
+
+
+@dataclass
+class Net:
+    bandwidth_mbit: float | None = None
+    loss_percent: float = 0.0
+    partition: bool = False
+    delay_ms: float = 0.0
+
+
+@dataclass
+class Fault:
+    id: str
+    node: str
+    kind: str
+    target: dict[str, Any]
+    params: dict[str, Any]
+    ttl_seconds: float
+    run_id: str
+    created_at: float
+    expires_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "node": self.node, "kind": self.kind, "target": self.target, "params": self.params,
+            "ttl_seconds": self.ttl_seconds, "run_id": self.run_id,
+            "created_at": _iso(self.created_at), "expires_at": _iso(self.expires_at),
+        }
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@dataclass
+class Series:
+    """Cumulative histogram and counters of one replica, in the shape vLLM exports them."""
+
+    ttft_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.TTFT_BUCKETS))
+    ttft_count: float = 0.0
+    ttft_sum: float = 0.0
+    itl_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.ITL_BUCKETS))
+    itl_count: float = 0.0
+    itl_sum: float = 0.0
+    e2e_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.E2E_BUCKETS))
+    e2e_count: float = 0.0
+    e2e_sum: float = 0.0
+    success: float = 0.0
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0
+    backlog: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoadProfile:
+    utilisation: float = 0.25  # default load per replica, as a fraction of its healthy service rate
+    spike_factor: float = 1.0  # load multiplier during the first `spike_minutes` of every hour
+    spike_minutes: int = 5
+
+    def factor(self, now: float) -> float:
+        return self.spike_factor if time.gmtime(now).tm_min < self.spike_minutes else 1.0
+
+
+def _served_name(pod_args: list[str], model: str) -> str:
+    for flag in ("--served-model-name", "--model"):
+        if flag in pod_args and pod_args.index(flag) + 1 < len(pod_args):
+            return pod_args[pod_args.index(flag) + 1]
+    return model
+
+
+class World:
+    def __init__(self, card_resource: str, product: str = "NVIDIA H100 80GB HBM3",
+                 load: LoadProfile = LoadProfile()) -> None:
+        self.card_resource = card_resource
+        self.product = product
+        self.load = load
+        self.lock = threading.RLock()
+        self.node_cards: dict[str, int] = {}  # capacity per node
+        self.cards: dict[tuple[str, int], Card] = {}
+        self.pods: dict[str, Pod] = {}
+        self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
+        self.isolated: dict[str, set[int]] = defaultdict(set)
+        self.faults: dict[str, Fault] = {}
+        self.ended: set[str] = set()
+        self.series: dict[str, Series] = defaultdict(Series)  # by replica key
+        self.failed: dict[tuple[str, str], float] = defaultdict(float)  # (model, reason) -> requests
+        self.requests: dict[str, float] = defaultdict(float)
+        self.qps_override: dict[str, float] = {}
+        self.replicas_seen: dict[str, int] = defaultdict(int)
+        self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
+        # Cluster writes the faults call for, drained by the simulator outside the lock:
+        # ("allocatable", node, cards) and ("delete-pod", namespace, name).
+        self.actions: list[tuple[str, str, Any]] = []
+        self.last_tick = time.monotonic()
+
+    # --- cluster view (from watches) ------------------------------------------------------------
+    def upsert_node(self, name: str, capacity: int) -> None:
+        with self.lock:
+            self.node_cards[name] = capacity
+            for i in range(capacity):
+                if (name, i) not in self.cards:
+                    card_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{i}.cards.kilocard.io")
+                    self.cards[(name, i)] = Card(name, i, f"GPU-{card_uuid}")
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            self.node_cards.pop(name, None)
+            for key in [k for k in self.cards if k[0] == name]:
+                del self.cards[key]
+            self.assignment.pop(name, None)
+            self.isolated.pop(name, None)
+
+    def upsert_pod(self, obj: Any) -> None:
+        """Take a V1Pod; only scheduled pods of a model matter."""
+        labels = obj.metadata.labels or {}
+        model = labels.get(MODEL_LABEL)
+        node = obj.spec.node_name
+        if not model or not node or obj.metadata.deletion_timestamp is not None:
+            self.remove_pod(obj.metadata.uid)
+            return
+        container = obj.spec.containers[0]
+        limits = (container.resources.limits or {}) if container.resources else {}
+        ready = any(c.type == "Ready" and c.status == "True" for c in (obj.status.conditions or []))
+        pod = Pod(
+            uid=obj.metadata.uid, namespace=obj.metadata.namespace, name=obj.metadata.name, node=node,
+            model=model, served_name=_served_name(list(container.args or []), model),
+            group=labels.get(GROUP_LABEL, obj.metadata.uid), rank=int(labels.get(RANK_LABEL, "0") or 0),
+            cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
+        )
+        with self.lock:
+            self.pods[pod.uid] = pod
+            self.served_names[model] = pod.served_name
+            held = [i for i, u in self.assignment[node].items() if u == pod.uid]
+            free = [i for i in range(self.node_cards.get(node, 0))
+                    if i not in self.assignment[node] and i not in self.isolated[node]]
+            for i in free[: max(0, pod.cards_wanted - len(held))]:
+                self.assignment[node][i] = pod.uid
+
+    def remove_pod(self, uid: str) -> None:
+        with self.lock:
+            pod = self.pods.pop(uid, None)
+            if pod:
+                for i in [i for i, u in self.assignment[pod.node].items() if u == uid]:
+                    del self.assignment[pod.node][i]
+
+    def pod_on_card(self, node: str, index: int) -> Pod | None:
+        with self.lock:
+            uid = self.assignment.get(node, {}).get(index)
+            return self.pods.get(uid) if uid else None
+
+    def cards_of(self, pod: Pod) -> list[Card]:
+        return [self.cards[(pod.node, i)] for i, u in self.assignment[pod.node].items()
+                if u == pod.uid and (pod.node, i) in self.cards]
+
+    # --- replicas and the load model -----------------------------------------------------------
+    def replicas(self) -> dict[str, list[Pod]]:
+        """Replica key -> member pods (rank order)."""
+        groups: dict[str, list[Pod]] = defaultdict(list)
+        for pod in self.pods.values():
+            groups[pod.group].append(pod)
+        for members in groups.values():
+            members.sort(key=lambda p: p.rank)
+        return groups
+
+    def replica_speed(self, members: list[Pod]) -> tuple[float, float, bool]:
+        """(speed factor, added TTFT seconds, reachable) of a replica from its cards and network."""
+        speed = min((c.speed for p in members for c in self.cards_of(p)), default=1.0)
+        nodes = {p.node for p in members}
+        delay = 0.0
+        reachable = True
+        for node in nodes:
+            net = self.net(node)
+            # The client path to the replica (gateway -> pod and the first token back).
+            delay += 2 * net.delay_ms / 1000.0
+            if net.partition:
+                reachable = False
+            if len(nodes) > 1:  # TP traffic crosses this node's network on every layer
+                if net.partition:
+                    speed = 0.0
+                if net.bandwidth_mbit is not None:
+                    speed *= min(1.0, net.bandwidth_mbit / TP_LINK_MBIT)
+                speed /= 1.0 + 0.2 * net.loss_percent
+                delay += 20 * net.delay_ms / 1000.0
+        return speed, delay, reachable
+
+    def net(self, node: str) -> Net:
+        net = Net()
+        for f in self.faults.values():
+            if f.node != node:
+                continue
+            if f.kind == "bandwidth":
+                rate = float(f.params["rate_mbit"])
+                net.bandwidth_mbit = rate if net.bandwidth_mbit is None else min(net.bandwidth_mbit, rate)
+            elif f.kind == "loss":
+                net.loss_percent = max(net.loss_percent, float(f.params["percent"]))
+            elif f.kind == "partition":
+                net.partition = True
+            elif f.kind == "delay":
+                net.delay_ms += float(f.params["ms"])
+        return net
+
+    def model_qps(self, model: str, replica_count: int, now: float) -> float:
+        if model in self.qps_override:
+            return self.qps_override[model]
+        # Demand stays what the fleet was sized for: losing replicas does not lower it.
+        self.replicas_seen[model] = max(self.replicas_seen[model], replica_count)
+        base = self.load.utilisation * m.profile_for(model).service_rate * self.replicas_seen[model]
+        return base * self.load.factor(now)
+
+    def tick(self, now: float | None = None) -> None:
+        with self.lock:
+            wall = time.time() if now is None else now
+            mono = time.monotonic()
+            seconds = min(max(mono - self.last_tick, 0.0), 10.0)
+            self.last_tick = mono
+            self._reap(wall)
+            self._advance(seconds, wall)
+
+    def _advance(self, seconds: float, now: float) -> None:
+        by_model: dict[str, list[tuple[str, list[Pod]]]] = defaultdict(list)
+        for key, members in self.replicas().items():
+            by_model[members[0].model].append((key, members))
+        for c in self.cards.values():
+            c.utilisation = 0.0
+        # A model keeps its demand when every replica is gone: that is when requests fail.
+        for model in sorted(set(by_model) | set(self.replicas_seen) | set(self.qps_override)):
+            groups = by_model.get(model, [])
+            profile = m.profile_for(model)
+            qps = self.model_qps(model, len(groups), now)
+            self.requests[model] += qps * seconds
+            serving, stalled = [], 0
+            for key, members in groups:
+                size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
+                if not (len(members) == size and all(p.ready for p in members)):
+                    continue  # the gateway routes to Ready replicas only
+                speed, delay, reachable = self.replica_speed(members)
+                if reachable and speed > 0:
+                    serving.append((key, members, speed, delay))
+                else:
+                    stalled += 1  # looks Ready, so it gets traffic, which fails
+            if not serving and not stalled:
+                self.failed[(model, "no_ready_replica")] += qps * seconds
+                continue
+            share = qps / (len(serving) + stalled)
+            self.failed[(model, "replica_unreachable")] += share * stalled * seconds
+            for key, members, speed, delay in serving:
+                self._serve(self.series[key], members, profile, share, speed, delay, seconds)
+
+    def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
+               delay: float, seconds: float) -> None:
+        service = profile.service_rate * speed
+        s.backlog, done = m.step_backlog(s.backlog, service, arrival, seconds)
+        wait = s.backlog / service
+        rate = m.sojourn_rate(service, arrival)
+        ttft_mean = delay + wait + 1.0 / rate
+        itl_mean = profile.itl_seconds / speed
+        decode = profile.output_tokens * itl_mean
+        s.ttft_buckets = [b + done * v for b, v in zip(s.ttft_buckets, m.bucket_fractions(
+            [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in m.TTFT_BUCKETS]))]
+        s.ttft_count += done
+        s.ttft_sum += done * ttft_mean
+        tokens = done * profile.output_tokens
+        s.itl_buckets = [b + tokens * v for b, v in zip(s.itl_buckets, m.bucket_fractions(
+            [m.itl_cdf(x, itl_mean) for x in m.ITL_BUCKETS]))]
+        s.itl_count += tokens
+        s.itl_sum += tokens * itl_mean
+        s.e2e_buckets = [b + done * v for b, v in zip(s.e2e_buckets, m.bucket_fractions(
+            [m.ttft_cdf(x - delay - decode, service, arrival, s.backlog) for x in m.E2E_BUCKETS]))]
+        s.e2e_count += done
+        s.e2e_sum += done * (ttft_mean + decode)
+        s.success += done
+        s.prompt_tokens += done * profile.prompt_tokens
+        s.generation_tokens += tokens
+        in_flight = arrival * (ttft_mean + decode)  # Little's law
+        s.running = min(float(profile.max_num_seqs), in_flight)
+        s.waiting = s.backlog + max(0.0, in_flight - profile.max_num_seqs)
+        lead = members[0]
+        kv_per_token = m.kv_bytes_per_token(
+            int(lead.labels.get("kilocard.io/layers", 32)), int(lead.labels.get("kilocard.io/kv-heads", 32)),
+            int(lead.labels.get("kilocard.io/head-dim", 128)), lead.labels.get("kilocard.io/dtype", "float16"))
+        cards = [c for p in members for c in self.cards_of(p)]
+        kv_capacity = max(1, len(cards)) * KV_BYTES_PER_CARD
+        s.kv_usage = min(1.0, s.running * (profile.prompt_tokens + profile.output_tokens / 2) * kv_per_token
+                         / kv_capacity)
+        utilisation = min(1.0, arrival / service) if service > 0 else 1.0
+        for c in cards:
+            c.utilisation = utilisation
+
+    # --- faults (the agent API) ----------------------------------------------------------------
+    def _reap(self, now: float) -> None:
+        for f in [f for f in self.faults.values() if f.expires_at <= now]:
+            self._revert(f)
+
+    def faults_on(self, node: str) -> list[Fault]:
+        with self.lock:
+            self._reap(time.time())
+            return [f for f in self.faults.values() if f.node == node]
+
+    def add_fault(self, node: str, body: Any) -> Fault:
+        """Validate and apply a fault on `node`; raises FaultError naming the bad field."""
+        spec = validate(body)
+        with self.lock:
+            if node not in self.node_cards:
+                raise FaultError("node", f"unknown node {node!r}", status=404)
+            card = spec["target"].get("card")
+            if card is not None and not 0 <= card < self.node_cards[node]:
+                raise FaultError("target.card", f"node {node} has cards 0-{self.node_cards[node] - 1}, got {card}")
+            if spec["kind"] == "card-isolate" and card in self.isolated[node]:
+                raise FaultError("target.card", f"card {card} of {node} is already isolated", status=409)
+            now = time.time()
+            f = Fault(id=uuid.uuid4().hex[:12], node=node, kind=spec["kind"], target=spec["target"],
+                      params=spec["params"], ttl_seconds=spec["ttl_seconds"], run_id=spec["run_id"],
+                      created_at=now, expires_at=now + spec["ttl_seconds"])
+            self._apply(f)
+            self.faults[f.id] = f
+            return f
+
+    def delete_fault(self, node: str, fault_id: str) -> str:
+        """'reverted' now, 'already ended' (idempotent), or KeyError when never known."""
+        with self.lock:
+            f = self.faults.get(fault_id)
+            if f is not None and f.node == node:
+                self._revert(f)
+                return "reverted"
+            if fault_id in self.ended:
+                return "already ended"
+            raise KeyError(fault_id)
+
+    def _apply(self, f: Fault) -> None:
+        if f.kind in ("ecc", "xid", "card-isolate"):
+            card = self.cards[(f.node, f.target["card"])]
+            if f.kind == "ecc":
+                count = int(f.params.get("count", 1))
+                if f.params.get("type", "dbe") == "dbe":
+                    card.dbe_vol += count
+                    card.dbe_agg += count
+                    card.remapped_uncorrectable += count
+                    card.remap_pending = 1
+                    card.xid = 63  # after XID 48: the row remapper recorded the event
+                else:
+                    card.sbe_vol += count
+                    card.sbe_agg += count
+                    card.remapped_correctable += count
+                card.speed = min(card.speed, float(f.params.get("speed", 0.5)))
+            elif f.kind == "xid":
+                card.xid = int(f.params["xid"])
+                default_speed = 0.0 if card.xid == 79 else 1.0
+                card.speed = min(card.speed, float(f.params.get("speed", default_speed)))
+            else:
+                self.isolated[f.node].add(card.index)
+                self.actions.append(("allocatable", f.node, self.node_cards[f.node] - len(self.isolated[f.node])))
+                pod = self.pod_on_card(f.node, card.index)
+                if pod is not None:  # its process dies with the card, as with a drained GPU
+                    self.actions.append(("delete-pod", pod.namespace, pod.name))
+
+    def _revert(self, f: Fault) -> None:
+        self.faults.pop(f.id, None)
+        self.ended.add(f.id)
+        if f.kind in ("ecc", "xid"):
+            card = self.cards.get((f.node, f.target["card"]))
+            if card is not None:
+                # Revert = the card was reset: volatile counters and pending remaps clear; the
+                # aggregate (lifetime) counters and remapped-row counts stay.
+                others = [o for o in self.faults.values() if o.node == f.node and o.target.get("card") == card.index]
+                card.speed = min([float(o.params.get("speed", 0.5 if o.kind == "ecc" else 1.0)) for o in others],
+                                 default=1.0)
+                if not others:
+                    card.xid, card.remap_pending, card.sbe_vol, card.dbe_vol = 0, 0, 0, 0
+        elif f.kind == "card-isolate" and f.node in self.node_cards:
+            self.isolated[f.node].discard(f.target["card"])
+            self.actions.append(("allocatable", f.node, self.node_cards[f.node] - len(self.isolated[f.node])))
+
+    def take_actions(self) -> list[tuple[str, str, Any]]:
+        with self.lock:
+            actions, self.actions = self.actions, []
+            return actions
+
+
+KV_BYTES_PER_CARD = 40 * 2**30  # HBM left for KV cache after weights and activations (80 GB card)
+KINDS = {
+    "ecc": {"target": "card"},
+    "xid": {"target": "card"},
+    "card-isolate": {"target": "card"},
+    "bandwidth": {"target": "node"},
+    "loss": {"target": "node"},
+    "partition": {"target": "node"},
+    "delay": {"target": "node"},
+}
+_RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{0,128}$")
+
+
+def _number(params: dict[str, Any], name: str, low: float, high: float, required: bool,
+            default: float | None = None) -> float | None:
+    if name not in params:
+        if required:
+            raise FaultError(f"params.{name}", "required")
+        return default
+    value = params[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not low <= value <= high:
+        raise FaultError(f"params.{name}", f"expected a number from {low:g} to {high:g}, got {value!r}")
+    return float(value)
+
+
+def validate(body: Any) -> dict[str, Any]:
+    """Check a fault request; return it normalised. Every error names its field."""
+    if not isinstance(body, dict):
+        raise FaultError("body", "expected a JSON object")
+    kind = body.get("kind")
+    if kind not in KINDS:
+        raise FaultError("kind", f"unknown fault kind {kind!r}; expected one of {', '.join(sorted(KINDS))}")
+    ttl = body.get("ttl_seconds")
+    if ttl is None:
+        raise FaultError("ttl_seconds", "required: every fault expires")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_TTL_SECONDS:
+        raise FaultError("ttl_seconds", f"expected a number of seconds from 1 to {MAX_TTL_SECONDS}, got {ttl!r}")
+    target = body.get("target", {})
+    if not isinstance(target, dict):
+        raise FaultError("target", "expected an object")
+    params = body.get("params", {})
+    if not isinstance(params, dict):
+        raise FaultError("params", "expected an object")
+    run_id = body.get("run_id", "")
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise FaultError("run_id", "expected up to 128 letters, digits or ._:-")
+    if KINDS[kind]["target"] == "card":
+        card = target.get("card")
+        if isinstance(card, bool) or not isinstance(card, int):
+            raise FaultError("target.card", f"expected a card index, got {card!r}")
+    unknown_target = set(target) - {"card", "interface", "pod_uid"}
+    if unknown_target:
+        raise FaultError("target", f"unknown keys {sorted(unknown_target)}")
+    if kind == "ecc":
+        if params.get("type", "dbe") not in ("dbe", "sbe"):
+            raise FaultError("params.type", f"expected 'dbe' or 'sbe', got {params.get('type')!r}")
+        if not isinstance(params.get("count", 1), int) or not 1 <= params.get("count", 1) <= 10**6:
+            raise FaultError("params.count", f"expected an integer from 1 to 1000000, got {params.get('count')!r}")
+        _number(params, "speed", 0, 1, False)
+    elif kind == "xid":
+        _number(params, "xid", 1, 1000, True)
+        _number(params, "speed", 0, 1, False)
+    elif kind == "bandwidth":
+        _number(params, "rate_mbit", 0.001, 1e7, True)
+    elif kind == "loss":
+        _number(params, "percent", 0, 100, True)
+    elif kind == "delay":
+        _number(params, "ms", 0, 60_000, True)
+        _number(params, "jitter_ms", 0, 60_000, False)
+    return {"kind": kind, "target": target, "params": params, "ttl_seconds": float(ttl), "run_id": run_id}

@@ -1,0 +1,128 @@
+import pytest
+
+from testbed.simulator import model as m
+from testbed.simulator.world import FaultError, World, validate
+from tests.unit.sim_helpers import pod, quantile, world_with
+
+
+def run(w: World, seconds: int) -> None:
+    for _ in range(seconds):
+        w.last_tick -= 1.0  # one simulated second per tick
+        w.tick()
+
+
+def p95(w: World, key: str) -> float:
+    s = w.series[key]
+    return quantile(0.95, m.TTFT_BUCKETS, s.ttft_buckets, s.ttft_count)
+
+
+def test_cards_are_assigned_per_node_like_a_device_plugin():
+    w = world_with(pod("a", "n0", "llama-2-7b", 1), pod("b", "n0", "llama-3-70b", 8), pod("c", "n0", "llama-2-7b", 2))
+    assert w.pod_on_card("n0", 0).name == "a"
+    # b wants 8 but only 7 are left: it gets what there is (the scheduler would not have placed it).
+    assert [w.pod_on_card("n0", i).name for i in range(1, 8)] == ["b"] * 7
+    w.remove_pod("uid-a")
+    assert w.pod_on_card("n0", 0) is None
+
+
+def test_healthy_replica_p95_matches_the_queue_model():
+    w = world_with(pod("big", "n0", "llama-3-70b", 8))
+    run(w, 30)
+    assert p95(w, "uid-big") == pytest.approx(m.ttft_p95(20, 5), rel=0.25)
+    assert w.series["uid-big"].success == pytest.approx(5 * 30, rel=0.05)
+
+
+def test_ecc_on_one_card_slows_its_tp_group_threefold():
+    w = world_with(pod("big", "n0", "llama-3-70b", 8), pod("other", "n1", "llama-3-70b", 8))
+    run(w, 10)
+    before = p95(w, "uid-big")
+    w.add_fault("n0", {"kind": "ecc", "target": {"card": 5}, "ttl_seconds": 300})
+    w.series.clear()
+    run(w, 30)
+    assert p95(w, "uid-big") / p95(w, "uid-other") == pytest.approx(3.0, rel=0.2)
+    assert p95(w, "uid-big") > 0.5 > before
+    card = w.cards[("n0", 5)]
+    assert (card.dbe_vol, card.xid, card.remap_pending, card.speed) == (1, 63, 1, 0.5)
+
+
+def test_fault_revert_resets_the_card_and_is_idempotent():
+    w = world_with(pod("big", "n0", "llama-3-70b", 8))
+    f = w.add_fault("n0", {"kind": "ecc", "target": {"card": 1}, "ttl_seconds": 300})
+    assert w.delete_fault("n0", f.id) == "reverted"
+    assert w.delete_fault("n0", f.id) == "already ended"
+    card = w.cards[("n0", 1)]
+    assert (card.dbe_vol, card.dbe_agg, card.speed, card.xid) == (0, 1, 1.0, 0)
+    with pytest.raises(KeyError):
+        w.delete_fault("n0", "never-made")
+
+
+def test_ttl_expiry_reverts_with_nobody_asking():
+    w = world_with(pod("big", "n0", "llama-3-70b", 8))
+    f = w.add_fault("n0", {"kind": "xid", "target": {"card": 0}, "params": {"xid": 79}, "ttl_seconds": 5})
+    assert w.cards[("n0", 0)].speed == 0.0
+    w.tick(now=f.expires_at + 1)
+    assert w.faults == {} and w.cards[("n0", 0)].speed == 1.0
+
+
+def test_card_isolation_asks_for_lower_allocatable_and_the_pods_end():
+    w = world_with(pod("small", "n0", "llama-2-7b", 1))
+    f = w.add_fault("n0", {"kind": "card-isolate", "target": {"card": 0}, "ttl_seconds": 60})
+    assert w.take_actions() == [("allocatable", "n0", 7), ("delete-pod", "ns", "small")]
+    w.remove_pod("uid-small")
+    w.upsert_pod(pod("next", "n0", "llama-2-7b", 1))
+    assert w.pod_on_card("n0", 0) is None and w.pod_on_card("n0", 1).name == "next"
+    w.delete_fault("n0", f.id)
+    assert w.take_actions() == [("allocatable", "n0", 8)]
+
+
+def test_no_ready_replica_means_every_request_fails():
+    w = world_with(pod("a", "n0", "llama-2-7b", 1))
+    run(w, 5)
+    w.remove_pod("uid-a")
+    before = dict(w.series["uid-a"].__dict__)
+    run(w, 10)
+    assert w.failed[("llama-2-7b", "no_ready_replica")] == pytest.approx(10 * 50, rel=0.01)
+    assert w.series["uid-a"].__dict__ == before  # no TTFT samples anywhere
+
+
+def test_partition_stalls_a_cross_node_group_and_cuts_a_node_off():
+    group = {"kilocard.io/tp-group": "g0", "kilocard.io/group-size": "2"}
+    w = world_with(pod("g0-0", "n0", "llama-3-405b", 8, labels={**group, "apps.kubernetes.io/pod-index": "0"}),
+                   pod("g0-1", "n1", "llama-3-405b", 8, labels={**group, "apps.kubernetes.io/pod-index": "1"}))
+    run(w, 5)
+    assert w.replicas()["g0"][0].name == "g0-0"
+    w.add_fault("n1", {"kind": "bandwidth", "params": {"rate_mbit": 50_000}, "ttl_seconds": 60})
+    assert w.replica_speed(w.replicas()["g0"])[0] == pytest.approx(0.5)
+    w.add_fault("n1", {"kind": "partition", "ttl_seconds": 60})
+    run(w, 2)
+    assert w.failed[("llama-3-405b", "replica_unreachable")] > 0
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"kind": "nope", "ttl_seconds": 5}, "kind"),
+    ({"kind": "ecc", "target": {"card": 0}}, "ttl_seconds"),
+    ({"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 0}, "ttl_seconds"),
+    ({"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 10**9}, "ttl_seconds"),
+    ({"kind": "ecc", "target": {}, "ttl_seconds": 5}, "target.card"),
+    ({"kind": "ecc", "target": {"card": 0}, "params": {"speed": 2}, "ttl_seconds": 5}, "params.speed"),
+    ({"kind": "ecc", "target": {"card": 0}, "params": {"type": "tbe"}, "ttl_seconds": 5}, "params.type"),
+    ({"kind": "xid", "target": {"card": 0}, "ttl_seconds": 5}, "params.xid"),
+    ({"kind": "loss", "params": {"percent": 120}, "ttl_seconds": 5}, "params.percent"),
+    ({"kind": "delay", "ttl_seconds": 5}, "params.ms"),
+    ({"kind": "bandwidth", "params": {"rate_mbit": "fast"}, "ttl_seconds": 5}, "params.rate_mbit"),
+    ("not an object", "body"),
+])
+def test_bad_fault_requests_name_their_field(body, field):
+    with pytest.raises(FaultError) as err:
+        validate(body)
+    assert err.value.field == field and str(err.value).startswith(f"{field}: ")
+
+
+def test_unknown_card_or_node_changes_nothing():
+    w = world_with(pod("big", "n0", "llama-3-70b", 8))
+    with pytest.raises(FaultError, match=r"^target.card: node n0 has cards 0-7, got 9$"):
+        w.add_fault("n0", {"kind": "ecc", "target": {"card": 9}, "ttl_seconds": 5})
+    with pytest.raises(FaultError) as err:
+        w.add_fault("ghost", {"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 5})
+    assert err.value.status == 404
+    assert w.faults == {} and all(c.speed == 1.0 and c.dbe_vol == 0 for c in w.cards.values())
