@@ -8,6 +8,7 @@ PodDisruptionBudget" and is never retried here: the caller decides.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
@@ -172,6 +173,12 @@ class Kube:
     def list_namespaces(self, label_selector: str | None = None) -> list[client.V1Namespace]:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return list(self._call("list namespaces", self.core.list_namespace, **kwargs).items)
+
+    # --- secrets ---------------------------------------------------------------------------
+    def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
+        """The decoded data of a Secret."""
+        secret = self._call(f"get secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
 
     # --- pods ------------------------------------------------------------------------------
     def list_pods(

@@ -64,10 +64,10 @@ class VllmCollector(Collector):
         generation = CounterMetricFamily("vllm:generation_tokens", "Number of generation tokens processed.",
                                          labels=ENGINE_LABELS)
         requests = CounterMetricFamily("kilocard_sim_requests", "Requests the simulated gateway received.",
-                                       labels=["model_name"])
+                                       labels=["model_name", "namespace"])
         failed = CounterMetricFamily("kilocard_sim_requests_failed",
                                      "Requests the simulated gateway could not serve, by reason.",
-                                     labels=["model_name", "reason"])
+                                     labels=["model_name", "namespace", "reason"])
         with w.lock:
             for key, members in w.replicas().items():
                 lead = members[0]
@@ -84,10 +84,10 @@ class VllmCollector(Collector):
                 success.add_metric([*labels, "stop"], s.success)
                 prompt.add_metric(labels, s.prompt_tokens)
                 generation.add_metric(labels, s.generation_tokens)
-            for model, total in w.requests.items():
-                requests.add_metric([w.served_names.get(model, model)], total)
-            for (model, reason), count in w.failed.items():
-                failed.add_metric([w.served_names.get(model, model), reason], count)
+            for (namespace, model), total in w.requests.items():
+                requests.add_metric([w.served_names.get(model, model), namespace], total)
+            for (namespace, model, reason), count in w.failed.items():
+                failed.add_metric([w.served_names.get(model, model), namespace, reason], count)
         yield from (ttft, itl, e2e, running, waiting, kv, success, prompt, generation, requests, failed)
 
 

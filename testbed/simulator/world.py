@@ -168,10 +168,11 @@ class World:
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
         self.series: dict[str, Series] = defaultdict(Series)  # by replica key
-        self.failed: dict[tuple[str, str], float] = defaultdict(float)  # (model, reason) -> requests
-        self.requests: dict[str, float] = defaultdict(float)
-        self.qps_override: dict[str, float] = {}
-        self.replicas_seen: dict[str, int] = defaultdict(int)
+        # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
+        self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.requests: dict[tuple[str, str], float] = defaultdict(float)
+        self.qps_override: dict[str, float] = {}  # by model, in every namespace
+        self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
         # ("allocatable", node, cards) and ("delete-pod", namespace, name).
@@ -284,12 +285,13 @@ class World:
                 net.delay_ms += float(f.params["ms"])
         return net
 
-    def model_qps(self, model: str, replica_count: int, now: float) -> float:
+    def model_qps(self, service: tuple[str, str], replica_count: int, now: float) -> float:
+        model = service[1]
         if model in self.qps_override:
             return self.qps_override[model]
         # Demand stays what the fleet was sized for: losing replicas does not lower it.
-        self.replicas_seen[model] = max(self.replicas_seen[model], replica_count)
-        base = self.load.utilisation * m.profile_for(model).service_rate * self.replicas_seen[model]
+        self.replicas_seen[service] = max(self.replicas_seen[service], replica_count)
+        base = self.load.utilisation * m.profile_for(model).service_rate * self.replicas_seen[service]
         return base * self.load.factor(now)
 
     def tick(self, now: float | None = None) -> None:
@@ -302,17 +304,17 @@ class World:
             self._advance(seconds, wall)
 
     def _advance(self, seconds: float, now: float) -> None:
-        by_model: dict[str, list[tuple[str, list[Pod]]]] = defaultdict(list)
+        by_service: dict[tuple[str, str], list[tuple[str, list[Pod]]]] = defaultdict(list)
         for key, members in self.replicas().items():
-            by_model[members[0].model].append((key, members))
+            by_service[(members[0].namespace, members[0].model)].append((key, members))
         for c in self.cards.values():
             c.utilisation = 0.0
-        # A model keeps its demand when every replica is gone: that is when requests fail.
-        for model in sorted(set(by_model) | set(self.replicas_seen) | set(self.qps_override)):
-            groups = by_model.get(model, [])
-            profile = m.profile_for(model)
-            qps = self.model_qps(model, len(groups), now)
-            self.requests[model] += qps * seconds
+        # A service keeps its demand when every replica is gone: that is when requests fail.
+        for service in sorted(set(by_service) | set(self.replicas_seen)):
+            groups = by_service.get(service, [])
+            profile = m.profile_for(service[1])
+            qps = self.model_qps(service, len(groups), now)
+            self.requests[service] += qps * seconds
             serving, stalled = [], 0
             for key, members in groups:
                 size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
@@ -324,10 +326,10 @@ class World:
                 else:
                     stalled += 1  # looks Ready, so it gets traffic, which fails
             if not serving and not stalled:
-                self.failed[(model, "no_ready_replica")] += qps * seconds
+                self.failed[(*service, "no_ready_replica")] += qps * seconds
                 continue
             share = qps / (len(serving) + stalled)
-            self.failed[(model, "replica_unreachable")] += share * stalled * seconds
+            self.failed[(*service, "replica_unreachable")] += share * stalled * seconds
             for key, members, speed, delay in serving:
                 self._serve(self.series[key], members, profile, share, speed, delay, seconds)
 

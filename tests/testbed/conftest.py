@@ -81,3 +81,10 @@ def pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
         except Exception:  # noqa: BLE001 - a test may not have made it
             pass
         nodes.delete_nodes(kube, p.node_names)
+
+
+@pytest.fixture(scope="session")
+def prom(testbed: Testbed) -> Any:
+    from prometheus_api_client import PrometheusConnect
+
+    return PrometheusConnect(testbed.prometheus_url)

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import json
+import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from typing import Any
 
@@ -25,3 +29,42 @@ def per_node(pods: list[Any]) -> Counter[str]:
 def workload(objects: list[dict[str, Any]], model: str) -> dict[str, Any]:
     """The Deployment of `model` among fleet manifests."""
     return next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == model)
+
+
+def agent(kube: Kube, node: str) -> tuple[str, str]:
+    """A node's agent endpoint (from its annotation) and the bearer token (from the Secret)."""
+    endpoint = kube.read_node(node).metadata.annotations["kilocard.io/agent-endpoint"]
+    token = kube.read_secret("kilocard-system", "kilocard-agent-token")["token"].decode()
+    return endpoint, token
+
+
+def agent_call(kube: Kube, node: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    endpoint, token = agent(kube, node)
+    request = urllib.request.Request(f"{endpoint}{path}", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def query(prom: Any, promql: str, by: str | None = None) -> dict[str, float]:
+    """Instant query -> {value of label `by` (or "value" when None): sample value}; NaN dropped."""
+    out = {}
+    for sample in prom.custom_query(promql):
+        value = float(sample["value"][1])
+        if value == value:
+            out[sample["metric"][by] if by else "value"] = value
+    return out
+
+
+def eventually(check: Any, timeout: float, interval: float = 1.0) -> Any:
+    """Re-evaluate a Prometheus-backed check (metrics have no watch) until it returns truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(interval)

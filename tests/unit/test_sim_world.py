@@ -81,7 +81,7 @@ def test_no_ready_replica_means_every_request_fails():
     w.remove_pod("uid-a")
     before = dict(w.series["uid-a"].__dict__)
     run(w, 10)
-    assert w.failed[("llama-2-7b", "no_ready_replica")] == pytest.approx(10 * 50, rel=0.01)
+    assert w.failed[("ns", "llama-2-7b", "no_ready_replica")] == pytest.approx(10 * 50, rel=0.01)
     assert w.series["uid-a"].__dict__ == before  # no TTFT samples anywhere
 
 
@@ -95,7 +95,7 @@ def test_partition_stalls_a_cross_node_group_and_cuts_a_node_off():
     assert w.replica_speed(w.replicas()["g0"])[0] == pytest.approx(0.5)
     w.add_fault("n1", {"kind": "partition", "ttl_seconds": 60})
     run(w, 2)
-    assert w.failed[("llama-3-405b", "replica_unreachable")] > 0
+    assert w.failed[("ns", "llama-3-405b", "replica_unreachable")] > 0
 
 
 @pytest.mark.parametrize("body, field", [
