@@ -60,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="default load per replica, as a fraction of its healthy service rate")
     up.add_argument("--spike-factor", type=float, default=1.0,
                     help="load multiplier during the first 5 minutes of every hour (top-of-hour batch jobs)")
+    up.add_argument("--openmetrics", action="store_true",
+                    help="let Prometheus negotiate OpenMetrics: vLLM series are then stored as vllm_...")
     up.add_argument("--timeout", type=_int_in(10, 3600), default=300, help="seconds to wait for readiness")
     up.set_defaults(handler=cmd_up)
 
@@ -94,7 +96,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
             remediation=not args.no_remediation, scrape_seconds=args.scrape_interval,
-            utilisation=args.utilisation, spike_factor=args.spike_factor,
+            utilisation=args.utilisation, spike_factor=args.spike_factor, openmetrics=args.openmetrics,
         ).validate()
         testbed = Testbed(config)
         testbed.check_ports()  # before a possibly long build

@@ -262,7 +262,7 @@ class Testbed:
                 sys.executable, "-m", "testbed.simulator", f"--kubeconfig={kubeconfig}", f"--port={ports.simulator}",
                 f"--token-file={self.paths.agent_token}", f"--card-resource={c.card_resource}",
                 f"--card-product={c.card_product}", f"--utilisation={c.utilisation}",
-                f"--spike-factor={c.spike_factor}",
+                f"--spike-factor={c.spike_factor}", *(["--negotiate"] if c.openmetrics else []),
             ]
         if name == "remediator":
             return [

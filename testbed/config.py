@@ -114,6 +114,9 @@ class TestbedConfig:
     # Load per replica as a fraction of its healthy service rate, and the top-of-hour spike.
     utilisation: float = 0.25
     spike_factor: float = 1.0
+    # Serve vLLM metrics in whatever format the scraper asks for: Prometheus 2.x then stores
+    # them as `vllm_...` (see probes/metric_names.py). Off: plain text, `vllm:...` kept.
+    openmetrics: bool = False
 
     __test__ = False  # not a pytest test class despite the name
 

@@ -1,0 +1,39 @@
+"""Which spelling of a metric name a Prometheus actually stores.
+
+vLLM names its metrics `vllm:...`. prometheus_client >= 0.23 writes them as `vllm_...` in the
+OpenMetrics format, which Prometheus 2.x negotiates first, so the same fleet's series land under
+either name depending on client and server versions. A query for the wrong spelling returns an
+empty vector, which must never be read as "no traffic": resolve the name first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from chaos.errors import KilocardError
+
+
+class MetricNotFound(KilocardError):
+    pass
+
+
+class Queryable(Protocol):
+    def custom_query(self, query: str) -> list[dict[str, Any]]: ...
+
+
+def spellings(name: str) -> list[str]:
+    """The names a metric may be stored under, the documented one first."""
+    alternatives = [name]
+    if ":" in name:
+        alternatives.append(name.replace(":", "_"))
+    return alternatives
+
+
+def resolve(prom: Queryable, name: str, matchers: str = "") -> str:
+    """The spelling of `name` that has series (optionally with extra label matchers)."""
+    for candidate in spellings(name):
+        selector = f'{{__name__="{candidate}"{"," + matchers if matchers else ""}}}'
+        if prom.custom_query(f"count({selector})"):
+            return candidate
+    raise MetricNotFound(f"no series named {' or '.join(spellings(name))}"
+                         f"{' with ' + matchers if matchers else ''} in Prometheus")
