@@ -35,22 +35,27 @@ EVENT_ANNOTATION = "kilocard.io/quarantine-event"
 TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
 OPT_OUT_LABEL = "k8saas.nvidia.com/ManagedByNVSentinel"  # "false": leave this node alone
 CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)  # DCGM health FAIL
+# dcgm-exporter names the host label `Hostname` up to 4.5.3-4.8.2 and `hostname` after.
 FATAL_QUERY = (
-    "max by (Hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0 or "
-    f'max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}})'
+    "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0 or "
+    "max by (Hostname, hostname, gpu) "
+    f'(DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}})'
 )
 
 
-def fatal_cards(prom: PrometheusConnect) -> dict[str, list[str]]:
+def fatal_cards(prom: Any) -> dict[str, list[str]]:
     """Node -> cards with a fatal error now."""
     found: dict[str, list[str]] = {}
     for sample in prom.custom_query(FATAL_QUERY):
-        found.setdefault(sample["metric"]["Hostname"], []).append(sample["metric"]["gpu"])
+        labels = sample["metric"]
+        host = labels.get("Hostname") or labels.get("hostname")
+        if host:
+            found.setdefault(host, []).append(labels["gpu"])
     return found
 
 
 class Remediator:
-    def __init__(self, kube: Kube, prom: PrometheusConnect, max_fraction: float = 0.5,
+    def __init__(self, kube: Kube, prom: Any, max_fraction: float = 0.5,
                  for_seconds: float = 10.0, say: Any = print) -> None:
         self.kube = kube
         self.prom = prom

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spike-minutes", type=int, default=5)
     parser.add_argument("--negotiate", action="store_true",
                         help="serve OpenMetrics when asked (vllm: becomes vllm_ with prometheus_client >= 0.23)")
+    parser.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
+                        help="dcgm-exporter's host label: 'Hostname' up to 4.5.3-4.8.2, 'hostname' after")
     args = parser.parse_args(argv)
 
     world = World(args.card_resource, args.card_product.replace("-", " "),
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     run_forever(follow_nodes, stop, kube, world, args.card_resource)
     run_forever(follow_pods, stop, kube, world)
-    server = Server(("127.0.0.1", args.port), world, args.token_file.read_text().strip(), args.negotiate)
+    server = Server(("127.0.0.1", args.port), world, args.token_file.read_text().strip(), args.negotiate,
+                    args.hostname_label)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):
         world.tick()

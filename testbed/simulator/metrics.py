@@ -11,6 +11,8 @@ the scraper asks for, reproducing a fleet whose series land as `vllm_...`.
 dcgm-exporter is a Go program whose lines prometheus_client cannot reproduce (it names counter
 TYPE lines `<name>_total`), so its format is rendered here as the exporter's template does:
 `NAME{gpu,UUID,pci_bus_id,device,modelName,Hostname,DCGM_FI_DRIVER_VERSION[,container,namespace,pod]}`.
+The host label is `Hostname` in every release up to 4.5.3-4.8.2 and `hostname` after; both can be
+served (`hostname_label`), and consumers must accept both.
 """
 
 from __future__ import annotations
@@ -123,14 +125,14 @@ def _label_value(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render_dcgm(world: World) -> str:
+def render_dcgm(world: World, hostname_label: str = "Hostname") -> str:
     """Every card of every node, in dcgm-exporter's text format."""
     with world.lock:
         rows: list[tuple[dict[str, str], Any]] = []
         for (node, index), card in sorted(world.cards.items()):
             labels = {
                 "gpu": str(index), "UUID": card.uuid, "pci_bus_id": f"00000000:{0x18 + 0x10 * index:02X}:00.0",
-                "device": f"nvidia{index}", "modelName": world.product, "Hostname": node,
+                "device": f"nvidia{index}", "modelName": world.product, hostname_label: node,
                 "DCGM_FI_DRIVER_VERSION": DRIVER_VERSION,
             }
             pod = world.pod_on_card(node, index)

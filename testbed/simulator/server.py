@@ -35,11 +35,13 @@ _NODE = re.compile(r"^/nodes/([a-z0-9][-a-z0-9.]{0,252})(/.*)$")
 class Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], world: World, token: str, negotiate: bool = False) -> None:
+    def __init__(self, address: tuple[str, int], world: World, token: str, negotiate: bool = False,
+                 hostname_label: str = "Hostname") -> None:
         super().__init__(address, Handler)
         self.world = world
         self.token = token
         self.negotiate = negotiate
+        self.hostname_label = hostname_label
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(metrics.VllmCollector(world))
 
@@ -92,7 +94,7 @@ class Handler(BaseHTTPRequestHandler):
                 encoder, content_type = generate_latest, CONTENT_TYPE_LATEST
             self._send(200, encoder(self.server.registry), content_type)
         elif path == "/dcgm/metrics":
-            self._send(200, metrics.render_dcgm(self.server.world).encode(), CONTENT_TYPE_LATEST)
+            self._send(200, metrics.render_dcgm(self.server.world, self.server.hostname_label).encode(), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
             self._send(200, b"ok", "text/plain")
         elif path == "/sim/v1/load":

@@ -13,11 +13,11 @@ TOKEN = "s3cret-token"
 
 @pytest.fixture
 def server():
-    def start(negotiate=False):
+    def start(negotiate=False, hostname_label="Hostname"):
         w = world_with(pod("big", "n0", "llama-3-70b", 8))
         w.last_tick -= 5
         w.tick()
-        srv = Server(("127.0.0.1", 0), w, TOKEN, negotiate)
+        srv = Server(("127.0.0.1", 0), w, TOKEN, negotiate, hostname_label)
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         started.append(srv)
         return srv, f"http://127.0.0.1:{srv.server_address[1]}"
@@ -123,3 +123,9 @@ def test_load_override(server):
     assert srv.world.qps_override == {"llama-3-70b": 100.0}
     assert call(f"{url}/sim/v1/load", "PUT", {"llama-3-70b": -1})[0] == 400
     assert call(f"{url}/sim/v1/load", "PUT", {"x": 1}, token=None)[0] == 401
+
+
+def test_dcgm_host_label_of_newer_exporters(server):
+    _, url = server(hostname_label="hostname")
+    _, text, _ = call(f"{url}/dcgm/metrics", token=None)
+    assert 'hostname="n0"' in text and "Hostname=" not in text

@@ -1,0 +1,98 @@
+"""The remediator's decisions, against a stand-in for chaos.kube (its end-to-end behaviour runs on
+the testbed in tests/testbed/test_fleet_simulator.py)."""
+
+from types import SimpleNamespace
+
+from kubernetes import client
+
+from chaos.errors import TooManyRequests
+from testbed import remediator as r
+
+
+class FakeKube:
+    def __init__(self, names, pods=None, blocked=()):
+        self.nodes = {n: client.V1Node(metadata=client.V1ObjectMeta(name=n, labels={}, annotations={}),
+                                       spec=client.V1NodeSpec(taints=[])) for n in names}
+        self.pods = pods or {}
+        self.blocked = set(blocked)
+        self.evicted = []
+
+    def list_nodes(self):
+        return list(self.nodes.values())
+
+    def read_node(self, name):
+        return self.nodes[name]
+
+    def patch_node(self, name, patch):
+        node = self.nodes[name]
+        spec, meta = patch.get("spec", {}), patch.get("metadata", {})
+        if "unschedulable" in spec:
+            node.spec.unschedulable = spec["unschedulable"]
+        if "taints" in spec:
+            node.spec.taints = [client.V1Taint(**t) for t in spec["taints"]]
+        for key, value in meta.get("labels", {}).items():
+            node.metadata.labels[key] = value
+        return node
+
+    def list_pods(self, field_selector):
+        node = field_selector.split("=", 1)[1]
+        return SimpleNamespace(items=[client.V1Pod(metadata=client.V1ObjectMeta(name=p, namespace="ns"))
+                                      for p in self.pods.get(node, [])])
+
+    def evict_pod(self, namespace, name):
+        if name in self.blocked:
+            raise TooManyRequests("blocked by PDB", 429)
+        self.evicted.append(name)
+
+
+class FakeProm:
+    def __init__(self, failing, label="Hostname"):
+        self.failing, self.label = failing, label
+
+    def custom_query(self, query):
+        assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in query and "err_code" in query
+        return [{"metric": {self.label: node, "gpu": gpu}, "value": [0, "1"]} for node, gpu in self.failing]
+
+
+def quarantined(kube):
+    return sorted(n for n, node in kube.nodes.items() if node.spec.unschedulable)
+
+
+def test_fatal_card_quarantines_and_drains_its_node_after_the_grace():
+    kube = FakeKube(["a", "b", "c", "d"], pods={"a": ["p1", "p2"]}, blocked={"p2"})
+    rem = r.Remediator(kube, FakeProm([("a", "3")]), for_seconds=0, say=lambda _m: None)
+    rem.round()
+    node = kube.nodes["a"]
+    assert quarantined(kube) == ["a"]
+    assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [("nvidia.com/gpu-error", "fatal", "NoSchedule")]
+    assert kube.evicted == ["p1"]  # p2's PDB said no: it stays for the next round
+    assert node.metadata.labels[r.STATE_LABEL] == "draining"
+
+
+def test_a_blip_shorter_than_the_grace_is_ignored():
+    kube = FakeKube(["a", "b"])
+    rem = r.Remediator(kube, FakeProm([("a", "0")]), for_seconds=60, say=lambda _m: None)
+    rem.round()
+    assert quarantined(kube) == []
+
+
+def test_circuit_breaker_stops_quarantining_past_half_the_nodes():
+    kube = FakeKube(["a", "b", "c", "d"])
+    said = []
+    rem = r.Remediator(kube, FakeProm([("a", "0"), ("b", "1"), ("c", "2")]), for_seconds=0, say=said.append)
+    rem.round()
+    assert quarantined(kube) == ["a", "b"]
+    assert said[-1] == "circuit breaker open: 2/4 nodes quarantined; not quarantining c"
+
+
+def test_opted_out_nodes_are_left_alone_and_healed_nodes_released():
+    kube = FakeKube(["a", "b", "c"])
+    kube.nodes["a"].metadata.labels[r.OPT_OUT_LABEL] = "false"
+    prom = FakeProm([("a", "0"), ("b", "0")], label="hostname")  # newer dcgm-exporter label
+    rem = r.Remediator(kube, prom, for_seconds=0, say=lambda _m: None)
+    rem.round()
+    assert quarantined(kube) == ["b"]
+    prom.failing = []
+    rem.round()
+    assert quarantined(kube) == [] and kube.nodes["b"].spec.taints == []
+    assert kube.nodes["b"].metadata.labels[r.STATE_LABEL] == "remediation-succeeded"
