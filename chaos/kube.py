@@ -174,6 +174,31 @@ class Kube:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return list(self._call("list namespaces", self.core.list_namespace, **kwargs).items)
 
+    # --- config maps (the in-cluster fault ledger) ---------------------------------------------
+    def list_config_maps(self, namespace: str, label_selector: str | None = None) -> list[client.V1ConfigMap]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        result = self._call(f"list configmaps in {namespace}", self.core.list_namespaced_config_map, namespace,
+                            **kwargs)
+        return list(result.items)
+
+    def create_config_map(self, namespace: str, body: dict[str, Any]) -> client.V1ConfigMap:
+        name = body["metadata"]["name"]
+        return self._call(f"create configmap {namespace}/{name}", self.core.create_namespaced_config_map,
+                          namespace, body)
+
+    def patch_config_map(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1ConfigMap:
+        return self._call(f"patch configmap {namespace}/{name}", self.core.patch_namespaced_config_map,
+                          name, namespace, patch)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        self._call(f"delete configmap {namespace}/{name}", self.core.delete_namespaced_config_map, name, namespace)
+
+    def ensure_namespace(self, name: str) -> None:
+        try:
+            self.create_namespace(name)
+        except Conflict:
+            pass
+
     # --- secrets ---------------------------------------------------------------------------
     def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
         """The decoded data of a Secret."""
@@ -192,13 +217,20 @@ class Kube:
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
         return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
-        kwargs = {} if grace_seconds is None else {"grace_period_seconds": grace_seconds}
-        self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, **kwargs)
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1Pod:
+        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, patch)
 
-    def evict_pod(self, namespace: str, name: str) -> None:
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None, uid: str | None = None) -> None:
+        """DELETE a pod; with `uid`, only that incarnation (not a same-named replacement)."""
+        body = client.V1DeleteOptions(grace_period_seconds=grace_seconds,
+                                      preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body)
+
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Evict through the Eviction API; TooManyRequests means a PDB (or rate limit) refused it."""
-        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+                                 delete_options=options)
         self._call(
             f"evict pod {namespace}/{name}",
             self.core.create_namespaced_pod_eviction,

@@ -3,7 +3,8 @@
 Loop: (1) two watch threads keep the world's nodes and pods current; (2) a ticker advances the
 load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
 ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card); (4) the
-HTTP server answers Prometheus and agent calls. SIGTERM stops it; its faults die with it (they
+HTTP server answers Prometheus and agent calls; (5) as the fake nodes' agent, a reaper reverts
+faults whose in-cluster ledger markers have expired (a node isolation left by a dead runner). SIGTERM stops it; its faults die with it (they
 live only in the model), so nothing is left behind in the cluster but the allocatable it restores.
 """
 
@@ -17,10 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos import inject
+from chaos.agent.client import AgentClient
 from chaos.errors import KubeError, NotFound
+from chaos.faults import Context
 from chaos.kube import Kube
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
+
+REAP_SECONDS = 2.0
 
 
 def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event) -> None:
@@ -67,6 +73,17 @@ def actuate(kube: Kube, world: World, resource: str) -> None:
             print(f"simulator: {action} {a}: {exc}", file=sys.stderr, flush=True)
 
 
+def reap_expired(kube: Kube, token: str, stop: threading.Event) -> None:
+    ctx = Context(kube, AgentClient(kube, token), "reaper", say=lambda _m: None)
+    while not stop.wait(REAP_SECONDS):
+        reverted, left = inject.recover(ctx, None, expired_only=True)
+        for r in reverted:
+            print(f"simulator: reaped expired {r.kind} {r.target} of {r.run_id}", flush=True)
+        for r in left:
+            print(f"simulator: could not reap {r.kind} {r.target} of {r.run_id}: {r.error}", file=sys.stderr,
+                  flush=True)
+
+
 def run_forever(target: Any, stop: threading.Event, *args: Any) -> threading.Thread:
     def loop() -> None:
         while not stop.is_set():
@@ -106,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     run_forever(follow_nodes, stop, kube, world, args.card_resource)
     run_forever(follow_pods, stop, kube, world)
-    server = Server(("127.0.0.1", args.port), world, args.token_file.read_text().strip(), args.negotiate,
-                    args.hostname_label)
+    token = args.token_file.read_text().strip()
+    server = Server(("127.0.0.1", args.port), world, token, args.negotiate, args.hostname_label)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    run_forever(reap_expired, stop, kube, token)
     while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):
         world.tick()
         actuate(kube, world, args.card_resource)

@@ -25,7 +25,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
 from testbed.simulator import metrics
-from testbed.simulator.world import FaultError, World
+from chaos.agent.protocol import FaultError
+from testbed.simulator.world import World
 
 API_VERSION = "v1"
 MAX_BODY = 64 * 1024

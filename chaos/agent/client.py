@@ -1,0 +1,101 @@
+"""Client for the node-agent protocol v1 (the real node agent and the testbed's fake nodes).
+
+    POST   <endpoint>/v1/faults        {"kind", "target", "params", "ttl_seconds", "run_id"} -> 201 {"id", ...}
+    GET    <endpoint>/v1/faults        -> {"faults": [...]}
+    DELETE <endpoint>/v1/faults/<id>   -> 200 (idempotent); 404 once the agent has forgotten it
+
+A node's endpoint is its `kilocard.io/agent-endpoint` annotation. The bearer token comes from
+$KILOCARD_AGENT_TOKEN or the Secret `kilocard-system/kilocard-agent-token`; it is never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from chaos.errors import KilocardError, NotFound, SpecError
+from chaos.kube import Kube
+
+ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
+TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
+
+
+class AgentError(KilocardError):
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AgentClient:
+    def __init__(self, kube: Kube, token: str | None = None, timeout: float = 10.0) -> None:
+        self.kube = kube
+        self._token = token or os.environ.get("KILOCARD_AGENT_TOKEN")
+        self.timeout = timeout
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            try:
+                self._token = self.kube.read_secret(*TOKEN_SECRET)["token"].decode().strip()
+            except (NotFound, KeyError):
+                raise AgentError("no agent token: set KILOCARD_AGENT_TOKEN or create the Secret "
+                                 f"{TOKEN_SECRET[0]}/{TOKEN_SECRET[1]} (key 'token')") from None
+        return self._token
+
+    def endpoint(self, node: str) -> str:
+        try:
+            annotations = self.kube.read_node(node).metadata.annotations or {}
+        except NotFound:
+            raise SpecError(f"node {node!r} not found") from None
+        endpoint = annotations.get(ENDPOINT_ANNOTATION)
+        if not endpoint:
+            raise AgentError(f"node {node} has no kilocard agent (annotation {ENDPOINT_ANNOTATION})")
+        return endpoint.rstrip("/")
+
+    def _request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+
+        def send() -> tuple[int, Any]:
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                    return resp.status, json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as err:
+                try:
+                    return err.code, json.loads(err.read() or b"null")
+                except ValueError:
+                    return err.code, {"error": err.reason}
+
+        retrying = Retrying(retry=retry_if_exception_type((urllib.error.URLError, ConnectionError, TimeoutError)),
+                            stop=stop_after_attempt(4), wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+        try:
+            return retrying(send)
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            raise AgentError(f"{method} {url}: {exc}") from None
+
+    def create(self, endpoint: str, kind: str, target: dict[str, Any], params: dict[str, Any],
+               ttl_seconds: float, run_id: str) -> dict[str, Any]:
+        status, body = self._request("POST", f"{endpoint}/v1/faults", {
+            "kind": kind, "target": target, "params": params, "ttl_seconds": ttl_seconds, "run_id": run_id})
+        if status != 201:
+            message = body.get("error", body) if isinstance(body, dict) else body
+            raise AgentError(f"agent {endpoint} refused {kind}: {status} {message}", status)
+        return dict(body)
+
+    def list(self, endpoint: str) -> list[dict[str, Any]]:
+        status, body = self._request("GET", f"{endpoint}/v1/faults")
+        if status != 200:
+            raise AgentError(f"agent {endpoint}: {status} {body}", status)
+        return list(body["faults"])
+
+    def delete(self, endpoint: str, fault_id: str) -> None:
+        """Revert; a fault the agent no longer knows (expired, agent restarted) counts as reverted."""
+        status, body = self._request("DELETE", f"{endpoint}/v1/faults/{fault_id}")
+        if status not in (200, 404):
+            raise AgentError(f"agent {endpoint} could not revert {fault_id}: {status} {body}", status)

@@ -1,0 +1,46 @@
+"""Fault kinds. Each module holds one kind: a frozen Spec, `parse` (plain data -> Spec, errors
+naming the field), `targets` (what the spec selects, as plain dicts), `prepare` (the state revert
+will need, read BEFORE anything changes, so the write-ahead ledger holds it), `apply` and `revert`
+side by side. Revert is idempotent and a vanished target counts as reverted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from chaos.agent.client import AgentClient
+from chaos.errors import SpecError
+from chaos.kube import Kube
+
+
+@dataclass
+class Context:
+    kube: Kube
+    agents: AgentClient
+    run_id: str
+    say: Callable[[str], None] = print
+
+
+def registry() -> dict[str, ModuleType]:
+    from chaos.faults import agent_faults, node_isolation, pod_kill, tp_group_kill
+
+    kinds: dict[str, ModuleType] = {}
+    for module in (pod_kill, tp_group_kill, node_isolation):
+        for kind in module.KINDS:
+            kinds[kind] = module
+    for kind in agent_faults.KINDS:
+        kinds[kind] = agent_faults
+    return kinds
+
+
+def kind_module(kind: Any, where: str) -> ModuleType:
+    kinds = registry()
+    if kind not in kinds:
+        raise SpecError(f"{where}.kind: unknown fault kind {kind!r}; expected one of {', '.join(sorted(kinds))}")
+    return kinds[kind]
+
+
+__all__ = ["Context", "kind_module", "registry"]

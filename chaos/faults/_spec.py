@@ -1,0 +1,98 @@
+"""Reading a fault's spec from plain data, with errors that name the field (`faults[2].ttl_seconds:
+expected ...`). Kinds build their frozen Spec dataclasses from these readers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from chaos.agent.protocol import MAX_TTL_SECONDS
+from chaos.errors import SpecError
+
+_MISSING = object()
+
+
+class Fields:
+    """Reads fields off one mapping; `done()` refuses fields nobody asked for (typos)."""
+
+    def __init__(self, raw: Any, where: str) -> None:
+        if not isinstance(raw, dict):
+            raise SpecError(f"{where}: expected a mapping of fields, got {type(raw).__name__}")
+        self.raw = raw
+        self.where = where
+        self.seen: set[str] = set()
+
+    def _fail(self, name: str, expected: str, value: Any) -> SpecError:
+        return SpecError(f"{self.where}.{name}: expected {expected}, got {value!r}")
+
+    def has(self, name: str) -> bool:
+        return name in self.raw
+
+    def str(self, name: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, str) or not value:
+            raise self._fail(name, "a non-empty string", value)
+        if choices and value not in choices:
+            raise self._fail(name, f"one of {', '.join(choices)}", value)
+        return value
+
+    def int(self, name: str, default: Any = _MISSING, low: int = 0, high: int = 2**31) -> Any:
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise self._fail(name, f"an integer from {low} to {high}", value)
+        return value
+
+    def number(self, name: str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf,
+               low_open: bool = False) -> Any:
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        if not ok or value > high or value < low or (low_open and value == low):
+            bound = f"above {low:g}" if low_open else f"from {low:g}"
+            raise self._fail(name, f"a number {bound}{'' if high == math.inf else f' to {high:g}'}", value)
+        return float(value)
+
+    def bool(self, name: str, default: bool = False) -> bool:
+        value = self._get(name, default)
+        if not isinstance(value, bool):
+            raise self._fail(name, "true or false", value)
+        return value
+
+    def str_list(self, name: str, default: Any = _MISSING) -> Any:
+        value = self._get(name, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise self._fail(name, "a non-empty list of strings", value)
+        return value
+
+    def ttl(self) -> float:
+        """Every revertible fault expires where it lives; a missing TTL is an error, not a default."""
+        if not self.has("ttl_seconds"):
+            raise SpecError(f"{self.where}.ttl_seconds: required (every fault expires; at most {MAX_TTL_SECONDS})")
+        return float(self.number("ttl_seconds", low=0, high=MAX_TTL_SECONDS, low_open=True))
+
+    def blast_radius(self) -> tuple[int | None, float | None]:
+        count = self.int("count", None, low=1, high=100_000)
+        percent = self.number("percent", None, low=0, high=100, low_open=True)
+        if count is not None and percent is not None:
+            raise SpecError(f"{self.where}: give either count or percent, not both")
+        return count, percent
+
+    def _get(self, name: str, default: Any) -> Any:
+        self.seen.add(name)
+        if name in self.raw:
+            return self.raw[name]
+        if default is _MISSING:
+            raise SpecError(f"{self.where}.{name}: required")
+        return default
+
+    def done(self) -> None:
+        unknown = sorted(set(self.raw) - self.seen)
+        if unknown:
+            raise SpecError(f"{self.where}: unknown field {unknown[0]!r}; expected one of {', '.join(sorted(self.seen))}")

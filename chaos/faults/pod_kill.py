@@ -1,0 +1,105 @@
+"""pod-kill: kill pods picked by selectors, by DELETE (grace period) or by the Eviction API
+(PodDisruptionBudgets honoured: a 429 is "blocked by PDB", retried with backoff until a deadline).
+Nothing to revert: the workload's controller brings replacements, which is what is under test."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.errors import KilocardError, NotFound, TooManyRequests
+from chaos.faults import Context
+from chaos.faults._spec import Fields
+from chaos.targets import how_many, live_pods, sample
+
+KINDS = ("pod-kill",)
+REVERTIBLE = False
+MODES = ("delete", "evict")
+
+
+class BlockedByPDB(KilocardError):
+    pass
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+    count: int | None
+    percent: float | None
+    mode: str
+    grace_seconds: int | None
+    seed: int | None
+    eviction_deadline_seconds: float
+    allow_empty: bool
+    ttl_seconds: float = 0.0
+
+
+def read_selection(f: Fields) -> dict[str, Any]:
+    """The selector fields pod-kill and tp-group-kill share."""
+    namespace = f.str("namespace", None)
+    label_selector = f.str("label_selector", None)
+    if namespace is None and label_selector is None:
+        raise f._fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
+    count, percent = f.blast_radius()
+    return {
+        "namespace": namespace, "label_selector": label_selector, "field_selector": f.str("field_selector", None),
+        "count": count, "percent": percent, "mode": f.str("mode", "delete", MODES),
+        "grace_seconds": f.int("grace_seconds", None, high=3600), "seed": f.int("seed", None, high=2**62),
+        "eviction_deadline_seconds": f.number("eviction_deadline_seconds", 60.0, high=3600),
+        "allow_empty": f.bool("allow_empty"),
+    }
+
+
+def parse(raw: Any, where: str) -> Spec:
+    f = Fields(raw, where)
+    f.str("kind")
+    spec = Spec(kind="pod-kill", **read_selection(f))
+    f.done()
+    return spec
+
+
+def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
+    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector)
+    chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed)
+    return [{"namespace": p.metadata.namespace, "name": p.metadata.name, "uid": p.metadata.uid,
+             "node": p.spec.node_name} for p in chosen]
+
+
+def prepare(ctx: Context, spec: Any, target: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def kill(ctx: Context, target: dict[str, Any], mode: str, grace_seconds: int | None, deadline_seconds: float) -> None:
+    """Kill one pod incarnation (by uid); already gone counts as done."""
+    namespace, name, uid = target["namespace"], target["name"], target["uid"]
+    try:
+        if mode == "delete":
+            ctx.kube.delete_pod(namespace, name, grace_seconds, uid=uid)
+            return
+        deadline = time.monotonic() + deadline_seconds
+        wait = 0.5
+        while True:
+            try:
+                ctx.kube.evict_pod(namespace, name, uid=uid)
+                return
+            except TooManyRequests:
+                if time.monotonic() + wait > deadline:
+                    raise BlockedByPDB(f"evicting {namespace}/{name}: blocked by a PodDisruptionBudget "
+                                       f"for {deadline_seconds:.0f} s") from None
+                time.sleep(wait)
+                wait = min(wait * 2, 5.0)
+    except NotFound:
+        pass
+
+
+def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
+    kill(ctx, target, spec.mode, spec.grace_seconds, spec.eviction_deadline_seconds)
+    return undo
+
+
+def revert(ctx: Context, undo: dict[str, Any]) -> None:
+    """A killed pod is not brought back by us: its controller does that (or does not: the finding)."""

@@ -1,0 +1,44 @@
+"""tp-group-kill: kill every pod of whole tensor-parallel groups (a TP=8 pod, or the ranks of a
+multi-node group: `kilocard.io/tp-group` or LeaderWorkerSet's `group-key`). rank-kill: kill only
+the member of a given rank in each chosen group (rank from the StatefulSet pod index or LWS's
+worker index), which stalls the whole group just the same."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.faults import Context, pod_kill
+from chaos.faults._spec import Fields
+from chaos.targets import groups, how_many, live_pods, sample
+
+KINDS = ("tp-group-kill", "rank-kill")
+REVERTIBLE = False
+
+
+@dataclass(frozen=True)
+class Spec(pod_kill.Spec):
+    rank: int | None = None
+
+
+def parse(raw: Any, where: str) -> Spec:
+    f = Fields(raw, where)
+    kind = f.str("kind", choices=KINDS)
+    selection = pod_kill.read_selection(f)
+    rank = f.int("rank") if kind == "rank-kill" else None
+    f.done()
+    return Spec(kind=kind, rank=rank, **selection)
+
+
+def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
+    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector))
+    if spec.rank is not None:
+        found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
+    chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed)
+    return [{"namespace": m.namespace, "name": m.name, "uid": m.uid, "node": m.node, "group": key, "rank": m.rank}
+            for key in sorted(chosen) for m in found[key] if spec.rank is None or m.rank == spec.rank]
+
+
+prepare = pod_kill.prepare
+apply = pod_kill.apply
+revert = pod_kill.revert
