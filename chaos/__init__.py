@@ -1,3 +1,15 @@
 """kilocard: chaos engineering and fault injection for thousand-card LLM inference clusters."""
 
-__all__: list[str] = []
+from typing import Any
+
+__all__ = ["discover"]
+__version__ = "0.1.0"
+
+
+def discover(discover_system: bool = True) -> Any:
+    """Chaos Toolkit discovery: kilocard's actions (`chaos discover kilocard --no-install`)."""
+    from chaoslib.discovery.discover import discover_actions, initialize_discovery_result
+
+    discovery = initialize_discovery_result("kilocard", __version__, "kilocard")
+    discovery["activities"].extend(discover_actions("chaos.actions"))
+    return discovery

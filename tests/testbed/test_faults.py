@@ -261,3 +261,31 @@ def test_cli_bad_input_applies_nothing(testbed, kube, tmp_path):
     assert not kube.read_node("gpu-000").spec.unschedulable  # the valid first fault was not applied either
     assert not (tmp_path / "ledger").exists()
     assert out == ""
+
+
+def test_chaostoolkit_action_applies_and_rollback_reverts(testbed, kube, pool, tmp_path):
+    from chaoslib.experiment import run_experiment
+
+    p = pool(1)
+    node = p.node_names[0]
+    run_id = f"ctk-{uuid.uuid4().hex[:6]}"
+
+    def activity(name, func, **arguments):
+        return {"type": "action", "name": name,
+                "provider": {"type": "python", "module": "chaos.actions", "func": func, "arguments": arguments}}
+
+    experiment = {
+        "title": "isolate a node", "description": "kilocard actions under chaostoolkit-lib",
+        "configuration": {"kilocard_run_id": run_id, "kilocard_kubeconfig": str(testbed.paths.kubeconfig),
+                          "kilocard_ledger_dir": str(tmp_path / "ledger")},
+        "method": [activity("isolate", "isolate_nodes", nodes=[node], ttl_seconds=120)],
+        "rollbacks": [{"type": "action", "name": "revert", "provider": {
+            "type": "python", "module": "chaos.actions", "func": "revert_faults"}}],
+    }
+    journal = run_experiment(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
+    assert journal["status"] == "completed", journal
+    (applied,) = journal["run"][0]["output"]
+    assert applied == {"kind": "node-isolate", "target": {"node": node}, "state": "applied", "run_id": run_id}
+    assert journal["rollbacks"][0]["output"] == [{"kind": "node-isolate", "target": {"node": node}}]
+    assert not kube.read_node(node).spec.unschedulable
+    assert markers(kube, run_id) == []

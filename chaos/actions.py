@@ -1,0 +1,159 @@
+"""Chaos Toolkit actions: one thin wrapper per fault kind over chaos.inject, plus the rollback
+that reverts them. No `from __future__ import annotations` here: chaostoolkit's discovery reads
+the real annotations to describe arguments.
+
+Configuration keys (all optional): `kilocard_run_id` (else $KILOCARD_RUN_ID, else one per
+process), `kilocard_kubeconfig`, `kilocard_context`, `kilocard_ledger_dir`. Every fault lands in
+the run's write-ahead ledger, so `revert_faults` (or `kilocard recover --run ID`) undoes it.
+"""
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from chaos import inject, ledger
+from chaos.agent.client import AgentClient
+from chaos.errors import KilocardError
+from chaos.faults import Context
+from chaos.kube import Kube
+
+__all__ = [
+    "apply_fault",
+    "delay_network",
+    "drop_packets",
+    "inject_ecc",
+    "inject_xid",
+    "isolate_cards",
+    "isolate_nodes",
+    "kill_pods",
+    "kill_rank",
+    "kill_tp_groups",
+    "limit_bandwidth",
+    "partition_network",
+    "revert_faults",
+]
+_PROCESS_RUN_ID = ledger.new_run_id()
+
+
+def _session(configuration: Optional[Dict[str, Any]]) -> tuple:
+    cfg = configuration or {}
+    run_id = cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
+    kube = Kube.from_kubeconfig(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"))
+    directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else None
+    return Context(kube, AgentClient(kube), run_id, say=lambda _m: None), ledger.Ledger(run_id, kube, directory)
+
+
+def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """Apply any kilocard fault given as data (`kind` plus its fields); return its records."""
+    ctx, book = _session(configuration)
+    try:
+        injection = inject.inject(ctx, book, fault, where=f"fault {fault.get('kind', '?')}")
+    finally:
+        ctx.kube.close()
+    if injection.failed:
+        raise KilocardError("; ".join(f"{r.target}: {r.error}" for r in injection.failed))
+    return [{"kind": r.kind, "target": r.target, "state": r.state, "run_id": r.run_id} for r in injection.records]
+
+
+def revert_faults(configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """Rollback: revert every fault this run still has open (ledger and in-cluster markers)."""
+    ctx, book = _session(configuration)
+    try:
+        reverted, left = inject.recover(ctx, book.dir, book.run_id)
+    finally:
+        ctx.kube.close()
+    if left:
+        raise KilocardError(f"revert incomplete: {len(left)} fault(s); run 'kilocard recover --run {book.run_id}'")
+    return [{"kind": r.kind, "target": r.target} for r in reverted]
+
+
+def _drop_none(**fields: Any) -> Dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def kill_pods(label_selector: str = None, namespace: str = None, count: int = None, percent: float = None,
+              mode: str = "delete", grace_seconds: int = None, seed: int = None,
+              configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Kill pods (DELETE, or `mode: evict` through the Eviction API, honouring PDBs)."""
+    return apply_fault(_drop_none(kind="pod-kill", label_selector=label_selector, namespace=namespace, count=count,
+                                  percent=percent, mode=mode, grace_seconds=grace_seconds, seed=seed), configuration)
+
+
+def kill_tp_groups(label_selector: str = None, namespace: str = None, count: int = None, percent: float = None,
+                   mode: str = "delete", seed: int = None,
+                   configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Kill every pod of whole tensor-parallel groups."""
+    return apply_fault(_drop_none(kind="tp-group-kill", label_selector=label_selector, namespace=namespace,
+                                  count=count, percent=percent, mode=mode, seed=seed), configuration)
+
+
+def kill_rank(rank: int, label_selector: str = None, namespace: str = None, count: int = None, seed: int = None,
+              configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Kill the member of the given rank in TP groups (the group stalls)."""
+    return apply_fault(_drop_none(kind="rank-kill", rank=rank, label_selector=label_selector, namespace=namespace,
+                                  count=count, seed=seed), configuration)
+
+
+def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None, count: int = None,
+                  effect: str = "NoSchedule", drain: bool = False, seed: int = None,
+                  configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Cordon and taint nodes (NoExecute evicts), optionally drain them."""
+    return apply_fault(_drop_none(kind="node-isolate", nodes=nodes, node_selector=node_selector, count=count,
+                                  effect=effect, drain=drain, seed=seed, ttl_seconds=ttl_seconds), configuration)
+
+
+def _agent(kind: str, ttl_seconds: float, nodes: Optional[List[str]], node_selector: Optional[str],
+           count: Optional[int], configuration: Optional[Dict[str, Any]], **fields: Any) -> List[Dict[str, Any]]:
+    return apply_fault(_drop_none(kind=kind, nodes=nodes, node_selector=node_selector, count=count,
+                                  ttl_seconds=ttl_seconds, **fields), configuration)
+
+
+def isolate_cards(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                  count: int = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Take cards out of service (allocatable drops; the pod on the card ends)."""
+    return _agent("card-isolate", ttl_seconds, nodes, node_selector, count, configuration, cards=cards)
+
+
+def inject_ecc(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+               count: int = None, error_type: str = "dbe", errors: int = 1, speed: float = 0.5,
+               configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """ECC errors on cards; `speed` is how fast the sub-healthy card still runs."""
+    return _agent("gpu-ecc", ttl_seconds, nodes, node_selector, count, configuration, cards=cards,
+                  params={"type": error_type, "count": errors, "speed": speed})
+
+
+def inject_xid(cards: List[int], xid: int, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+               count: int = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """An XID error on cards (79: fallen off the bus)."""
+    return _agent("gpu-xid", ttl_seconds, nodes, node_selector, count, configuration, cards=cards,
+                  params={"xid": xid})
+
+
+def limit_bandwidth(rate_mbit: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                    count: int = None, interface: str = None,
+                    configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Rate-limit nodes' network (tbf)."""
+    return _agent("network-bandwidth", ttl_seconds, nodes, node_selector, count, configuration,
+                  interface=interface, params={"rate_mbit": rate_mbit})
+
+
+def drop_packets(percent: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                 count: int = None, interface: str = None,
+                 configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Drop a share of nodes' packets (nftables)."""
+    return _agent("network-loss", ttl_seconds, nodes, node_selector, count, configuration, interface=interface,
+                  params={"percent": percent})
+
+
+def partition_network(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None, count: int = None,
+                      interface: str = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Cut nodes off the network (nftables)."""
+    return _agent("network-partition", ttl_seconds, nodes, node_selector, count, configuration, interface=interface)
+
+
+def delay_network(ms: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                  count: int = None, interface: str = None,
+                  configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Delay nodes' packets (netem, where the kernel has it)."""
+    return _agent("network-delay", ttl_seconds, nodes, node_selector, count, configuration, interface=interface,
+                  params={"ms": ms})
