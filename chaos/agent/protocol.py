@@ -2,14 +2,21 @@
 real node agent, the testbed's fake nodes and the toolkit's client (which checks a request before
 sending it, so bad input is refused before anything is recorded or applied).
 
-    POST /v1/faults  {"kind": <KINDS>, "target": {"card": 3} | {"interface": "eth0"} | {"pod_uid": ...} | {},
+    POST /v1/faults  {"kind": <KINDS>, "target": {"card": 3} | {"interface": "eth0", "netns": "ns1"} | {},
                       "params": {...}, "ttl_seconds": 1..86400, "run_id": "..."}
+
+Network params: bandwidth {rate_mbit}; loss {percent}; delay {ms, jitter_ms}; loss and partition
+may be scoped with {cidrs: ["10.0.0.0/8"], ports: [443], protocol: "tcp"|"udp"}.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
+import time
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 VERSION = "v1"
@@ -25,6 +32,45 @@ class FaultError(ValueError):
         self.status = status
 
 
+@dataclass
+class Fault:
+    """An active fault as an agent holds it, on node `node`."""
+
+    id: str
+    node: str
+    kind: str
+    target: dict[str, Any]
+    params: dict[str, Any]
+    ttl_seconds: float
+    run_id: str
+    created_at: float
+    expires_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "node": self.node, "kind": self.kind, "target": self.target, "params": self.params,
+            "ttl_seconds": self.ttl_seconds, "run_id": self.run_id,
+            "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),
+        }
+
+    @classmethod
+    def create(cls, node: str, spec: dict[str, Any]) -> Fault:
+        """A new fault from a validated request (see `validate`)."""
+        now = time.time()
+        return cls(id=uuid.uuid4().hex[:12], node=node, kind=spec["kind"], target=spec["target"],
+                   params=spec["params"], ttl_seconds=spec["ttl_seconds"], run_id=spec["run_id"],
+                   created_at=now, expires_at=now + spec["ttl_seconds"])
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+
+def iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
 KINDS = {
     "ecc": {"target": "card"},
     "xid": {"target": "card"},
@@ -35,6 +81,8 @@ KINDS = {
     "delay": {"target": "node"},
 }
 _RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{0,128}$")
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_NETNS = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def _number(params: dict[str, Any], name: str, low: float, high: float, required: bool,
@@ -74,9 +122,15 @@ def validate(body: Any) -> dict[str, Any]:
         card = target.get("card")
         if isinstance(card, bool) or not isinstance(card, int):
             raise FaultError("target.card", f"expected a card index, got {card!r}")
-    unknown_target = set(target) - {"card", "interface", "pod_uid"}
+    unknown_target = set(target) - {"card", "interface", "netns"}
     if unknown_target:
         raise FaultError("target", f"unknown keys {sorted(unknown_target)}")
+    if "interface" in target and not (isinstance(target["interface"], str) and _INTERFACE.match(target["interface"])):
+        raise FaultError("target.interface", f"expected an interface name, got {target['interface']!r}")
+    if "netns" in target and not (isinstance(target["netns"], str) and _NETNS.match(target["netns"])):
+        raise FaultError("target.netns", f"expected a network namespace name, got {target['netns']!r}")
+    if kind in ("loss", "partition"):
+        _scope(params)
     if kind == "ecc":
         if params.get("type", "dbe") not in ("dbe", "sbe"):
             raise FaultError("params.type", f"expected 'dbe' or 'sbe', got {params.get('type')!r}")
@@ -94,3 +148,21 @@ def validate(body: Any) -> dict[str, Any]:
         _number(params, "ms", 0, 60_000, True)
         _number(params, "jitter_ms", 0, 60_000, False)
     return {"kind": kind, "target": target, "params": params, "ttl_seconds": float(ttl), "run_id": run_id}
+
+
+def _scope(params: dict[str, Any]) -> None:
+    """Optional destination scoping of nftables faults: CIDRs, ports, protocol."""
+    cidrs = params.get("cidrs", [])
+    if not isinstance(cidrs, list):
+        raise FaultError("params.cidrs", f"expected a list of CIDRs, got {cidrs!r}")
+    for c in cidrs:
+        try:
+            ipaddress.ip_network(c, strict=False)
+        except (TypeError, ValueError):
+            raise FaultError("params.cidrs", f"not a CIDR: {c!r}") from None
+    ports = params.get("ports", [])
+    if not isinstance(ports, list) or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
+                                              for p in ports):
+        raise FaultError("params.ports", f"expected a list of ports 1-65535, got {ports!r}")
+    if ports and params.get("protocol") not in ("tcp", "udp"):
+        raise FaultError("params.protocol", "ports need a protocol: 'tcp' or 'udp'")

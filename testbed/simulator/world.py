@@ -29,7 +29,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.agent.protocol import FaultError, validate
+from chaos.agent.protocol import Fault, FaultError, validate
 from testbed.simulator import model as m
 
 MODEL_LABEL = "kilocard.io/model"
@@ -77,30 +77,6 @@ class Net:
     loss_percent: float = 0.0
     partition: bool = False
     delay_ms: float = 0.0
-
-
-@dataclass
-class Fault:
-    id: str
-    node: str
-    kind: str
-    target: dict[str, Any]
-    params: dict[str, Any]
-    ttl_seconds: float
-    run_id: str
-    created_at: float
-    expires_at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "node": self.node, "kind": self.kind, "target": self.target, "params": self.params,
-            "ttl_seconds": self.ttl_seconds, "run_id": self.run_id,
-            "created_at": _iso(self.created_at), "expires_at": _iso(self.expires_at),
-        }
-
-
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass
@@ -383,10 +359,7 @@ class World:
                 raise FaultError("target.card", f"node {node} has cards 0-{self.node_cards[node] - 1}, got {card}")
             if spec["kind"] == "card-isolate" and card in self.isolated[node]:
                 raise FaultError("target.card", f"card {card} of {node} is already isolated", status=409)
-            now = time.time()
-            f = Fault(id=uuid.uuid4().hex[:12], node=node, kind=spec["kind"], target=spec["target"],
-                      params=spec["params"], ttl_seconds=spec["ttl_seconds"], run_id=spec["run_id"],
-                      created_at=now, expires_at=now + spec["ttl_seconds"])
+            f = Fault.create(node, spec)
             self._apply(f)
             self.faults[f.id] = f
             return f

@@ -1,0 +1,146 @@
+"""The node agent: faults applied on this node, each with a TTL, all reverted on the way out.
+
+Loop: (1) the HTTP server takes create/list/delete calls (bearer token; kinds outside the
+allowlist get 403); (2) a reaper, twice a second, reverts expired faults and re-injects active
+DCGM faults; (3) every change is written to a state file, so an agent restarted after a crash
+reverts what its predecessor left; (4) SIGTERM reverts everything, then exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.agent.backends import Backends, CommandFailed
+from chaos.agent.http import JsonHandler, TokenServer
+from chaos.agent.protocol import KINDS, Fault, FaultError, validate
+
+ROOT_QDISC_KINDS = ("bandwidth", "delay")  # one root qdisc per interface: these cannot stack
+
+
+class Store:
+    """The agent's active faults: the FaultStore the HTTP routes serve."""
+
+    def __init__(self, backends: Backends, node: str, allow: frozenset[str], state_file: Path | None) -> None:
+        self.backends = backends
+        self.node = node
+        self.allow = allow
+        self.state_file = state_file
+        self.lock = threading.RLock()
+        self.faults: dict[str, Fault] = {}
+        self.ended: set[str] = set()
+        self.errors: list[str] = []
+
+    # --- the FaultStore protocol -------------------------------------------------------------------
+    def add(self, body: Any) -> dict[str, Any]:
+        spec = validate(body)
+        if spec["kind"] not in self.allow:
+            raise FaultError("kind", f"{spec['kind']} is not allowlisted on this agent "
+                                     f"(allowed: {', '.join(sorted(self.allow))})", status=403)
+        with self.lock:
+            if spec["kind"] in ROOT_QDISC_KINDS:
+                place = (spec["target"].get("netns"), self.backends.interface(spec["target"]))
+                for other in self.faults.values():
+                    if other.kind in ROOT_QDISC_KINDS and (other.target.get("netns"),
+                                                           self.backends.interface(other.target)) == place:
+                        raise FaultError("target", f"{place[1]} already has a {other.kind} fault ({other.id})",
+                                         status=409)
+            fault = Fault.create(self.node, spec)
+            try:
+                self.backends.apply(fault)
+            except CommandFailed as exc:
+                raise FaultError("kind", f"could not apply: {exc}", status=500) from None
+            self.faults[fault.id] = fault
+            self._save()
+            return fault.to_json()
+
+    def active(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [f.to_json() for f in self.faults.values()]
+
+    def delete(self, fault_id: str) -> str:
+        with self.lock:
+            fault = self.faults.get(fault_id)
+            if fault is not None:
+                self._revert(fault)
+                return "reverted"
+            if fault_id in self.ended:
+                return "already ended"
+            raise KeyError(fault_id)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def _revert(self, fault: Fault) -> None:
+        self.backends.revert(fault)  # raises if the node refuses: the fault stays listed
+        self.faults.pop(fault.id, None)
+        self.ended.add(fault.id)
+        self._save()
+
+    def reap(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with self.lock:
+            for fault in list(self.faults.values()):
+                try:
+                    if fault.expires_at <= now:
+                        self._revert(fault)
+                    elif fault.kind in ("ecc", "xid"):
+                        self.backends.dcgm_inject(fault)  # a real sample overwrites an injected one
+                except (CommandFailed, FaultError) as exc:
+                    self.errors.append(f"{fault.id}: {exc}")
+
+    def revert_all(self) -> list[str]:
+        """Revert everything (shutdown); return what could not be reverted."""
+        with self.lock:
+            for fault in list(self.faults.values()):
+                try:
+                    self._revert(fault)
+                except (CommandFailed, FaultError) as exc:
+                    self.errors.append(f"{fault.id}: {exc}")
+            return sorted(self.faults)
+
+    def _save(self) -> None:
+        if self.state_file is None:
+            return
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps([f.__dict__ for f in self.faults.values()]))
+        os.replace(tmp, self.state_file)
+
+    def revert_leftovers(self) -> list[str]:
+        """At start: revert what a crashed predecessor recorded in the state file."""
+        if self.state_file is None or not self.state_file.is_file():
+            return []
+        with self.lock:
+            for data in json.loads(self.state_file.read_text() or "[]"):
+                fault = Fault(**data)
+                self.faults[fault.id] = fault
+            left = self.revert_all()
+        return left
+
+
+class AgentServer(TokenServer):
+    def __init__(self, address: tuple[str, int], store: Store, token: str) -> None:
+        super().__init__(address, AgentHandler)
+        self.store = store
+        self.token = token
+
+
+class AgentHandler(JsonHandler):
+    server: AgentServer
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        if self.path == "/healthz":
+            self.send_bytes(200, b"ok", "text/plain")
+        else:
+            self.serve_faults(self.server.store, "GET", self.path)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.serve_faults(self.server.store, "POST", self.path)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.serve_faults(self.server.store, "DELETE", self.path)
+
+
+ALL_KINDS = frozenset(KINDS)

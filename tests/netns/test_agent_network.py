@@ -1,0 +1,114 @@
+"""The node agent's network faults measured with real packets between namespaces."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.netns.conftest import start_agent
+
+
+def clean(pair) -> bool:
+    return "tbf" not in pair.qdisc() and "netem" not in pair.qdisc() and "kilocard" not in pair.nft_tables()
+
+
+def test_bandwidth_limit_holds_with_real_traffic_and_reverts_clean(pair, agent):
+    a = agent()
+    baseline = pair.tcp_throughput(8 * 2**20)
+    status, fault = a.fault("bandwidth", pair, rate_mbit=20)
+    assert status == 201, fault
+    assert "tbf" in pair.qdisc()
+    limited = pair.tcp_throughput(4 * 2**20)
+    assert 0.6 * 20e6 / 8 <= limited <= 1.3 * 20e6 / 8, limited  # 20 Mbit/s = 2.5 MB/s
+    assert baseline > 5 * limited
+    assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+    assert clean(pair)
+    assert pair.tcp_throughput(8 * 2**20) > 5 * limited
+
+
+def test_loss_drops_the_asked_share_of_real_packets(pair, agent):
+    a = agent()
+    assert pair.udp_delivered(1000) >= 990
+    status, fault = a.fault("loss", pair, percent=30)
+    assert status == 201, fault
+    delivered = pair.udp_delivered(2000)
+    assert 0.62 * 2000 <= delivered <= 0.78 * 2000, delivered  # 70 % expected; 4 sigma is about 4 %
+    assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+    assert clean(pair)
+    assert pair.udp_delivered(1000) >= 990
+
+
+def test_partition_cuts_off_and_can_be_scoped(pair, agent):
+    a = agent()
+    status, fault = a.fault("partition", pair, cidrs=[f"{pair.ip_b}/32"], ports=[5202], protocol="udp")
+    assert status == 201, fault
+    assert pair.udp_delivered(300, port=5202) == 0
+    assert pair.udp_delivered(300, port=5203) >= 297  # another port is not partitioned
+    assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+    assert clean(pair) and pair.udp_delivered(300, port=5202) >= 297
+
+
+def test_ttl_expiry_reverts_with_no_client_alive(pair, agent):
+    a = agent()
+    assert a.fault("partition", pair, ttl=2)[0] == 201
+    assert pair.udp_delivered(100) == 0
+    deadline = time.monotonic() + 10
+    while not clean(pair) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert clean(pair) and a.call("GET", "/v1/faults")[1] == {"faults": []}
+
+
+def test_delay_is_refused_where_the_kernel_has_no_netem(pair, agent):
+    a = agent()
+    netem = subprocess.run(["ip", "netns", "exec", pair.a, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                            "delay", "1ms"], capture_output=True, text=True)
+    status, body = a.fault("delay", pair, ms=50)
+    if netem.returncode == 0:  # a kernel with netem: the delay must really be there
+        assert status == 201 and "netem" in pair.qdisc()
+    else:
+        assert status == 501 and "netem" in body["error"], body
+        assert clean(pair)
+
+
+def test_unauthenticated_and_non_allowlisted_calls_change_nothing(pair, agent):
+    a = agent(allow="loss,partition")
+    for token in (None, "not-the-token"):
+        status, body = a.call("POST", "/v1/faults", {"kind": "partition", "target": {"netns": pair.a},
+                                                     "ttl_seconds": 60}, token=token)
+        assert status == 401 and body["error"] == "missing or wrong bearer token"
+    status, body = a.fault("bandwidth", pair, rate_mbit=10)
+    assert status == 403 and "not allowlisted" in body["error"]
+    status, body = a.fault("loss", pair)  # no percent
+    assert status == 400 and body["field"] == "params.percent"
+    assert clean(pair) and a.call("GET", "/v1/faults")[1] == {"faults": []}
+
+
+def test_sigterm_reverts_everything_and_a_restart_reverts_a_crashed_agents_leftovers(pair, agent):
+    a = agent()
+    assert a.fault("bandwidth", pair, rate_mbit=10)[0] == 201
+    assert a.fault("loss", pair, percent=50)[0] == 201
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=30) == 0
+    assert clean(pair)
+
+    b = agent()
+    assert b.fault("partition", pair)[0] == 201
+    b.proc.kill()  # SIGKILL: nothing reverted
+    b.proc.wait()
+    assert not clean(pair)
+    restarted = start_agent(b.argv)  # same state file: it reverts what it finds there
+    try:
+        assert clean(pair)
+    finally:
+        restarted.terminate()
+        restarted.wait(timeout=30)
+
+
+@pytest.mark.parametrize("bad", [{"interface": "eth0; rm -rf /"}, {"netns": "../../etc"}])
+def test_values_never_reach_a_shell(pair, agent, bad):
+    a = agent()
+    status, body = a.call("POST", "/v1/faults", {"kind": "partition", "target": bad, "ttl_seconds": 5})
+    assert status == 400 and body["field"].startswith("target.")
