@@ -30,6 +30,7 @@ __all__ = [
     "kill_tp_groups",
     "limit_bandwidth",
     "partition_network",
+    "partition_pods",
     "revert_faults",
 ]
 _PROCESS_RUN_ID = ledger.new_run_id()
@@ -157,3 +158,12 @@ def delay_network(ms: float, ttl_seconds: float, nodes: List[str] = None, node_s
     """Delay nodes' packets (netem, where the kernel has it)."""
     return _agent("network-delay", ttl_seconds, nodes, node_selector, count, configuration, interface=interface,
                   params={"ms": ms})
+
+
+def partition_pods(namespace: str, pod_selector: Dict[str, str], ttl_seconds: float,
+                   directions: List[str] = None, allow_cidrs: List[str] = None,
+                   configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Cut pods off the network with a NetworkPolicy (no agent needed; the CNI enforces it)."""
+    return apply_fault(_drop_none(kind="network-policy-partition", namespace=namespace, pod_selector=pod_selector,
+                                  ttl_seconds=ttl_seconds, directions=directions, allow_cidrs=allow_cidrs),
+                       configuration)

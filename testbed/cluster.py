@@ -85,7 +85,7 @@ class Paths:
         return self.root / "agent-token"
 
 
-def _https_context(cert: pki.Pki | None) -> ssl.SSLContext:
+def https_context(cert: pki.Pki | None) -> ssl.SSLContext:
     if cert is None:  # the controllers' self-signed serving certs: only asking for /healthz
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
@@ -290,9 +290,9 @@ class Testbed:
         ports = self.config.ports
         return {
             "etcd": (f"http://127.0.0.1:{ports.etcd_client}/health", None),
-            "kube-apiserver": (f"https://127.0.0.1:{ports.apiserver}/readyz", _https_context(self.pki)),
-            "kube-controller-manager": (f"https://127.0.0.1:{ports.controller_manager}/healthz", _https_context(None)),
-            "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}/healthz", _https_context(None)),
+            "kube-apiserver": (f"https://127.0.0.1:{ports.apiserver}/readyz", https_context(self.pki)),
+            "kube-controller-manager": (f"https://127.0.0.1:{ports.controller_manager}/healthz", https_context(None)),
+            "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}/healthz", https_context(None)),
             "kwok": (f"http://127.0.0.1:{ports.kwok}/healthz", None),
             "prometheus": (f"{self.prometheus_url}/-/ready", None),
             "fleet-simulator": (f"{self.simulator_url}/healthz", None),

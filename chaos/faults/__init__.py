@@ -25,14 +25,12 @@ class Context:
 
 
 def registry() -> dict[str, ModuleType]:
-    from chaos.faults import agent_faults, node_isolation, pod_kill, tp_group_kill
+    from chaos.faults import agent_faults, network_policy, node_isolation, pod_kill, tp_group_kill
 
     kinds: dict[str, ModuleType] = {}
-    for module in (pod_kill, tp_group_kill, node_isolation):
+    for module in (pod_kill, tp_group_kill, node_isolation, network_policy, agent_faults):
         for kind in module.KINDS:
             kinds[kind] = module
-    for kind in agent_faults.KINDS:
-        kinds[kind] = agent_faults
     return kinds
 
 

@@ -168,9 +168,12 @@ def run_cli(testbed, ledger_dir, *args, **kw):
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
-def crash_spec(p):
+def crash_spec(kube, p):
     a, b = p.node_names
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 1}), timeout=60, say=lambda _m: None)
     return [
+        {"kind": "network-policy-partition", "namespace": p.namespace, "pod_selector": {"kilocard.io/model": SMALL},
+         "ttl_seconds": 600},
         {"kind": "node-isolate", "nodes": [a], "ttl_seconds": 600},
         {"kind": "card-isolate", "nodes": [b], "card": 0, "ttl_seconds": 600},
         {"kind": "gpu-ecc", "nodes": [b], "card": 3, "ttl_seconds": 600},
@@ -195,37 +198,40 @@ def assert_clean(kube, agents, p, run_id):
     assert agents.list(agents.endpoint(b)) == []
     kube.wait_until("nodes", lambda items: items[0].status.allocatable["nvidia.com/gpu"] == "8", timeout=10,
                     label_selector=f"kubernetes.io/hostname={b}")
+    assert kube.list_network_policies(p.namespace) == []
     assert markers(kube, run_id) == []
 
 
 def test_sigkilled_runner_then_recover_leaves_nothing_behind(testbed, kube, pool, tmp_path):
     p = pool(2)
     spec = tmp_path / "faults.yaml"
-    spec.write_text(yaml.safe_dump(crash_spec(p)))
+    spec.write_text(yaml.safe_dump(crash_spec(kube, p)))
     run_id = f"crash-{uuid.uuid4().hex[:6]}"
     proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "600", "--run-id", run_id)
-    wait_applied(proc, 4)
+    wait_applied(proc, 5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     agents = AgentClient(kube)
     assert kube.read_node(p.node_names[0]).spec.unschedulable  # the runner died mid-fault
     assert len(agents.list(agents.endpoint(p.node_names[1]))) == 3
+    (policy,) = kube.list_network_policies(p.namespace)
+    assert policy.spec.policy_types == ["Egress", "Ingress"] and policy.spec.ingress in (None, [])
     # Recover from "another machine": no local ledger, only the in-cluster markers.
     result = subprocess.run([sys.executable, "-m", "chaos.cli", "recover", "--run", run_id, "--ledger-dir",
                              str(tmp_path / "elsewhere")], env={**os.environ, "KUBECONFIG": str(testbed.paths.kubeconfig)},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("reverted") == 4
+    assert result.stdout.count("reverted") == 5
     assert_clean(kube, agents, p, run_id)
 
 
 def test_sigterm_makes_the_runner_revert_before_leaving(testbed, kube, pool, tmp_path):
     p = pool(2)
     spec = tmp_path / "faults.yaml"
-    spec.write_text(yaml.safe_dump(crash_spec(p)))
+    spec.write_text(yaml.safe_dump(crash_spec(kube, p)))
     run_id = f"term-{uuid.uuid4().hex[:6]}"
     proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "600", "--run-id", run_id)
-    wait_applied(proc, 4)
+    wait_applied(proc, 5)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -1,0 +1,114 @@
+"""Kill 100 pods spread over the 1024-card testbed: kilocard's pod-kill vs chaostoolkit-kubernetes'
+`terminate_pods`, on the same testbed in the same run. Prints wall time, apiserver requests
+(from the apiserver's own apiserver_request_total) and the ratio.
+
+    .venv/bin/pip install chaostoolkit-kubernetes==0.39.0   # the tool compared with; not a kilocard dependency
+    .venv/bin/python bench/pod_kill.py [--pods 100] [--rounds 3] [--port-base 26443]
+
+Each round: the 7B model is scaled to 200 replicas and Ready; one tool kills `--pods` of them; the
+fleet is let come back; then the other tool. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from chaos import inject, ledger
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
+from chaos.kube import Kube, pod_ready
+from testbed import fleet
+from testbed.cluster import Testbed, https_context
+from testbed.config import TestbedConfig
+
+MODEL = "llama-2-7b"
+NAMESPACE = fleet.DEFAULT_NAMESPACE
+SELECTOR = f"kilocard.io/model={MODEL}"
+
+
+def pod_requests(tb: Testbed) -> float:
+    """apiserver_request_total for pods (LIST and DELETE), read from the apiserver's own /metrics."""
+    url = f"https://127.0.0.1:{tb.config.ports.apiserver}/metrics"
+    with urllib.request.urlopen(url, context=https_context(tb.pki), timeout=10) as resp:
+        text = resp.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{") and 'resource="pods"' in line and (
+                'verb="DELETE"' in line or 'verb="LIST"' in line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def ready_again(kube: Kube, replicas: int) -> None:
+    kube.wait_until("pods", lambda pods: sum(pod_ready(p) for p in pods) == replicas, timeout=300,
+                    namespace=NAMESPACE, label_selector=SELECTOR)
+
+
+def kill_ours(kube: Kube, n: int, run: int) -> None:
+    ctx = Context(kube, AgentClient(kube), f"bench-{run}", say=lambda _m: None)
+    with tempfile.TemporaryDirectory() as d:
+        injection = inject.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
+                                  {"kind": "pod-kill", "namespace": NAMESPACE, "label_selector": SELECTOR,
+                                   "count": n, "seed": run, "grace_seconds": 0})
+    assert len(injection.records) == n and not injection.failed
+
+
+def kill_theirs(kubeconfig: Path, n: int) -> None:
+    from chaosk8s.pod.actions import terminate_pods
+    from kubernetes.config import kube_config
+
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    # chaosk8s loads the default kubeconfig location, which the client fixes at import time.
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
+    terminate_pods(label_selector=SELECTOR, ns=NAMESPACE, qty=n, rand=True, mode="fixed", grace_period=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--replicas", type=int, default=200)
+    parser.add_argument("--port-base", type=int, default=26443)
+    args = parser.parse_args()
+    try:
+        import chaosk8s  # noqa: F401
+    except ImportError:
+        raise SystemExit("install the tool compared with: .venv/bin/pip install chaostoolkit-kubernetes==0.39.0")
+
+    with tempfile.TemporaryDirectory(prefix="kilocard-bench-") as state:
+        tb = Testbed(TestbedConfig(port_base=args.port_base, state_dir=Path(state), remediation=False).validate())
+        tb.up(say=lambda _m: None)
+        kube = tb.kube()
+        try:
+            objects = fleet.scaled(fleet.load("default", tb.config.card_resource), {MODEL: args.replicas})
+            fleet.deploy(kube, objects, say=print)
+            results: dict[str, list[tuple[float, float]]] = {"kilocard": [], "chaostoolkit-kubernetes": []}
+            for run in range(args.rounds):
+                for name, kill in (("kilocard", lambda: kill_ours(kube, args.pods, run)),
+                                   ("chaostoolkit-kubernetes", lambda: kill_theirs(tb.paths.kubeconfig, args.pods))):
+                    ready_again(kube, args.replicas)
+                    before = pod_requests(tb)
+                    started = time.perf_counter()
+                    kill()
+                    seconds = time.perf_counter() - started
+                    calls = pod_requests(tb) - before
+                    results[name].append((seconds, calls))
+                    print(f"round {run + 1} {name:<24} {args.pods} pods killed in {seconds:6.3f} s "
+                          f"({calls:.0f} pod LIST+DELETE requests at the apiserver, all clients)")
+            ours = statistics.median(s for s, _ in results["kilocard"])
+            theirs = statistics.median(s for s, _ in results["chaostoolkit-kubernetes"])
+            print(f"\nmedian over {args.rounds} rounds: kilocard {ours:.3f} s, chaostoolkit-kubernetes {theirs:.3f} s; "
+                  f"kilocard is {theirs / ours:.1f}x faster (goal >= 10x)")
+        finally:
+            kube.close()
+            tb.down(say=lambda _m: None)
+
+
+if __name__ == "__main__":
+    main()
