@@ -34,12 +34,14 @@ def test_status_with_nothing_running(tmp_path):
 def test_taken_port_is_named_and_nothing_starts(tmp_path):
     import socket
 
+    from testbed.config import Ports, taken_ports
+
+    base = next(b for b in range(30001, 60000, 89) if taken_ports(Ports(b)) == [])
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("127.0.0.1", base + 2))
         s.listen()
-        port = s.getsockname()[1]
-        result = kilocard("testbed", "up", "--port-base", str(port - 2), "--state-dir", str(tmp_path))
+        result = kilocard("testbed", "up", "--port-base", str(base), "--state-dir", str(tmp_path))
     assert result.returncode == 2
-    assert result.stderr == (f"kilocard: port {port} (etcd peer) already in use: "
+    assert result.stderr == (f"kilocard: port {base + 2} (etcd peer) already in use: "
                              "stop what listens there or pass --port-base\n")
     assert not (tmp_path / "state.json").exists()

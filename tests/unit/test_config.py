@@ -46,13 +46,13 @@ def test_topology_assignment():
 
 
 def test_taken_port_is_named():
+    # Find a stretch of free ports, then occupy the second one (etcd's client port).
+    base = next(b for b in range(30000, 60000, 97) if taken_ports(Ports(b)) == [])
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("127.0.0.1", base + 1))
         s.listen()
-        port = s.getsockname()[1]
-        # The apiserver takes the base port; etcd's client port is the next one.
-        assert taken_ports(Ports(port)) == [f"port {port} (kube-apiserver)"]
-        assert taken_ports(Ports(port - 1)) == [f"port {port} (etcd client)"]
+        assert taken_ports(Ports(base)) == [f"port {base + 1} (etcd client)"]
+        assert taken_ports(Ports(base + 1)) == [f"port {base + 1} (kube-apiserver)"]
 
 
 def test_config_round_trips_through_json():
