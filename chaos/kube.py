@@ -121,7 +121,8 @@ class Kube:
         (pod DELETE and eviction): the generated client spends more CPU building and decoding a
         call than the apiserver spends serving it."""
         configuration = self.api_client.configuration
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {**self.api_client.default_headers, "Content-Type": "application/json",
+                   "Accept": "application/json"}
         token = configuration.get_api_key_with_prefix("BearerToken") or configuration.get_api_key_with_prefix(
             "authorization")
         if token:
@@ -214,10 +215,14 @@ class Kube:
         self._call(f"delete configmap {namespace}/{name}", self.core.delete_namespaced_config_map, name, namespace)
 
     def ensure_namespace(self, name: str) -> None:
+        """Create the namespace unless it exists (a least-privilege caller may only read it)."""
         try:
-            self.create_namespace(name)
-        except Conflict:
-            pass
+            self._call(f"get namespace {name}", self.core.read_namespace, name)
+        except NotFound:
+            try:
+                self.create_namespace(name)
+            except Conflict:
+                pass
 
     # --- network policies ---------------------------------------------------------------------
     def create_network_policy(self, namespace: str, body: dict[str, Any]) -> Any:

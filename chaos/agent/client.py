@@ -4,7 +4,8 @@
     GET    <endpoint>/v1/faults        -> {"faults": [...]}
     DELETE <endpoint>/v1/faults/<id>   -> 200 (idempotent); 404 once the agent has forgotten it
 
-A node's endpoint is its `kilocard.io/agent-endpoint` annotation. The bearer token comes from
+A node's endpoint is its `kilocard.io/agent-endpoint` annotation, else the agent DaemonSet's pod
+on that node (http://<host IP>:9470, deploy/agent-daemonset.yaml). The bearer token comes from
 $KILOCARD_AGENT_TOKEN or the Secret `kilocard-system/kilocard-agent-token`; it is never logged.
 """
 
@@ -22,6 +23,8 @@ from chaos.errors import KilocardError, NotFound, SpecError
 from chaos.kube import Kube
 
 ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
+AGENT_SELECTOR = "app.kubernetes.io/name=kilocard-agent"
+AGENT_PORT = 9470
 TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
 
 
@@ -53,9 +56,14 @@ class AgentClient:
         except NotFound:
             raise SpecError(f"node {node!r} not found") from None
         endpoint = annotations.get(ENDPOINT_ANNOTATION)
-        if not endpoint:
-            raise AgentError(f"node {node} has no kilocard agent (annotation {ENDPOINT_ANNOTATION})")
-        return endpoint.rstrip("/")
+        if endpoint:
+            return endpoint.rstrip("/")
+        pods = self.kube.list_pods(TOKEN_SECRET[0], AGENT_SELECTOR, f"spec.nodeName={node}").items
+        ready = [p for p in pods if p.status.host_ip and p.status.phase == "Running"]
+        if not ready:
+            raise AgentError(f"node {node} has no kilocard agent (no annotation {ENDPOINT_ANNOTATION}, "
+                             f"no running agent pod in {TOKEN_SECRET[0]})")
+        return f"http://{ready[0].status.host_ip}:{AGENT_PORT}"
 
     def _request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
