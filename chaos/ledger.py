@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.agent.protocol import iso
 from chaos.errors import KubeError, NotFound, SpecError
 from chaos.kube import Kube
 
@@ -46,10 +47,6 @@ def check_run_id(run_id: str) -> str:
     if not _RUN_ID.match(run_id):
         raise SpecError(f"--run-id: expected lower-case letters, digits and '-' (at most 42), got {run_id!r}")
     return run_id
-
-
-def iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def parse_iso(text: str) -> float:

@@ -67,10 +67,6 @@ def iso(t: float) -> str:
 
 
 
-def iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
 KINDS = {
     "ecc": {"target": "card"},
     "xid": {"target": "card"},

@@ -45,6 +45,7 @@ class Spec:
     seed: int | None
     cards: tuple[int, ...] | None
     interface: str | None
+    netns: str | None  # a network namespace on the node (a pod's), instead of the node's own
     params: dict[str, Any]
     ttl_seconds: float
     allow_empty: bool
@@ -56,16 +57,17 @@ def parse(raw: Any, where: str) -> Spec:
     agent_kind = AGENT_KINDS[kind]
     selection = read_nodes(f)
     cards: tuple[int, ...] | None = None
-    interface = None
+    interface = netns = None
     if protocol.KINDS[agent_kind]["target"] == "card":
         if f.has("card") == f.has("cards"):
             raise f._fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
         cards = (f.int("card", high=1023),) if f.has("card") else tuple(_card_list(f))
     else:
         interface = f.str("interface", None)
+        netns = f.str("netns", None)
     params = raw.get("params", {})
     f.seen.add("params")
-    spec = Spec(kind=kind, cards=cards, interface=interface, params=params, ttl_seconds=f.ttl(),
+    spec = Spec(kind=kind, cards=cards, interface=interface, netns=netns, params=params, ttl_seconds=f.ttl(),
                 allow_empty=f.bool("allow_empty"), **selection)
     f.done()
     for target in _agent_targets(spec):  # the agent's own rules, checked before anything is sent
@@ -88,7 +90,7 @@ def _card_list(f: Fields) -> list[int]:
 def _agent_targets(spec: Spec) -> list[dict[str, Any]]:
     if spec.cards is not None:
         return [{"card": c} for c in spec.cards]
-    return [{"interface": spec.interface}] if spec.interface else [{}]
+    return [{k: v for k, v in (("interface", spec.interface), ("netns", spec.netns)) if v}]
 
 
 def _body(spec: Spec, target: dict[str, Any], run_id: str) -> dict[str, Any]:

@@ -7,99 +7,17 @@ rather than skip them: a skipped test proves nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SINK = r"""
-import socket, sys, time
-kind, host, port, window = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-if kind == "tcp":
-    srv = socket.create_server((host, port)); print("ready", flush=True)
-    conn, _ = srv.accept(); total = 0; first = None
-    while True:
-        data = conn.recv(65536)
-        if not data: break
-        first = first or time.monotonic(); total += len(data)
-    print(total, time.monotonic() - (first or time.monotonic()), flush=True)
-else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((host, port)); s.settimeout(0.2)
-    print("ready", flush=True); got = 0; end = time.monotonic() + window
-    while time.monotonic() < end:
-        try: s.recv(2048); got += 1
-        except socket.timeout: pass
-    print(got, flush=True)
-"""
-SOURCE = r"""
-import socket, sys, time
-kind, host, port, amount = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-if kind == "tcp":
-    c = socket.create_connection((host, port), timeout=30); chunk = b"x" * 65536; sent = 0
-    while sent < amount: c.sendall(chunk[: amount - sent]); sent += min(len(chunk), amount - sent)
-    c.close()
-else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for i in range(amount):
-        try: s.sendto(b"p" * 200, (host, port))
-        except OSError: pass  # an nftables drop on output answers EPERM to the sender
-        if i % 50 == 0: time.sleep(0.002)
-"""
-
-
-def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=60)
-
-
-@dataclass
-class Pair:
-    a: str
-    b: str
-    veth_a: str
-    veth_b: str
-    ip_a: str
-    ip_b: str
-
-    def exec(self, ns: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return sh("ip", "netns", "exec", ns, *argv, check=check)
-
-    def qdisc(self) -> str:
-        return self.exec(self.a, "tc", "qdisc", "show", "dev", self.veth_a).stdout
-
-    def nft_tables(self) -> str:
-        return self.exec(self.a, "nft", "list", "tables").stdout
-
-    def _sink(self, kind: str, port: int, window: float) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(["ip", "netns", "exec", self.b, sys.executable, "-c", SINK, kind, self.ip_b, str(port),
-                                 str(window)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        return proc
-
-    def tcp_throughput(self, nbytes: int, port: int = 5201) -> float:
-        """Bytes per second A -> B, measured at the receiver."""
-        sink = self._sink("tcp", port, 0)
-        self.exec(self.a, sys.executable, "-c", SOURCE, "tcp", self.ip_b, str(port), str(nbytes))
-        total, seconds = sink.communicate(timeout=60)[0].split()
-        assert int(total) == nbytes
-        return nbytes / max(float(seconds), 1e-6)
-
-    def udp_delivered(self, count: int, port: int = 5202) -> int:
-        """How many of `count` datagrams A -> B arrive."""
-        sink = self._sink("udp", port, 3.0)
-        self.exec(self.a, sys.executable, "-c", SOURCE, "udp", self.ip_b, str(port), str(count))
-        return int(sink.communicate(timeout=30)[0])
+from tests.netns.netns import Agent, Pair, free_port, start_agent, veth_pair
 
 
 @pytest.fixture(scope="session")
@@ -111,58 +29,8 @@ def tools() -> None:
 
 @pytest.fixture
 def pair(tools: None) -> Iterator[Pair]:
-    tag = f"kc{os.getpid() % 10000}{secrets.token_hex(2)}"
-    subnet = 1 + int(secrets.token_hex(1), 16) % 250
-    p = Pair(f"{tag}a", f"{tag}b", f"{tag}va"[:15], f"{tag}vb"[:15], f"10.231.{subnet}.1", f"10.231.{subnet}.2")
-    sh("ip", "netns", "add", p.a)
-    sh("ip", "netns", "add", p.b)
-    try:
-        sh("ip", "link", "add", p.veth_a, "netns", p.a, "type", "veth", "peer", "name", p.veth_b, "netns", p.b)
-        for ns, dev, ip in ((p.a, p.veth_a, p.ip_a), (p.b, p.veth_b, p.ip_b)):
-            p.exec(ns, "ip", "addr", "add", f"{ip}/24", "dev", dev)
-            p.exec(ns, "ip", "link", "set", dev, "up")
-            p.exec(ns, "ip", "link", "set", "lo", "up")
+    with veth_pair() as p:
         yield p
-    finally:
-        sh("ip", "netns", "del", p.a, check=False)
-        sh("ip", "netns", "del", p.b, check=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Agent:
-    url: str
-    token: str
-    proc: subprocess.Popen[str]
-    state_file: Path
-    argv: list[str]
-
-    def call(self, method: str, path: str, body: Any = None, token: str | None = "default") -> tuple[int, Any]:
-        headers = {"Content-Type": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {self.token if token == 'default' else token}"
-        request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers,
-                                         data=json.dumps(body).encode() if body is not None else None)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
-
-    def fault(self, kind: str, pair: Pair, ttl: float = 60, **params: Any) -> tuple[int, Any]:
-        return self.call("POST", "/v1/faults", {"kind": kind, "target": {"netns": pair.a}, "params": params,
-                                                "ttl_seconds": ttl, "run_id": "netns-test"})
-
-
-def start_agent(argv: list[str]) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert "listening" in proc.stdout.readline(), proc.stderr.read() if proc.poll() is not None else ""
-    return proc
 
 
 @pytest.fixture

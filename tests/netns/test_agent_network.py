@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.netns.conftest import start_agent
+from tests.netns.netns import start_agent
 
 
 def clean(pair) -> bool:

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -68,3 +71,25 @@ def eventually(check: Any, timeout: float, interval: float = 1.0) -> Any:
         if result or time.monotonic() > deadline:
             return result
         time.sleep(interval)
+
+
+def markers(kube: Kube, run_id: str) -> list[Any]:
+    """The run's in-cluster ledger markers."""
+    return kube.list_config_maps("kilocard-system", f"kilocard.io/run-id={run_id}")
+
+
+def run_cli(testbed: Any, ledger_dir: Any, *args: str) -> subprocess.Popen[str]:
+    """`kilocard ...` as a separate runner process against the test testbed."""
+    env = {**os.environ, "KUBECONFIG": str(testbed.paths.kubeconfig), "KILOCARD_LEDGER": str(ledger_dir)}
+    return subprocess.Popen([sys.executable, "-m", "chaos.cli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_applied(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """Read the runner's output until `count` faults say they are applied."""
+    lines: list[str] = []
+    while len([x for x in lines if x.endswith(": applied")]) < count:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line, f"runner ended early: {proc.stderr.read() if proc.stderr else ''}"
+        lines.append(line.strip())
+    return lines

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,7 +19,7 @@ from chaos.errors import SpecError
 from chaos.faults import Context, node_isolation
 from chaos.kube import pod_ready
 from testbed import fleet
-from tests.testbed.helpers import wait_ready
+from tests.testbed.helpers import markers, run_cli, wait_applied, wait_ready
 
 pytestmark = pytest.mark.testbed
 BIG, SMALL = "llama-3-70b", "llama-2-7b-fragile"
@@ -37,8 +36,6 @@ def book(ctx, kube, tmp_path):
     return ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
 
 
-def markers(kube, run_id):
-    return kube.list_config_maps(ledger.NAMESPACE, f"{ledger.RUN_LABEL}={run_id}")
 
 
 def test_pod_kill_is_reproducible_skips_terminating_pods_and_controllers_replace(ctx, book, kube, pool):
@@ -49,6 +46,8 @@ def test_pod_kill_is_reproducible_skips_terminating_pods_and_controllers_replace
     held = pods[0]
     kube.patch_pod(p.namespace, held.metadata.name, {"metadata": {"finalizers": ["kilocard.io/test"]}})
     kube.delete_pod(p.namespace, held.metadata.name)
+    # Its replacement is up before sampling, so both samples see the same live pods.
+    kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) == 6, timeout=30, namespace=p.namespace)
     try:
         spec = {"kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={SMALL}",
                 "count": 3, "seed": 7}
@@ -162,12 +161,6 @@ def test_no_targets_is_an_error_and_nothing_is_recorded(ctx, book, kube):
     assert empty.records == []
 
 
-def run_cli(testbed, ledger_dir, *args, **kw):
-    env = {**os.environ, "KUBECONFIG": str(testbed.paths.kubeconfig), "KILOCARD_LEDGER": str(ledger_dir)}
-    return subprocess.Popen([sys.executable, "-m", "chaos.cli", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
-
-
 def crash_spec(kube, p):
     a, b = p.node_names
     fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 1}), timeout=60, say=lambda _m: None)
@@ -179,15 +172,6 @@ def crash_spec(kube, p):
         {"kind": "gpu-ecc", "nodes": [b], "card": 3, "ttl_seconds": 600},
         {"kind": "network-delay", "nodes": [b], "params": {"ms": 50}, "ttl_seconds": 600},
     ]
-
-
-def wait_applied(proc, count):
-    lines = []
-    while len([x for x in lines if x.endswith(": applied")]) < count:
-        line = proc.stdout.readline()
-        assert line, f"runner ended early: {proc.stderr.read()}"
-        lines.append(line.strip())
-    return lines
 
 
 def assert_clean(kube, agents, p, run_id):

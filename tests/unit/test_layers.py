@@ -9,3 +9,11 @@ def test_toolkit_never_imports_the_testbed():
     result = subprocess.run([str(lint)], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 kept, 0 broken" in result.stdout
+
+
+def test_no_unused_imports_or_undefined_names():
+    root = Path(__file__).resolve().parents[2]
+    ruff = Path(sys.executable).with_name("ruff")
+    result = subprocess.run([str(ruff), "check", "--select", "F,E9", "chaos", "probes", "testbed", "tests", "bench"],
+                            cwd=root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

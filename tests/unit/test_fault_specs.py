@@ -1,0 +1,45 @@
+"""Bad fault specs are refused before anything is recorded or applied, naming the field."""
+
+import pytest
+
+from chaos import inject
+from chaos.errors import SpecError
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"kind": "meteor"}, "fault.kind: unknown fault kind 'meteor'; expected one of card-isolate,"),
+    ("pod-kill", "fault: expected a mapping with a 'kind', got str"),
+    ({"kind": "pod-kill"}, "fault.label_selector: expected a selector (or a namespace)"),
+    ({"kind": "pod-kill", "namespace": "a", "percent": 101}, "fault.percent: expected a number above 0 to 100, got 101"),
+    ({"kind": "pod-kill", "namespace": "a", "count": 0}, "fault.count: expected an integer from 1 to 100000, got 0"),
+    ({"kind": "pod-kill", "namespace": "a", "count": 1, "percent": 5}, "fault: give either count or percent, not both"),
+    ({"kind": "pod-kill", "namespace": "a", "mode": "nuke"}, "fault.mode: expected one of delete, evict, got 'nuke'"),
+    ({"kind": "pod-kill", "namespace": "a", "lable_selector": "x"}, "fault: unknown field 'lable_selector'"),
+    ({"kind": "rank-kill", "namespace": "a"}, "fault.rank: required"),
+    ({"kind": "node-isolate", "nodes": ["n"]}, "fault.ttl_seconds: required (every fault expires"),
+    ({"kind": "node-isolate", "nodes": ["n"], "ttl_seconds": -1}, "fault.ttl_seconds: expected a number above 0"),
+    ({"kind": "node-isolate", "ttl_seconds": 5}, "fault.nodes: expected either a list of node names or a node_selector"),
+    ({"kind": "node-isolate", "nodes": ["n"], "effect": "NoWay", "ttl_seconds": 5}, "fault.effect: expected one of"),
+    ({"kind": "gpu-ecc", "nodes": ["n"], "ttl_seconds": 5}, "fault.card: expected a card index, or a list"),
+    ({"kind": "gpu-xid", "nodes": ["n"], "card": 0, "ttl_seconds": 5}, "fault.params.xid: required"),
+    ({"kind": "network-loss", "nodes": ["n"], "params": {"percent": 200}, "ttl_seconds": 5},
+     "fault.params.percent: expected a number from 0 to 100, got 200"),
+    ({"kind": "network-partition", "nodes": ["n"], "params": {"cidrs": ["10.0.0.300/8"]}, "ttl_seconds": 5},
+     "fault.params.cidrs: not a CIDR"),
+    ({"kind": "network-policy-partition", "namespace": "a", "pod_selector": {}, "ttl_seconds": 5},
+     "fault.pod_selector: expected a non-empty mapping"),
+])
+def test_bad_specs_name_the_field(raw, message):
+    with pytest.raises(SpecError) as err:
+        inject.parse(raw, "fault")
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_good_specs_parse_into_frozen_specs():
+    _, spec = inject.parse({"kind": "tp-group-kill", "label_selector": "kilocard.io/model=x", "percent": 50}, "f")
+    assert (spec.kind, spec.percent, spec.rank, spec.mode) == ("tp-group-kill", 50.0, None, "delete")
+    _, spec = inject.parse({"kind": "gpu-ecc", "node_selector": "a=b", "count": 2, "cards": [3, 1, 3],
+                            "params": {"speed": 0.25}, "ttl_seconds": 30}, "f")
+    assert spec.cards == (1, 3) and spec.params == {"speed": 0.25} and spec.ttl_seconds == 30.0
+    with pytest.raises(AttributeError):
+        spec.ttl_seconds = 1  # frozen
