@@ -24,6 +24,7 @@ __all__ = [
     "inject_ecc",
     "inject_xid",
     "isolate_cards",
+    "isolate_dra_cards",
     "isolate_nodes",
     "kill_pods",
     "kill_rank",
@@ -166,4 +167,13 @@ def partition_pods(namespace: str, pod_selector: Dict[str, str], ttl_seconds: fl
     """Cut pods off the network with a NetworkPolicy (no agent needed; the CNI enforces it)."""
     return apply_fault(_drop_none(kind="network-policy-partition", namespace=namespace, pod_selector=pod_selector,
                                   ttl_seconds=ttl_seconds, directions=directions, allow_cidrs=allow_cidrs),
+                       configuration)
+
+
+def isolate_dra_cards(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                      count: int = None, driver: str = "gpu.nvidia.com", effect: str = "NoSchedule",
+                      configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Taint DRA-managed cards with a DeviceTaintRule (NoExecute evicts the pods holding them)."""
+    return apply_fault(_drop_none(kind="dra-card-isolate", cards=cards, ttl_seconds=ttl_seconds, nodes=nodes,
+                                  node_selector=node_selector, count=count, driver=driver, effect=effect),
                        configuration)

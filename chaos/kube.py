@@ -163,6 +163,17 @@ class Kube:
             force_conflicts=True,
         )
 
+    def delete_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """DELETE any object by kind (NotFound when it is already gone)."""
+        what = f"delete {kind} {namespace + '/' if namespace else ''}{name}"
+        resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
+        self._call(what, self.dynamic.delete, resource, name=name, namespace=namespace)
+
+    def get_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        what = f"get {kind} {namespace + '/' if namespace else ''}{name}"
+        resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
+        return self._call(what, self.dynamic.get, resource, name=name, namespace=namespace)
+
     # --- nodes -----------------------------------------------------------------------------
     def list_nodes(self, label_selector: str | None = None) -> list[client.V1Node]:
         kwargs = {"label_selector": label_selector} if label_selector else {}

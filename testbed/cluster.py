@@ -36,6 +36,7 @@ CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-sche
 FLEET_SERVICES = ("prometheus", "fleet-simulator", "remediator")
 AGENT_NAMESPACE = "kilocard-system"
 AGENT_SECRET = "kilocard-agent-token"
+DRA_GATES = "DRADeviceTaintRules=true"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 
@@ -208,7 +209,7 @@ class Testbed:
         controller_common = [
             f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", "--leader-elect=false",
-            "--kube-api-qps=500", "--kube-api-burst=1000", "--v=1",
+            "--kube-api-qps=500", "--kube-api-burst=1000", "--v=1", f"--feature-gates={DRA_GATES}",
         ]
         if name == "etcd":
             return [
@@ -236,6 +237,8 @@ class Testbed:
                 f"--default-unreachable-toleration-seconds={c.unreachable_toleration_seconds}",
                 # Fault injection issues bursts of calls; the testbed has one client that matters.
                 "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+                # DeviceTaintRule (isolating one DRA-managed card) is beta and off by default in 1.36.
+                f"--feature-gates={DRA_GATES}", "--runtime-config=resource.k8s.io/v1beta2=true",
             ]
         if name == "kube-controller-manager":
             return [

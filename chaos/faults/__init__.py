@@ -25,10 +25,17 @@ class Context:
 
 
 def registry() -> dict[str, ModuleType]:
-    from chaos.faults import agent_faults, network_policy, node_isolation, pod_kill, tp_group_kill
+    from chaos.faults import (
+        agent_faults,
+        dra_card_isolation,
+        network_policy,
+        node_isolation,
+        pod_kill,
+        tp_group_kill,
+    )
 
     kinds: dict[str, ModuleType] = {}
-    for module in (pod_kill, tp_group_kill, node_isolation, network_policy, agent_faults):
+    for module in (pod_kill, tp_group_kill, node_isolation, network_policy, agent_faults, dra_card_isolation):
         for kind in module.KINDS:
             kinds[kind] = module
     return kinds

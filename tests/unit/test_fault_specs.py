@@ -28,6 +28,10 @@ from chaos.errors import SpecError
      "fault.params.cidrs: not a CIDR"),
     ({"kind": "network-policy-partition", "namespace": "a", "pod_selector": {}, "ttl_seconds": 5},
      "fault.pod_selector: expected a non-empty mapping"),
+    ({"kind": "dra-card-isolate", "nodes": ["n"], "cards": [], "ttl_seconds": 5},
+     "fault.cards: expected a non-empty list of card indices"),
+    ({"kind": "dra-card-isolate", "nodes": ["n"], "cards": [0], "device_name": "gpu", "ttl_seconds": 5},
+     "fault.device_name: expected a pattern containing {card}"),
 ])
 def test_bad_specs_name_the_field(raw, message):
     with pytest.raises(SpecError) as err:

@@ -1,0 +1,87 @@
+"""dra-card-isolate: isolate cards where the cluster allocates them with Dynamic Resource
+Allocation, through the API alone: one `DeviceTaintRule` (resource.k8s.io/v1beta2) per card,
+selecting driver, pool and device. NoSchedule keeps new claims off the card; NoExecute also makes
+the controller manager evict the pods whose claims hold it. Revert deletes the rule.
+
+Devices are named as the drivers name them: node-local drivers use the node name as the pool and
+`gpu-<index>` as the device (NVIDIA's DRA driver); both are fields for other drivers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.errors import NotFound
+from chaos.faults import Context
+from chaos.faults._spec import Fields
+from chaos.faults.node_isolation import read_nodes, select_nodes
+
+KINDS = ("dra-card-isolate",)
+REVERTIBLE = True
+API_VERSION = "resource.k8s.io/v1beta2"
+TAINT_KEY = "kilocard.io/isolated"
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    nodes: tuple[str, ...] | None
+    node_selector: str | None
+    count: int | None
+    percent: float | None
+    seed: int | None
+    cards: tuple[int, ...]
+    driver: str
+    device_name: str
+    effect: str
+    ttl_seconds: float
+    allow_empty: bool
+
+
+def parse(raw: Any, where: str) -> Spec:
+    f = Fields(raw, where)
+    f.str("kind")
+    selection = read_nodes(f)
+    cards = raw.get("cards")
+    f.seen.add("cards")
+    if not isinstance(cards, list) or not cards or not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 1023 for c in cards):
+        raise f._fail("cards", "a non-empty list of card indices", cards)
+    device_name = f.str("device_name", "gpu-{card}")
+    if "{card}" not in device_name:
+        raise f._fail("device_name", "a pattern containing {card}", device_name)
+    spec = Spec(kind="dra-card-isolate", cards=tuple(sorted(set(cards))), driver=f.str("driver", "gpu.nvidia.com"),
+                device_name=device_name, effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")),
+                ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), **selection)
+    f.done()
+    return spec
+
+
+def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
+    nodes = select_nodes(ctx, spec.nodes, spec.node_selector, spec.count, spec.percent, spec.seed, spec.kind)
+    return [{"node": n, "card": c, "driver": spec.driver, "pool": n, "device": spec.device_name.format(card=c)}
+            for n in nodes for c in spec.cards]
+
+
+def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
+    name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{target['pool']}-{target['device']}".lower())[:253]
+    return {"name": name.strip("-.")}
+
+
+def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
+    ctx.kube.apply({
+        "apiVersion": API_VERSION, "kind": "DeviceTaintRule",
+        "metadata": {"name": undo["name"], "labels": {"kilocard.io/run-id": ctx.run_id}},
+        "spec": {"deviceSelector": {"driver": target["driver"], "pool": target["pool"], "device": target["device"]},
+                 "taint": {"key": TAINT_KEY, "value": ctx.run_id, "effect": spec.effect}},
+    })
+    return undo
+
+
+def revert(ctx: Context, undo: dict[str, Any]) -> None:
+    try:
+        ctx.kube.delete_object(API_VERSION, "DeviceTaintRule", undo["name"])
+    except NotFound:
+        pass
