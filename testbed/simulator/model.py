@@ -99,9 +99,3 @@ def bucket_fractions(cdf_values: list[float]) -> list[float]:
         last = min(1.0, max(last, v))
         out.append(last)
     return out
-
-
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype: str) -> int:
-    """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
-    size = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1}.get(dtype, 2)
-    return 2 * layers * kv_heads * head_dim * size

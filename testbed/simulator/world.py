@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.agent.protocol import Fault, FaultError, validate
+from probes.capacity import KV_BYTES_PER_CARD, kv_bytes_per_token
 from testbed.simulator import model as m
 
 MODEL_LABEL = "kilocard.io/model"
 GROUP_LABEL = "kilocard.io/tp-group"
 RANK_LABEL = "apps.kubernetes.io/pod-index"
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
-KV_BYTES_PER_CARD = 40 * 2**30  # HBM left for KV cache after weights and activations (80 GB card)
 
 
 @dataclass
@@ -327,7 +327,7 @@ class World:
         s.running = min(float(profile.max_num_seqs), in_flight)
         s.waiting = s.backlog + max(0.0, in_flight - profile.max_num_seqs)
         lead = members[0]
-        kv_per_token = m.kv_bytes_per_token(
+        kv_per_token = kv_bytes_per_token(
             int(lead.labels.get("kilocard.io/layers", 32)), int(lead.labels.get("kilocard.io/kv-heads", 32)),
             int(lead.labels.get("kilocard.io/head-dim", 128)), lead.labels.get("kilocard.io/dtype", "float16"))
         cards = [c for p in members for c in self.cards_of(p)]

@@ -38,8 +38,3 @@ def test_cdfs_are_distributions():
     assert m.ttft_cdf(m.ttft_p95(20, 5), 20, 5) == pytest.approx(0.95)
     assert m.itl_cdf(0.0, 0.03) == 0 and m.itl_cdf(1.0, 0.03) == pytest.approx(1)
     assert m.bucket_fractions([0.2, 0.1, 1.3]) == [0.2, 0.2, 1.0]
-
-
-def test_kv_bytes_per_token_from_the_model_shape():
-    assert m.kv_bytes_per_token(32, 32, 128, "float16") == 512 * 1024  # Llama-2-7B
-    assert m.kv_bytes_per_token(32, 8, 128, "bfloat16") == 128 * 1024  # GQA 8B

@@ -1,0 +1,68 @@
+"""Placement: do a model's replicas honour their anti-affinity and spread?
+
+- required anti-affinity: never two live replicas in one topology domain (a Pending replacement
+  is the correct outcome, not a violation);
+- preferred anti-affinity and topology spread: the skew (most minus fewest replicas per domain,
+  over the domains of the nodes replicas may use) must not exceed a threshold;
+- around a fault: domains that hold more replicas after than before.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from probes.snapshot import ClusterSnapshot, PodView
+from probes.verdict import Verdict, failed, passed
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _domains(snapshot: ClusterSnapshot, replicas: list[PodView], key: str) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for p in replicas:
+        node = snapshot.node(p.node) if p.node else None
+        if node is not None:
+            found[node.labels.get(key, f"<no {key}>")] += 1
+    return found
+
+
+def anti_affinity(snapshot: ClusterSnapshot, model: str, key: str = HOSTNAME, namespace: str | None = None,
+                  max_skew: int = 1) -> Verdict:
+    """Required terms: at most one replica per domain. Otherwise (preferred, spread, or nothing
+    declared) the skew over domains must stay within `max_skew`."""
+    replicas = [p for p in snapshot.replicas(model, namespace) if p.node]
+    if not replicas:
+        return failed(f"{model}: no scheduled replica to judge", model=model)
+    per_domain = _domains(snapshot, replicas, key)
+    crowded = {d: n for d, n in per_domain.items() if n > 1}
+    required = any(key in p.required_anti_affinity for p in replicas)
+    if required:
+        if crowded:
+            return failed(f"{model}: required anti-affinity on {key} broken: "
+                          + ", ".join(f"{n} replicas on {d}" for d, n in sorted(crowded.items())),
+                          model=model, crowded=crowded)
+        return passed(f"{model}: {len(replicas)} replicas on {len(per_domain)} distinct {key} domains",
+                      model=model, domains=len(per_domain))
+    # Domains the replicas could use: Ready, schedulable nodes matching their node selector.
+    selector = replicas[0].node_selector
+    eligible = {n.labels.get(key) for n in snapshot.nodes if n.ready and not n.unschedulable and key in n.labels
+                and all(n.labels.get(k) == v for k, v in selector.items())}
+    counts = [per_domain.get(d, 0) for d in eligible | set(per_domain)]
+    skew = max(counts) - min(counts)
+    if skew > max_skew:
+        return failed(f"{model}: {max(counts)} replicas share one {key} domain while another has {min(counts)} "
+                      f"(skew {skew} > {max_skew})", model=model, skew=skew, crowded=crowded)
+    return passed(f"{model}: skew {skew} over {len(counts)} {key} domains", model=model, skew=skew)
+
+
+def collapsed(before: ClusterSnapshot, after: ClusterSnapshot, model: str, key: str = HOSTNAME,
+              namespace: str | None = None) -> Verdict:
+    """Around a fault: did rescheduling pile replicas into fewer domains than before?"""
+    b = _domains(before, [p for p in before.replicas(model, namespace) if p.node], key)
+    a = _domains(after, [p for p in after.replicas(model, namespace) if p.node], key)
+    grew = {d: (b.get(d, 0), n) for d, n in a.items() if n > max(1, b.get(d, 0))}
+    if grew:
+        return failed(f"{model}: rescheduling crowded " + ", ".join(f"{d} ({was} -> {now})"
+                                                                   for d, (was, now) in sorted(grew.items())),
+                      model=model, crowded=grew)
+    return passed(f"{model}: no {key} domain gained a second replica", model=model)

@@ -1,0 +1,25 @@
+"""What a probe answers: ok or not, why (one line a person reads), and the figures behind it.
+`to_json()` is the tolerance-friendly output a Chaos Toolkit probe returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "reason": self.reason, **self.details}
+
+
+def passed(reason: str, **details: Any) -> Verdict:
+    return Verdict(True, reason, details)
+
+
+def failed(reason: str, **details: Any) -> Verdict:
+    return Verdict(False, reason, details)

@@ -1,0 +1,131 @@
+"""Probes as pure functions over hand-made snapshots (their testbed twins run in tests/testbed)."""
+
+import pytest
+
+from probes import capacity, placement, tp_groups
+from probes.snapshot import ClusterSnapshot, NodeView, PodView
+
+
+def node(name, rack="r0", ready=True, cards=8):
+    return NodeView(name, {"kubernetes.io/hostname": name, "kilocard.io/rack": rack}, ready=ready,
+                    cards_capacity=cards, cards_allocatable=cards)
+
+
+def pod(name, node_name, model="m", required=(), group=None, rank=0, ready=True, cards=1, **labels):
+    base = {"kilocard.io/model": model, "kilocard.io/layers": "32", "kilocard.io/kv-heads": "32",
+            "kilocard.io/head-dim": "128", "kilocard.io/dtype": "float16", **labels}
+    return PodView("ns", name, f"uid-{name}", node_name, model, ready, False, cards, group or f"ns/{name}", rank,
+                   base, required_anti_affinity=required)
+
+
+def test_kv_bytes_per_token_from_the_model_shape():
+    assert capacity.kv_bytes_per_token(32, 32, 128, "float16") == 512 * 1024  # Llama-2-7B
+    assert capacity.kv_bytes_per_token(32, 8, 128, "bfloat16") == 128 * 1024  # GQA 8B
+
+
+def test_required_anti_affinity_verdicts():
+    nodes = (node("a"), node("b"), node("c"))
+    good = ClusterSnapshot((pod("1", "a", required=("kubernetes.io/hostname",)),
+                            pod("2", "b", required=("kubernetes.io/hostname",))), nodes)
+    assert placement.anti_affinity(good, "m").ok
+    bad = ClusterSnapshot((pod("1", "a", required=("kubernetes.io/hostname",)),
+                           pod("2", "a", required=("kubernetes.io/hostname",))), nodes)
+    verdict = placement.anti_affinity(bad, "m")
+    assert not verdict.ok and verdict.reason == "m: required anti-affinity on kubernetes.io/hostname broken: 2 replicas on a"
+
+
+def test_spread_skew_and_collapse_around_a_fault():
+    nodes = (node("a", "r0"), node("b", "r1"))
+    even = ClusterSnapshot((pod("1", "a"), pod("2", "b")), nodes)
+    piled = ClusterSnapshot((pod("1", "a"), pod("2", "a"), pod("3", "a")), nodes)
+    assert placement.anti_affinity(even, "m").ok
+    verdict = placement.anti_affinity(piled, "m")
+    assert not verdict.ok and verdict.details["skew"] == 3
+    assert placement.anti_affinity(piled, "m", key="kilocard.io/rack", max_skew=3).ok
+    assert not placement.collapsed(even, piled, "m").ok
+    assert placement.collapsed(piled, even, "m").ok
+    assert not placement.anti_affinity(ClusterSnapshot((), nodes), "m").ok  # nothing to judge is not a pass
+
+
+def test_tp_groups_whole_on_one_node_and_not_half_ready():
+    nodes = (node("a"), node("b"))
+    two_node = {"kilocard.io/tp-size": "16", "kilocard.io/group-size": "2"}
+    ok = ClusterSnapshot((pod("g-0", "a", group="ns/g", cards=8, **two_node),
+                          pod("g-1", "b", group="ns/g", rank=1, cards=8, **two_node)), nodes)
+    assert tp_groups.check(ok).ok
+    split = ClusterSnapshot((pod("s-0", "a", group="ns/s", cards=4, **{"kilocard.io/tp-size": "8"}),
+                             pod("s-1", "b", group="ns/s", rank=1, cards=4, **{"kilocard.io/tp-size": "8"})), nodes)
+    assert tp_groups.check(split).reason == "all models: ns/s: TP=8 fits one node but spans a, b"
+    missing = ClusterSnapshot((pod("g-0", "a", group="ns/g", cards=8, **two_node),), nodes)
+    assert "1 of 2 ranks present" in tp_groups.check(missing).reason
+    half = ClusterSnapshot((pod("g-0", "a", group="ns/g", cards=8, **two_node),
+                            pod("g-1", "b", group="ns/g", rank=1, ready=False, cards=8, **two_node)), nodes)
+    assert "partially Ready (1/2)" in tp_groups.check(half).reason
+
+
+def test_capacity_fits_and_after_losing_a_node():
+    nodes = (node("a"), node("b"))
+    snap = ClusterSnapshot((pod("1", "a", cards=1), pod("2", "b", cards=1)), nodes)
+    # 20 qps x 1 s x 1024 tokens x 512 KiB = 10 GiB (+25 % = 12.5 GiB) against 2 x 40 GiB.
+    demand = capacity.Demand(qps=20, prompt_tokens=768, output_tokens=256, latency_seconds=1.0)
+    assert capacity.fits(snap, "m", demand).ok
+    assert capacity.fits(snap, "m", demand, losing_nodes=("a",)).ok
+    heavy = capacity.Demand(qps=100, prompt_tokens=768, output_tokens=256, latency_seconds=1.0)  # 62.5 GiB
+    assert capacity.fits(snap, "m", heavy).ok
+    verdict = capacity.fits(snap, "m", heavy, losing_nodes=("a",))
+    assert not verdict.ok and verdict.reason.startswith("m after losing a: KV demand 62.5 GiB")
+    assert capacity.cards_needed(heavy, 512 * 1024, tp_size=1) == 2
+    assert capacity.cards_needed(heavy, 512 * 1024, tp_size=8) == 8
+
+
+def test_capacity_needs_the_model_shape():
+    bare = PodView("ns", "x", "u", "a", "m", True, False, 1, "ns/x", 0, {"kilocard.io/model": "m"})
+    with pytest.raises(ValueError, match="has no model-shape label 'kilocard.io/layers'"):
+        capacity.fits(ClusterSnapshot((bare,), (node("a"),)), "m", capacity.Demand(1, 1, 1, 1))
+
+
+class SeqProm:
+    """Answers instant queries from a script of values (None = no samples)."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def custom_query(self, query):
+        v = self.values.pop(0) if len(self.values) > 1 else self.values[0]
+        return [] if v is None else [{"metric": {}, "value": [0, str(v)]}]
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+def test_no_samples_and_nan_are_not_healthy():
+    from probes import slo
+
+    assert not slo.under(SeqProm([None]), "q", 0.5).ok
+    assert not slo.under(SeqProm(["NaN"]), "q", 0.5).ok
+    assert slo.under(SeqProm([0.2]), "q", 0.5).ok
+    assert not slo.under(SeqProm([0.7]), "q", 0.5).ok
+
+
+def test_recovered_within_needs_the_hold_inside_the_budget():
+    from probes import slo
+
+    clock = FakeClock()
+    script = [0.9, 0.8, None, 0.4, 0.3, 0.3, 0.3, 0.3]
+    v = slo.recovered_within(SeqProm(script), "q", 0.5, hold=3, deadline=20, clock=clock, sleep=clock.sleep)
+    assert v.ok and v.details["recovered_after"] == 3.0
+    clock = FakeClock()
+    v = slo.recovered_within(SeqProm(script), "q", 0.5, hold=3, deadline=4, clock=clock, sleep=clock.sleep)
+    assert not v.ok and "not recovered within 4 s (under since 3.0 s, not yet held 3 s" in v.reason
+    clock = FakeClock()
+    v = slo.recovered_within(SeqProm([0.4, 0.9, 0.4]), "q", 0.5, hold=2, deadline=10, clock=clock, sleep=clock.sleep)
+    # A dip under the threshold that relapses does not count: the hold restarts after the relapse.
+    assert v.ok and v.details["recovered_after"] == 2.0
