@@ -1,0 +1,123 @@
+"""Each probe on the real testbed, and its negative twin: a system that is NOT resilient, where
+the probe must fail for the right reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.kube import pod_ready
+from probes import capacity, metric_names, placement, slo, snapshot, tp_groups
+from testbed import fleet
+from tests.testbed.helpers import agent_call, eventually, wait_ready
+
+pytestmark = pytest.mark.testbed
+BIG, FRAGILE = "llama-3-70b", "llama-2-7b-fragile"
+
+
+def snap(kube, namespace):
+    return snapshot.fetch(kube, namespace=namespace)
+
+
+def test_placement_passes_hardened_models_and_fails_the_fragile_one_in_tight_space(kube, pool):
+    p = pool(4)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 3}), timeout=60, say=lambda _m: None)
+    s = snap(kube, p.namespace)
+    assert placement.anti_affinity(s, BIG, namespace=p.namespace).ok
+    # Negative twin: the spare node is the only room left, and the fragile model piles onto it.
+    fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 4}), timeout=60, say=lambda _m: None)
+    after = snap(kube, p.namespace)
+    verdict = placement.anti_affinity(after, FRAGILE, namespace=p.namespace)
+    assert not verdict.ok and "4 replicas share one kubernetes.io/hostname domain" in verdict.reason
+
+
+def test_tp_groups_whole_and_a_split_group_caught(kube, pool):
+    p = pool(5)
+    fleet.deploy(kube, p.fleet("llama-3-405b"), timeout=60, say=lambda _m: None)
+    assert tp_groups.check(snap(kube, p.namespace), "llama-3-405b").ok
+    # Negative twin: a TP=8 group run as two 4-card pods on two machines (fits one node, spans two).
+    free = sorted(set(p.node_names) - {x.node for x in snap(kube, p.namespace).pods})
+    for rank, node in enumerate(free[:1] + p.node_names[:1] if len(free) < 2 else free[:2]):
+        kube.apply({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"split-{rank}", "namespace": p.namespace, "labels": {
+                        "kilocard.io/model": "split-model", "kilocard.io/tp-group": "split",
+                        "kilocard.io/tp-size": "8", "apps.kubernetes.io/pod-index": str(rank)}},
+                    "spec": {"nodeName": node, "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                                                               "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
+    kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) == 2, timeout=30,
+                    namespace=p.namespace, label_selector="kilocard.io/model=split-model")
+    verdict = tp_groups.check(snap(kube, p.namespace), "split-model")
+    assert not verdict.ok and f"{p.namespace}/split: TP=8 fits one node but spans" in verdict.reason
+
+
+def test_capacity_covers_demand_until_the_fleet_is_too_small(kube, pool):
+    p = pool(2)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    s = snap(kube, p.namespace)
+    modest = capacity.Demand(qps=10, prompt_tokens=1024, output_tokens=256, latency_seconds=2.0)
+    assert capacity.fits(s, BIG, modest, namespace=p.namespace).ok
+    # Negative twin: the load of a busy hour on two replicas.
+    heavy = capacity.Demand(qps=1000, prompt_tokens=1024, output_tokens=256, latency_seconds=2.0)
+    verdict = capacity.fits(s, BIG, heavy, namespace=p.namespace)
+    assert not verdict.ok and "exceeds" in verdict.reason
+    # A load the whole fleet carries (390 GiB of 640) no longer fits once one of two nodes is lost.
+    edge = capacity.Demand(qps=400, prompt_tokens=1024, output_tokens=256, latency_seconds=2.0)
+    assert capacity.fits(s, BIG, edge, namespace=p.namespace).ok
+    assert not capacity.fits(s, BIG, edge, namespace=p.namespace, losing_nodes=(s.replicas(BIG)[0].node,)).ok
+
+
+def test_slo_healthy_then_every_replica_killed(kube, pool, prom):
+    p = pool(1)
+    fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 2}), timeout=60, say=lambda _m: None)
+    query = eventually(lambda: _p95(prom, p.namespace), 15)
+    assert eventually(lambda: slo.under(prom, query, 0.5).ok, 15)
+    assert slo.has_ready_replicas(snap(kube, p.namespace), FRAGILE, p.namespace).ok
+    # Negative twin: no room and every replica killed.
+    kube.patch_node(p.node_names[0], {"spec": {"unschedulable": True}})
+    for x in wait_ready(kube, p.namespace, FRAGILE, 2):
+        kube.delete_pod(p.namespace, x.metadata.name, grace_seconds=0)
+    verdict = slo.has_ready_replicas(snap(kube, p.namespace), FRAGILE, p.namespace)
+    assert not verdict.ok and verdict.reason == f"model {FRAGILE} has zero Ready replicas: every request fails"
+    short = query.replace("[1m]", "[3s]")
+    gone = eventually(lambda: not slo.under(prom, short, 0.5).ok, 15)
+    assert gone and slo.under(prom, short, 0.5).reason.startswith("no samples")
+
+
+def test_recovery_within_budget_and_a_budget_too_short(kube, pool, prom):
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    victim, _ = wait_ready(kube, p.namespace, BIG, 2)
+    worst = f"max({_per_pod_p95(p.namespace)})"
+    assert eventually(lambda: slo.value(prom, worst) is not None, 15)
+    status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
+                               {"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 300})
+    assert status == 201
+    try:
+        assert eventually(lambda: (slo.value(prom, worst) or 0) > 0.5, 12)
+        # Negative twin: a budget shorter than the real recovery (remediator grace + eviction).
+        too_short = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=3)
+        assert not too_short.ok and too_short.reason.startswith("not recovered within 3 s")
+        enough = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=45)
+        assert enough.ok, enough.reason
+    finally:
+        agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
+
+
+def test_bad_slo_inputs_fail_rather_than_pass(prom):
+    with pytest.raises(metric_names.MetricNotFound):
+        slo.p95_ttft(prom, "no-such-model")
+    with pytest.raises(slo.SloError, match="failed"):
+        slo.value(prom, "sum(rate(")
+    with pytest.raises(slo.SloError, match="failed"):
+        slo.value(slo.connect("http://127.0.0.1:9"), "up")
+
+
+def _per_pod_p95(namespace):
+    return (f"histogram_quantile(0.95, sum by (le, pod) "
+            f'(rate(vllm:time_to_first_token_seconds_bucket{{namespace="{namespace}"}}[5s])))')
+
+
+def _p95(prom, namespace):
+    try:
+        return slo.p95_ttft(prom, FRAGILE, namespace)
+    except metric_names.MetricNotFound:
+        return None
