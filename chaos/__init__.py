@@ -7,9 +7,10 @@ __version__ = "0.1.0"
 
 
 def discover(discover_system: bool = True) -> Any:
-    """Chaos Toolkit discovery: kilocard's actions (`chaos discover kilocard --no-install`)."""
-    from chaoslib.discovery.discover import discover_actions, initialize_discovery_result
+    """Chaos Toolkit discovery: kilocard's actions and probes (`chaos discover kilocard --no-install`)."""
+    from chaoslib.discovery.discover import discover_actions, discover_probes, initialize_discovery_result
 
     discovery = initialize_discovery_result("kilocard", __version__, "kilocard")
     discovery["activities"].extend(discover_actions("chaos.actions"))
+    discovery["activities"].extend(discover_probes("probes.chaostoolkit"))
     return discovery

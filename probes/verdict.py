@@ -14,7 +14,9 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "reason": self.reason, **self.details}
+        """`verdict` is "ok" or "failed", for a built-in Chaos Toolkit tolerance:
+        {type: regex, target: verdict, pattern: "^ok$"}."""
+        return {"verdict": "ok" if self.ok else "failed", "ok": self.ok, "reason": self.reason, **self.details}
 
 
 def passed(reason: str, **details: Any) -> Verdict:

@@ -3,15 +3,30 @@ the probe must fail for the right reason."""
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 
+from chaos import inject, ledger
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
 from chaos.kube import pod_ready
-from probes import capacity, metric_names, placement, slo, snapshot, tp_groups
-from testbed import fleet
+from probes import capacity, metric_names, placement, recovery, remediation, slo, snapshot, tp_groups
+from testbed import fleet, stages
 from tests.testbed.helpers import agent_call, eventually, wait_ready
 
 pytestmark = pytest.mark.testbed
 BIG, FRAGILE = "llama-3-70b", "llama-2-7b-fragile"
+
+
+@pytest.fixture
+def ctx_factory(kube):
+    def make(tmp_path):
+        ctx = Context(kube, AgentClient(kube), f"probe-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
+        return ctx, ledger.Ledger(ctx.run_id, kube, tmp_path)
+
+    return make
 
 
 def snap(kube, namespace):
@@ -121,3 +136,95 @@ def _p95(prom, namespace):
         return slo.p95_ttft(prom, FRAGILE, namespace)
     except metric_names.MetricNotFound:
         return None
+
+
+def test_recovery_timeline_from_watch_events(ctx_factory, kube, pool, tmp_path):
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+        fault_at = time.time()
+        ctx, book = ctx_factory(tmp_path)
+        inject.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace,
+                                  "label_selector": f"kilocard.io/model={BIG}", "count": 1})
+        wait_ready(kube, p.namespace, BIG, 2)
+        kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) == 2, timeout=30, namespace=p.namespace)
+    verdict = recovery.within(recorder.events, fault_at, budget=10, expected=1)
+    assert verdict.ok, verdict
+    (replica,) = verdict.details["replicas"]
+    assert 0 <= replica["deleted"] <= replica["created"] <= replica["scheduled"] <= replica["ready"] < 10
+    assert replica["node"] in p.node_names
+    # The API's own timestamps (whole seconds) agree with the arrival times.
+    for e in recorder.events:
+        if e.api_at is not None:
+            assert -1.5 <= e.at - e.api_at <= 2.0, e
+
+
+def test_recovery_budget_shorter_than_a_node_loss(ctx_factory, kube, pool, testbed):
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 1}), timeout=60, say=lambda _m: None)
+    (victim,) = wait_ready(kube, p.namespace, BIG, 1)
+    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+        fault_at = time.time()
+        kube.patch_node(victim.spec.node_name, {"metadata": {"labels": {stages.NOT_READY_LABEL: "true"}}})
+        try:
+            kube.wait_until("pods", lambda items: any(pod_ready(x) and x.metadata.uid != victim.metadata.uid
+                                                      for x in items), timeout=60, namespace=p.namespace)
+        finally:
+            kube.patch_node(victim.spec.node_name, {"metadata": {"labels": {stages.NOT_READY_LABEL: None}}})
+    tolerate = testbed.config.not_ready_toleration_seconds
+    assert recovery.within(recorder.events, fault_at, budget=tolerate + 15, expected=1).ok
+    short = recovery.within(recorder.events, fault_at, budget=5, expected=1)
+    assert not short.ok and "over the 5 s budget" in short.reason  # eviction waits out the toleration
+
+
+def test_remediation_happens_within_budget_and_not_when_switched_off(kube, pool):
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    victim, _ = wait_ready(kube, p.namespace, BIG, 2)
+    status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
+                               {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 300})
+    try:
+        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=45, namespace=p.namespace)
+        assert verdict.ok, verdict.reason
+    finally:
+        agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
+
+    # Negative twin: the remediator is switched off for this pool (opt-out label).
+    q = pool(3)
+    for n in q.node_names:
+        kube.patch_node(n, {"metadata": {"labels": {"k8saas.nvidia.com/ManagedByNVSentinel": "false"}}})
+    fleet.deploy(kube, q.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    victim, _ = wait_ready(kube, q.namespace, BIG, 2)
+    status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
+                               {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 300})
+    try:
+        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=15, namespace=q.namespace)
+        assert not verdict.ok and "is not quarantined" in verdict.reason, verdict.reason
+    finally:
+        agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
+
+
+def test_probes_as_chaostoolkit_steady_state(kube, pool, testbed):
+    from chaoslib.experiment import run_experiment
+
+    p = pool(4)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 3}), timeout=60, say=lambda _m: None)
+
+    def experiment(model):
+        return {
+            "title": f"{model} placement", "description": "kilocard probes as a steady-state hypothesis",
+            "configuration": {"kilocard_kubeconfig": str(testbed.paths.kubeconfig)},
+            "steady-state-hypothesis": {"title": "replicas spread", "probes": [{
+                "type": "probe", "name": "placement", "tolerance": {"type": "regex", "target": "verdict",
+                                                                    "pattern": "^ok$"},
+                "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "placement_holds",
+                             "arguments": {"model": model, "namespace": p.namespace}}}]},
+            "method": [],
+        }
+
+    good = run_experiment(experiment(BIG))
+    assert good["steady_states"]["before"]["steady_state_met"] is True
+    fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 4}), timeout=60, say=lambda _m: None)
+    bad = run_experiment(experiment(FRAGILE))
+    assert bad["steady_states"]["before"]["steady_state_met"] is False
+    assert bad["steady_states"]["before"]["probes"][0]["output"]["verdict"] == "failed"

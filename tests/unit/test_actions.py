@@ -1,10 +1,13 @@
 from chaos import actions, discover
 
 
-def test_every_fault_kind_is_a_discoverable_action():
+def test_every_fault_kind_is_a_discoverable_action_and_every_probe_a_probe():
+    from probes import chaostoolkit
+
     found = {a["name"]: a for a in discover()["activities"]}
-    assert sorted(found) == sorted(actions.__all__)
-    assert all(a["type"] == "action" and a["mod"] == "chaos.actions" for a in found.values())
+    assert sorted(found) == sorted(actions.__all__ + chaostoolkit.__all__)
+    assert all(found[n]["type"] == "action" and found[n]["mod"] == "chaos.actions" for n in actions.__all__)
+    assert all(found[n]["type"] == "probe" for n in chaostoolkit.__all__)
     isolate = {arg["name"]: arg for arg in found["isolate_nodes"]["arguments"]}
     assert isolate["ttl_seconds"]["type"] == "number" and "default" not in isolate["ttl_seconds"]
     assert isolate["effect"]["default"] == "NoSchedule"

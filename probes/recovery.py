@@ -1,0 +1,120 @@
+"""Recovery timelines from watch events as they arrive (not from polling): for each killed or
+evicted replica pod, when it was deleted, when its replacement was created, scheduled (on which
+node) and Ready. Times are wall-clock at arrival; the API's own timestamps (1 s resolution) ride
+along to cross-check them."""
+
+from __future__ import annotations
+
+import calendar
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chaos.kube import Kube, pod_ready
+from probes.verdict import Verdict, failed, passed
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # wall-clock seconds when the watch event arrived
+    phase: str  # deleted | created | scheduled | ready
+    pod: str
+    uid: str
+    node: str | None
+    api_at: float | None  # the API's own timestamp of the same transition, 1 s resolution
+
+
+def _ts(value: Any) -> float | None:
+    return calendar.timegm(value.utctimetuple()) if value is not None else None
+
+
+def _condition_time(pod: Any, kind: str) -> float | None:
+    for c in pod.status.conditions or []:
+        if c.type == kind and c.status == "True":
+            return _ts(c.last_transition_time)
+    return None
+
+
+class Recorder:
+    """Follows pods (one list + watch) in a background thread, turning state changes into events."""
+
+    def __init__(self, kube: Kube, namespace: str, label_selector: str) -> None:
+        self.kube, self.namespace, self.selector = kube, namespace, label_selector
+        self.events: list[Event] = []
+        self.seen: dict[str, set[str]] = {}
+        self.stop = threading.Event()
+        self.synced = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Recorder:
+        self.thread.start()
+        self.synced.wait(30)
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop.set()
+        self.thread.join(timeout=35)
+
+    def _emit(self, phase: str, pod: Any, api_at: float | None) -> None:
+        phases = self.seen.setdefault(pod.metadata.uid, set())
+        if phase not in phases:
+            phases.add(phase)
+            self.events.append(Event(time.time(), phase, pod.metadata.name, pod.metadata.uid, pod.spec.node_name,
+                                      api_at))
+
+    def _run(self) -> None:
+        for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop):
+            if kind == "SYNC":
+                for pod in obj:  # what exists at the start is the "before", not an event
+                    self.seen[pod.metadata.uid] = {"created", "scheduled", "ready"} if pod_ready(pod) else {"created"}
+                self.synced.set()
+                continue
+            if kind == "DELETED" or obj.metadata.deletion_timestamp is not None:
+                # deletionTimestamp is when the grace period ends, not when the delete came.
+                ends = _ts(obj.metadata.deletion_timestamp)
+                grace = obj.metadata.deletion_grace_period_seconds or 0
+                self._emit("deleted", obj, ends - grace if ends is not None else None)
+                continue
+            self._emit("created", obj, _ts(obj.metadata.creation_timestamp))
+            if obj.spec.node_name:
+                self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
+            if pod_ready(obj):
+                self._emit("ready", obj, _condition_time(obj, "Ready"))
+
+
+def timeline(events: list[Event], fault_at: float) -> dict[str, Any]:
+    """Pure: pair each pod deleted after the fault with the replacement created after it
+    (in order), and time each phase from the fault."""
+    deleted = [e for e in events if e.phase == "deleted" and e.at >= fault_at]
+    created = [e for e in events if e.phase == "created" and e.at >= fault_at]
+    by_uid: dict[str, dict[str, Event]] = {}
+    for e in events:
+        by_uid.setdefault(e.uid, {})[e.phase] = e
+    replicas = []
+    used: set[str] = set()
+    for d in sorted(deleted, key=lambda e: e.at):
+        new = next((c for c in sorted(created, key=lambda e: e.at) if c.uid not in used and c.uid != d.uid), None)
+        entry: dict[str, Any] = {"pod": d.pod, "deleted": d.at - fault_at}
+        if new is not None:
+            used.add(new.uid)
+            phases = by_uid[new.uid]
+            entry.update(replacement=new.pod, created=new.at - fault_at)
+            if "scheduled" in phases:
+                entry.update(scheduled=phases["scheduled"].at - fault_at, node=phases["scheduled"].node)
+            if "ready" in phases:
+                entry.update(ready=phases["ready"].at - fault_at)
+        replicas.append(entry)
+    return {"replicas": replicas}
+
+
+def within(events: list[Event], fault_at: float, budget: float, expected: int) -> Verdict:
+    """Every one of `expected` replicas back to Ready within `budget` seconds of the fault."""
+    t = timeline(events, fault_at)
+    done = [r for r in t["replicas"] if "ready" in r]
+    slowest = max((r["ready"] for r in done), default=None)
+    if len(done) < expected:
+        return failed(f"{len(done)} of {expected} replicas back to Ready (budget {budget:g} s)", **t)
+    if slowest is not None and slowest > budget:
+        return failed(f"recovery took {slowest:.2f} s, over the {budget:g} s budget", slowest=slowest, **t)
+    return passed(f"{expected} replicas back to Ready in {slowest:.2f} s (budget {budget:g} s)", slowest=slowest, **t)
