@@ -355,10 +355,13 @@ class Kube:
             remaining = 30.0 if until is None else until - time.monotonic()
             if remaining <= 0:
                 return
+            # A follower that may be stopped re-watches every few seconds, so a stop is noticed
+            # even when no event comes (a watch read cannot be interrupted).
+            longest = 3 if stop is not None else 30
             watcher = watch.Watch()
             try:
                 for event in watcher.stream(lister, *args, resource_version=version,
-                                            timeout_seconds=max(1, min(30, int(remaining))), **kwargs):
+                                            timeout_seconds=max(1, min(longest, int(remaining))), **kwargs):
                     obj = event["object"]
                     version = obj.metadata.resource_version
                     yield event["type"], obj

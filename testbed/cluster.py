@@ -37,6 +37,16 @@ FLEET_SERVICES = ("prometheus", "fleet-simulator", "remediator")
 AGENT_NAMESPACE = "kilocard-system"
 AGENT_SECRET = "kilocard-agent-token"
 DRA_GATES = "DRADeviceTaintRules=true"
+# Pod lifecycle writes only (create, delete, binding, status), at Metadata level, once complete:
+# enough to time every recovery phase, small enough to leave on.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["create", "delete", "patch", "update"],
+         "resources": [{"group": "", "resources": ["pods", "pods/binding", "pods/status", "pods/eviction"]}]},
+        {"level": "None"},
+    ],
+}
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 
@@ -84,6 +94,14 @@ class Paths:
     @property
     def agent_token(self) -> Path:
         return self.root / "agent-token"
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root / "logs" / "audit.log"
 
 
 def https_context(cert: pki.Pki | None) -> ssl.SSLContext:
@@ -162,6 +180,7 @@ class Testbed:
         self.pki = pki.ensure(self.paths.pki, self.config.advertise_address)
         self._write_kubeconfig()
         stages.write_config(build.kwok_stage_dir(), self.paths.kwok_config)
+        self.paths.audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         prometheus.write_config(self.paths.prometheus_config, self.config.ports.simulator, self.config.ports.apiserver,
                                 self.config.scrape_seconds, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
         if not self.paths.agent_token.is_file():
@@ -237,6 +256,9 @@ class Testbed:
                 f"--default-unreachable-toleration-seconds={c.unreachable_toleration_seconds}",
                 # Fault injection issues bursts of calls; the testbed has one client that matters.
                 "--max-requests-inflight=800", "--max-mutating-requests-inflight=400",
+                # Ground truth for recovery timelines: pod writes with microsecond stage timestamps.
+                f"--audit-policy-file={self.paths.audit_policy}", f"--audit-log-path={self.paths.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxsize=200", "--audit-log-maxbackup=1",
                 # DeviceTaintRule (isolating one DRA-managed card) is beta and off by default in 1.36.
                 f"--feature-gates={DRA_GATES}", "--runtime-config=resource.k8s.io/v1beta2=true",
             ]

@@ -228,3 +228,32 @@ def test_probes_as_chaostoolkit_steady_state(kube, pool, testbed):
     bad = run_experiment(experiment(FRAGILE))
     assert bad["steady_states"]["before"]["steady_state_met"] is False
     assert bad["steady_states"]["before"]["probes"][0]["output"]["verdict"] == "failed"
+
+
+def test_recovery_times_agree_with_the_audit_log_within_a_tenth_of_a_second(ctx_factory, kube, pool, testbed,
+                                                                          tmp_path):
+    from testbed import audit
+
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 4}), timeout=60, say=lambda _m: None)
+    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={FRAGILE}") as recorder:
+        fault_at = time.time()
+        ctx, book = ctx_factory(tmp_path)
+        inject.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace,
+                                  "label_selector": f"kilocard.io/model={FRAGILE}", "count": 3, "grace_seconds": 0})
+        kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) == 4 and len(items) == 4, timeout=30,
+                        namespace=p.namespace)
+        time.sleep(0.5)  # let the last watch events arrive
+    writes = audit.pod_writes(testbed.paths.audit_log, p.namespace)
+    truth = {"deleted": ("delete", ""), "scheduled": ("create", "binding"), "ready": ("patch", "status")}
+    compared = 0
+    for event in recorder.events:
+        if event.phase not in truth:
+            continue  # a create by generateName has no name in the audit log
+        verb, sub = truth[event.phase]
+        write = audit.first(writes, verb, event.pod, sub, after=fault_at - 1)
+        assert write is not None, event
+        assert abs(event.at - write.at) <= 0.1, (event, write)
+        compared += 1
+    assert compared >= 3 * 3  # three victims deleted; three replacements scheduled and Ready
+    assert recovery.within(recorder.events, fault_at, budget=10, expected=3).ok

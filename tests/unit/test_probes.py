@@ -129,3 +129,20 @@ def test_recovered_within_needs_the_hold_inside_the_budget():
     v = slo.recovered_within(SeqProm([0.4, 0.9, 0.4]), "q", 0.5, hold=2, deadline=10, clock=clock, sleep=clock.sleep)
     # A dip under the threshold that relapses does not count: the hold restarts after the relapse.
     assert v.ok and v.details["recovered_after"] == 2.0
+
+
+def test_recovery_timeline_pairs_victims_with_replacements():
+    from probes.recovery import Event, timeline, within
+
+    t0 = 1000.0
+    events = [Event(t0 - 5, "created", "old", "u0", "a", None),  # before the fault: not a recovery
+              Event(t0 + 0.1, "deleted", "v1", "u1", "a", None), Event(t0 + 0.2, "created", "r1", "u2", None, None),
+              Event(t0 + 0.3, "scheduled", "r1", "u2", "b", None), Event(t0 + 1.5, "ready", "r1", "u2", "b", None),
+              Event(t0 + 0.4, "deleted", "v2", "u3", "a", None), Event(t0 + 0.5, "created", "r2", "u4", None, None)]
+    out = timeline(events, t0)["replicas"]
+    assert out[0] == {"pod": "v1", "deleted": pytest.approx(0.1), "replacement": "r1", "created": pytest.approx(0.2),
+                      "scheduled": pytest.approx(0.3), "node": "b", "ready": pytest.approx(1.5)}
+    assert out[1]["replacement"] == "r2" and "ready" not in out[1]
+    assert within(events, t0, budget=5, expected=1).ok
+    assert within(events, t0, budget=1, expected=1).reason == "recovery took 1.50 s, over the 1 s budget"
+    assert within(events, t0, budget=5, expected=2).reason == "1 of 2 replicas back to Ready (budget 5 s)"
