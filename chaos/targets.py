@@ -64,6 +64,31 @@ def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
     return sorted(alive, key=lambda p: (p.metadata.namespace, p.metadata.name))
 
 
+@dataclass(frozen=True)
+class NodeSelection:
+    """Named nodes (all of them, unless count/percent samples them) or a label selector."""
+
+    names: tuple[str, ...] | None
+    selector: str | None
+    count: int | None
+    percent: float | None
+    seed: int | None
+
+
+def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
+    if selection.names:
+        existing = {n.metadata.name for n in kube.list_nodes()}
+        missing = [n for n in selection.names if n not in existing]
+        if missing:
+            raise SpecError(f"{where}.nodes: no such node: {', '.join(missing)}")
+        pool = sorted(selection.names)
+        if selection.count is None and selection.percent is None:
+            return pool
+    else:
+        pool = sorted(n.metadata.name for n in kube.list_nodes(selection.selector))
+    return sorted(sample(pool, how_many(len(pool), selection.count, selection.percent, where), selection.seed))
+
+
 def groups(pods: list[Any]) -> dict[str, list[PodRef]]:
     """TP group key -> member pods in rank order."""
     found: dict[str, list[PodRef]] = defaultdict(list)

@@ -8,6 +8,7 @@ from typing import Any
 
 from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.errors import SpecError
+from chaos.targets import NodeSelection
 
 _MISSING = object()
 
@@ -83,6 +84,16 @@ class Fields:
         if count is not None and percent is not None:
             raise SpecError(f"{self.where}: give either count or percent, not both")
         return count, percent
+
+    def nodes(self) -> NodeSelection:
+        """`nodes: [names]` or `node_selector`, with an optional count/percent and seed."""
+        names = self.str_list("nodes", None)
+        selector = self.str("node_selector", None)
+        if (names is None) == (selector is None):
+            raise self._fail("nodes", "either a list of node names or a node_selector (one of the two)", names)
+        count, percent = self.blast_radius()
+        return NodeSelection(tuple(names) if names else None, selector, count, percent,
+                             self.int("seed", None, high=2**62))
 
     def _get(self, name: str, default: Any) -> Any:
         self.seen.add(name)

@@ -20,7 +20,7 @@ from chaos.agent import protocol
 from chaos.errors import SpecError
 from chaos.faults import Context
 from chaos.faults._spec import Fields
-from chaos.faults.node_isolation import read_nodes, select_nodes
+from chaos.targets import NodeSelection, select_nodes
 
 AGENT_KINDS = {
     "card-isolate": "card-isolate",
@@ -38,11 +38,7 @@ REVERTIBLE = True
 @dataclass(frozen=True)
 class Spec:
     kind: str
-    nodes: tuple[str, ...] | None
-    node_selector: str | None
-    count: int | None
-    percent: float | None
-    seed: int | None
+    nodes: NodeSelection
     cards: tuple[int, ...] | None
     interface: str | None
     netns: str | None  # a network namespace on the node (a pod's), instead of the node's own
@@ -55,7 +51,7 @@ def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     kind = f.str("kind", choices=KINDS)
     agent_kind = AGENT_KINDS[kind]
-    selection = read_nodes(f)
+    selection = f.nodes()
     cards: tuple[int, ...] | None = None
     interface = netns = None
     if protocol.KINDS[agent_kind]["target"] == "card":
@@ -68,7 +64,7 @@ def parse(raw: Any, where: str) -> Spec:
     params = raw.get("params", {})
     f.seen.add("params")
     spec = Spec(kind=kind, cards=cards, interface=interface, netns=netns, params=params, ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"), **selection)
+                allow_empty=f.bool("allow_empty"), nodes=selection)
     f.done()
     for target in _agent_targets(spec):  # the agent's own rules, checked before anything is sent
         try:
@@ -99,7 +95,7 @@ def _body(spec: Spec, target: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx, spec.nodes, spec.node_selector, spec.count, spec.percent, spec.seed, spec.kind)
+    nodes = select_nodes(ctx.kube, spec.nodes, spec.kind)
     return [{"node": node, **t} for node in nodes for t in _agent_targets(spec)]
 
 

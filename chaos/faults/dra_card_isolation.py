@@ -16,7 +16,7 @@ from typing import Any
 from chaos.errors import NotFound
 from chaos.faults import Context
 from chaos.faults._spec import Fields
-from chaos.faults.node_isolation import read_nodes, select_nodes
+from chaos.targets import NodeSelection, select_nodes
 
 KINDS = ("dra-card-isolate",)
 REVERTIBLE = True
@@ -27,11 +27,7 @@ TAINT_KEY = "kilocard.io/isolated"
 @dataclass(frozen=True)
 class Spec:
     kind: str
-    nodes: tuple[str, ...] | None
-    node_selector: str | None
-    count: int | None
-    percent: float | None
-    seed: int | None
+    nodes: NodeSelection
     cards: tuple[int, ...]
     driver: str
     device_name: str
@@ -43,7 +39,7 @@ class Spec:
 def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     f.str("kind")
-    selection = read_nodes(f)
+    selection = f.nodes()
     cards = raw.get("cards")
     f.seen.add("cards")
     if not isinstance(cards, list) or not cards or not all(
@@ -54,13 +50,13 @@ def parse(raw: Any, where: str) -> Spec:
         raise f._fail("device_name", "a pattern containing {card}", device_name)
     spec = Spec(kind="dra-card-isolate", cards=tuple(sorted(set(cards))), driver=f.str("driver", "gpu.nvidia.com"),
                 device_name=device_name, effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")),
-                ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), **selection)
+                ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), nodes=selection)
     f.done()
     return spec
 
 
 def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx, spec.nodes, spec.node_selector, spec.count, spec.percent, spec.seed, spec.kind)
+    nodes = select_nodes(ctx.kube, spec.nodes, spec.kind)
     return [{"node": n, "card": c, "driver": spec.driver, "pool": n, "device": spec.device_name.format(card=c)}
             for n in nodes for c in spec.cards]
 

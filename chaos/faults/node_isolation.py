@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import NotFound, SpecError
+from chaos.errors import NotFound
 from chaos.faults import Context, pod_kill
 from chaos.faults._spec import Fields
-from chaos.targets import how_many, sample
+from chaos.targets import NodeSelection, select_nodes
 
 KINDS = ("node-isolate",)
 REVERTIBLE = True
@@ -22,11 +22,7 @@ ANNOTATION = "kilocard.io/isolated-by"
 @dataclass(frozen=True)
 class Spec:
     kind: str
-    nodes: tuple[str, ...] | None
-    node_selector: str | None
-    count: int | None
-    percent: float | None
-    seed: int | None
+    nodes: NodeSelection
     effect: str
     drain: bool
     eviction_deadline_seconds: float
@@ -34,21 +30,10 @@ class Spec:
     allow_empty: bool
 
 
-def read_nodes(f: Fields) -> dict[str, Any]:
-    """The node-selection fields node-isolate and the agent faults share."""
-    names = f.str_list("nodes", None)
-    selector = f.str("node_selector", None)
-    if (names is None) == (selector is None):
-        raise f._fail("nodes", "either a list of node names or a node_selector (one of the two)", names)
-    count, percent = f.blast_radius()
-    return {"nodes": tuple(names) if names else None, "node_selector": selector, "count": count,
-            "percent": percent, "seed": f.int("seed", None, high=2**62)}
-
-
 def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     f.str("kind")
-    spec = Spec(kind="node-isolate", **read_nodes(f),
+    spec = Spec(kind="node-isolate", nodes=f.nodes(),
                 effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")), drain=f.bool("drain"),
                 eviction_deadline_seconds=f.number("eviction_deadline_seconds", 60.0, high=3600),
                 ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"))
@@ -57,24 +42,7 @@ def parse(raw: Any, where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    return [{"node": name} for name in select_nodes(ctx, spec.nodes, spec.node_selector, spec.count, spec.percent,
-                                                    spec.seed, spec.kind)]
-
-
-def select_nodes(ctx: Context, names: tuple[str, ...] | None, selector: str | None, count: int | None,
-                 percent: float | None, seed: int | None, where: str) -> list[str]:
-    """Named nodes (all of them unless count/percent) or a sample of those matching a selector."""
-    if names:
-        existing = {n.metadata.name for n in ctx.kube.list_nodes()}
-        missing = [n for n in names if n not in existing]
-        if missing:
-            raise SpecError(f"{where}.nodes: no such node: {', '.join(missing)}")
-        pool = sorted(names)
-        if count is None and percent is None:
-            return pool
-    else:
-        pool = sorted(n.metadata.name for n in ctx.kube.list_nodes(selector))
-    return sorted(sample(pool, how_many(len(pool), count, percent, where), seed))
+    return [{"node": name} for name in select_nodes(ctx.kube, spec.nodes, spec.kind)]
 
 
 def _taints_without_ours(node: Any) -> list[dict[str, Any]]:

@@ -186,13 +186,20 @@ def assert_clean(kube, agents, p, run_id):
     assert markers(kube, run_id) == []
 
 
+def runner_with_every_revertible_kind(testbed, kube, p, tmp_path, prefix):
+    """A `kilocard fault` runner holding one fault of each kind; returns once all are applied."""
+    spec = tmp_path / "faults.yaml"
+    faults = crash_spec(kube, p)
+    spec.write_text(yaml.safe_dump(faults))
+    run_id = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "600", "--run-id", run_id)
+    wait_applied(proc, len(faults))
+    return proc, run_id
+
+
 def test_sigkilled_runner_then_recover_leaves_nothing_behind(testbed, kube, pool, tmp_path):
     p = pool(2)
-    spec = tmp_path / "faults.yaml"
-    spec.write_text(yaml.safe_dump(crash_spec(kube, p)))
-    run_id = f"crash-{uuid.uuid4().hex[:6]}"
-    proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "600", "--run-id", run_id)
-    wait_applied(proc, 5)
+    proc, run_id = runner_with_every_revertible_kind(testbed, kube, p, tmp_path, "crash")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     agents = AgentClient(kube)
@@ -211,11 +218,7 @@ def test_sigkilled_runner_then_recover_leaves_nothing_behind(testbed, kube, pool
 
 def test_sigterm_makes_the_runner_revert_before_leaving(testbed, kube, pool, tmp_path):
     p = pool(2)
-    spec = tmp_path / "faults.yaml"
-    spec.write_text(yaml.safe_dump(crash_spec(kube, p)))
-    run_id = f"term-{uuid.uuid4().hex[:6]}"
-    proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "600", "--run-id", run_id)
-    wait_applied(proc, 5)
+    proc, run_id = runner_with_every_revertible_kind(testbed, kube, p, tmp_path, "term")
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
