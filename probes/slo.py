@@ -67,10 +67,11 @@ def has_ready_replicas(snapshot: ClusterSnapshot, model: str, namespace: str | N
 
 def recovered_within(prom: Any, query: str, threshold: float, hold: float, deadline: float,
                      interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                     sleep: Callable[[float], None] = time.sleep) -> Verdict:
+                     sleep: Callable[[float], None] = time.sleep, origin: float | None = None) -> Verdict:
     """Evaluate `query` every `interval` s: pass once it stays at or under `threshold` for `hold`
-    seconds, all within `deadline` seconds; fail otherwise, saying how far it got."""
-    start = clock()
+    seconds, all within `deadline` seconds; fail otherwise, saying how far it got. Times count
+    from now, or from `origin` (epoch seconds, e.g. when the fault was applied) when given."""
+    start = clock() - ((time.time() - origin) if origin is not None else 0.0)
     good_since: float | None = None
     timeline: list[tuple[float, float | None]] = []
     while True:

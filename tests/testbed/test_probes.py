@@ -103,18 +103,25 @@ def test_recovery_within_budget_and_a_budget_too_short(kube, pool, prom):
     victim, _ = wait_ready(kube, p.namespace, BIG, 2)
     worst = f"max({_per_pod_p95(p.namespace)})"
     assert eventually(lambda: slo.value(prom, worst) is not None, 15)
-    status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
-                               {"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 300})
-    assert status == 201
-    try:
-        assert eventually(lambda: (slo.value(prom, worst) or 0) > 0.5, 12)
-        # Negative twin: a budget shorter than the real recovery (remediator grace + eviction).
-        too_short = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=3)
-        assert not too_short.ok and too_short.reason.startswith("not recovered within 3 s")
-        enough = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=45)
-        assert enough.ok, enough.reason
-    finally:
-        agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
+    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+        fault_at = time.time()
+        status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
+                                   {"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 300})
+        assert status == 201
+        try:
+            assert eventually(lambda: (slo.value(prom, worst) or 0) > 0.5, 12)
+            # Negative twin: a budget shorter than the real recovery (remediator grace + eviction).
+            too_short = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=3)
+            assert not too_short.ok and too_short.reason.startswith("not recovered within 3 s")
+            enough = slo.recovered_within(prom, worst, 0.5, hold=3, deadline=60, origin=fault_at)
+            assert enough.ok, enough.reason
+        finally:
+            agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
+    # The whole story, timed from the fault: evicted, replaced, Ready, SLO back and held.
+    whole = recovery.with_slo(recorder.events, fault_at, budget=60, expected=1, slo_verdict=enough)
+    assert whole.ok, whole.reason
+    (replica,) = whole.details["replicas"]
+    assert replica["pod"] == victim.metadata.name and replica["ready"] < whole.details["slo_recovered_after"] + 3
 
 
 def test_bad_slo_inputs_fail_rather_than_pass(prom):
