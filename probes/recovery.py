@@ -6,7 +6,6 @@ along to cross-check them."""
 from __future__ import annotations
 
 import calendar
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -49,7 +48,6 @@ class Recorder:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> Recorder:
-        self.started = time.monotonic()
         self.thread.start()
         self.synced.wait(30)
         return self
@@ -57,12 +55,6 @@ class Recorder:
     def __exit__(self, *_: Any) -> None:
         self.stop.set()
         self.thread.join(timeout=35)
-        self.seconds = time.monotonic() - self.started
-
-    @property
-    def requests(self) -> int:
-        """API requests it made: one list, and a watch re-opened every 3 s (see Kube.events)."""
-        return 1 + math.ceil(getattr(self, "seconds", 0.0) / 3)
 
     def _emit(self, phase: str, pod: Any, api_at: float | None) -> None:
         phases = self.seen.setdefault(pod.metadata.uid, set())
