@@ -23,7 +23,7 @@ from chaos import faults, ledger
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 
-CONCURRENCY = 16
+CONCURRENCY = 64  # requests in flight at once: bounded, and enough to keep a busy apiserver fed
 
 
 @dataclass
