@@ -16,7 +16,6 @@ import os
 import statistics
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from chaos import inject, ledger
@@ -24,25 +23,12 @@ from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from chaos.kube import Kube, pod_ready
 from testbed import fleet
-from testbed.cluster import Testbed, https_context
+from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 
 MODEL = "llama-2-7b"
 NAMESPACE = fleet.DEFAULT_NAMESPACE
 SELECTOR = f"kilocard.io/model={MODEL}"
-
-
-def pod_requests(tb: Testbed) -> float:
-    """apiserver_request_total for pods (LIST and DELETE), read from the apiserver's own /metrics."""
-    url = f"https://127.0.0.1:{tb.config.ports.apiserver}/metrics"
-    with urllib.request.urlopen(url, context=https_context(tb.pki), timeout=10) as resp:
-        text = resp.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("apiserver_request_total{") and 'resource="pods"' in line and (
-                'verb="DELETE"' in line or 'verb="LIST"' in line):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def ready_again(kube: Kube, replicas: int) -> None:
@@ -93,11 +79,11 @@ def main() -> None:
                 for name, kill in (("kilocard", lambda: kill_ours(kube, args.pods, run)),
                                    ("chaostoolkit-kubernetes", lambda: kill_theirs(tb.paths.kubeconfig, args.pods))):
                     ready_again(kube, args.replicas)
-                    before = pod_requests(tb)
+                    before = tb.apiserver_requests(("pods",), ("LIST", "DELETE"))
                     started = time.perf_counter()
                     kill()
                     seconds = time.perf_counter() - started
-                    calls = pod_requests(tb) - before
+                    calls = tb.apiserver_requests(("pods",), ("LIST", "DELETE")) - before
                     results[name].append((seconds, calls))
                     print(f"round {run + 1} {name:<24} {args.pods} pods killed in {seconds:6.3f} s "
                           f"({calls:.0f} pod LIST+DELETE requests at the apiserver, all clients)")

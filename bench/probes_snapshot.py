@@ -12,22 +12,12 @@ import argparse
 import statistics
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from probes import capacity, placement, snapshot, tp_groups
 from testbed import fleet
-from testbed.cluster import Testbed, https_context
+from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
-
-
-def list_requests(tb: Testbed) -> float:
-    url = f"https://127.0.0.1:{tb.config.ports.apiserver}/metrics"
-    with urllib.request.urlopen(url, context=https_context(tb.pki), timeout=10) as resp:
-        text = resp.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("apiserver_request_total{") and 'verb="LIST"' in line
-               and ('resource="pods"' in line or 'resource="nodes"' in line) and 'scope="cluster"' in line)
 
 
 def main() -> None:
@@ -44,14 +34,14 @@ def main() -> None:
             fleet.deploy(kube, fleet.load("default", tb.config.card_resource), say=print)
             times, calls = [], []
             for _ in range(args.repeat):
-                before = list_requests(tb)
+                before = tb.apiserver_requests(("pods", "nodes"), ("LIST",), "cluster")
                 started = time.perf_counter()
                 s = snapshot.fetch(kube)
                 verdicts = [placement.anti_affinity(s, m) for m in s.models()]
                 verdicts.append(tp_groups.check(s))
                 verdicts.append(capacity.fits(s, "llama-3-70b", demand))
                 times.append(time.perf_counter() - started)
-                calls.append(list_requests(tb) - before)
+                calls.append(tb.apiserver_requests(("pods", "nodes"), ("LIST",), "cluster") - before)
             print(f"{len(s.nodes)} nodes, {sum(n.cards_capacity for n in s.nodes)} cards, {len(s.pods)} replica pods")
             for v in verdicts:
                 print(f"  {'ok    ' if v.ok else 'FAILED'} {v.reason}")

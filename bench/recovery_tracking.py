@@ -17,7 +17,6 @@ import argparse
 import statistics
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from chaos import inject, ledger
@@ -26,7 +25,7 @@ from chaos.faults import Context
 from chaos.kube import Kube, pod_ready
 from probes import recovery
 from testbed import audit, fleet
-from testbed.cluster import Testbed, https_context
+from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 
 MODEL = "llama-2-7b"
@@ -53,13 +52,7 @@ def errors(seen_ready: dict[str, float], writes: list[audit.PodWrite], fault_at:
 
 
 def namespaced_pod_reads(tb: Testbed) -> float:
-    url = f"https://127.0.0.1:{tb.config.ports.apiserver}/metrics"
-    with urllib.request.urlopen(url, context=https_context(tb.pki), timeout=10) as resp:
-        text = resp.read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("apiserver_request_total{") and 'resource="pods"' in line
-               and 'scope="namespace"' in line and 'subresource=""' in line
-               and ('verb="LIST"' in line or 'verb="WATCH"' in line))
+    return tb.apiserver_requests(("pods",), ("LIST", "WATCH"), "namespace")
 
 
 def track_by_watch(kube: Kube, tb: Testbed, n: int, replicas: int) -> tuple[list[float], float]:

@@ -338,6 +338,23 @@ class Testbed:
                 raise TestbedError(f"{name} not healthy in time: {self._log_tail(name)}")
             time.sleep(0.2)
 
+    def apiserver_requests(self, resources: tuple[str, ...], verbs: tuple[str, ...], scope: str | None = None,
+                           subresource: str = "") -> float:
+        """Sum of the apiserver's own apiserver_request_total over the given labels (its /metrics)."""
+        url = f"https://127.0.0.1:{self.config.ports.apiserver}/metrics"
+        with urllib.request.urlopen(url, context=https_context(self.pki), timeout=10) as resp:
+            text = resp.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
+            values = {k: v.strip('"') for k, v in labels.items()}
+            if (values.get("resource") in resources and values.get("verb") in verbs
+                    and values.get("subresource", "") == subresource and scope in (None, values.get("scope"))):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def _log_tail(self, name: str, lines: int = 5) -> str:
         path = self.paths.logs / f"{name}.log"
         tail = path.read_text(errors="replace").splitlines()[-lines:] if path.is_file() else []
