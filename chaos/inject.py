@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,6 @@ from typing import Any
 from chaos import faults, ledger
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
-
-CONCURRENCY = 64  # requests in flight at once: bounded, and enough to keep a busy apiserver fed
 
 
 @dataclass
@@ -57,19 +54,18 @@ def inject(ctx: Context, book: ledger.Ledger, raw: Any, where: str = "fault") ->
         return ledger.Record(run_id=book.run_id, fault_id=uuid.uuid4().hex[:12], kind=spec.kind, target=target,
                              expires_at=expires, undo=module.prepare(ctx, spec, target))
 
-    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-        injection.records = list(pool.map(prepared, targets))
-        book.write(injection.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
+    injection.records = ctx.kube.batch(prepared, targets)
+    book.write(injection.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
 
-        def applied(record: ledger.Record) -> ledger.Record:
-            try:
-                record.undo = module.apply(ctx, spec, record.target, record.undo)
-                record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
-            except KilocardError as exc:
-                record.state, record.error = "failed", str(exc)
-            return record
+    def applied(record: ledger.Record) -> ledger.Record:
+        try:
+            record.undo = module.apply(ctx, spec, record.target, record.undo)
+            record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
+        except KilocardError as exc:
+            record.state, record.error = "failed", str(exc)
+        return record
 
-        injection.records = list(pool.map(applied, injection.records))
+    injection.records = ctx.kube.batch(applied, injection.records)
     book.write(injection.records, in_cluster=module.REVERTIBLE)
     return injection
 
@@ -87,8 +83,7 @@ def revert(ctx: Context, book: ledger.Ledger, records: list[ledger.Record]) -> l
             record.error = f"revert failed: {exc}"
         return record
 
-    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-        done = list(pool.map(one, todo))
+    done = ctx.kube.batch(one, todo)
     book.write(done, in_cluster=any(modules[r.kind].REVERTIBLE for r in done))
     book.close_if_done()
     return [r for r in done if r.open]

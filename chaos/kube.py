@@ -13,7 +13,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import urllib3
@@ -31,7 +32,16 @@ from tenacity import (
 from chaos.errors import Conflict, KubeError, NotFound, TooManyRequests
 
 T = TypeVar("T")
+A = TypeVar("A")
 FIELD_MANAGER = "kilocard"
+# Requests in flight at once for batched calls: bounded, enough to keep a busy apiserver fed; the
+# connection pool matches it (a request beyond the pool opens, and then drops, a TLS connection).
+MAX_IN_FLIGHT = 64
+_in_batch = threading.local()
+
+
+def _mark_batch_worker() -> None:
+    _in_batch.active = True
 _STATUS_ERRORS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 429: TooManyRequests}
 
 
@@ -68,6 +78,13 @@ def _wait(state: RetryCallState) -> float:
     return float(wait_exponential_jitter(initial=0.2, max=5)(state))
 
 
+class _RawWatch(watch.Watch):
+    """A watch that hands events over as the apiserver sent them (no model decoding)."""
+
+    def get_return_type(self, func: Any) -> None:
+        return None
+
+
 class Kube:
     """A connection to one cluster: typed APIs plus a dynamic client for manifests."""
 
@@ -80,21 +97,37 @@ class Kube:
         self.version_api = client.VersionApi(api_client)
         self._dynamic: DynamicClient | None = None
         self._retry_seconds = retry_seconds
+        self._batch_pool: ThreadPoolExecutor | None = None
+        self._batch_lock = threading.Lock()
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str | os.PathLike[str] | None = None, context: str | None = None, pool: int = 32
+        cls, path: str | os.PathLike[str] | None = None, context: str | None = None, pool: int = MAX_IN_FLIGHT
     ) -> Kube:
         configuration = client.Configuration()
         config.load_kube_config(
             config_file=str(path) if path else None, context=context, client_configuration=configuration
         )
-        # Batched calls run in a bounded thread pool; give each worker a connection.
         configuration.connection_pool_maxsize = pool
         return cls(client.ApiClient(configuration))
 
     def close(self) -> None:
+        if self._batch_pool is not None:
+            self._batch_pool.shutdown()
         self.api_client.close()
+
+    def batch(self, fn: Callable[[A], T], items: Iterable[A]) -> list[T]:
+        """`fn` over `items`, at most MAX_IN_FLIGHT at once, results in order. The workers live as
+        long as the connection: starting a hundred threads per batch costs more than the calls.
+        A batch started inside a batch worker runs in that worker (no pool deadlock)."""
+        todo = list(items)
+        if len(todo) <= 1 or getattr(_in_batch, "active", False):
+            return [fn(x) for x in todo]
+        with self._batch_lock:
+            if self._batch_pool is None:
+                self._batch_pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="kube-batch",
+                                                      initializer=_mark_batch_worker)
+        return list(self._batch_pool.map(fn, todo))
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, retry_429: bool = True, **kwargs: Any) -> T:
         def attempt() -> T:
@@ -265,6 +298,20 @@ class Kube:
             return self._call(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, **kwargs)
         return self._call("list pods", self.core.list_pod_for_all_namespaces, **kwargs)
 
+    def list_pods_raw(
+        self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The same list as plain JSON: target selection reads a handful of fields, and decoding
+        into typed models costs four times the request itself (100 ms for 200 pods)."""
+        kwargs: dict[str, Any] = {k: v for k, v in (("label_selector", label_selector),
+                                                    ("field_selector", field_selector)) if v}
+        kwargs["_preload_content"] = False
+        if namespace:
+            reply = self._call(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, **kwargs)
+        else:
+            reply = self._call("list pods", self.core.list_pod_for_all_namespaces, **kwargs)
+        return list(json.loads(reply.data).get("items") or [])
+
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
         return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
 
@@ -331,11 +378,13 @@ class Kube:
         label_selector: str | None = None,
         until: float | None = None,
         stop: threading.Event | None = None,
+        raw: bool = False,
     ) -> Iterator[tuple[str, Any]]:
         """List `kind` ("pods", "nodes", "poddisruptionbudgets"), yield ("SYNC", [objects]), then
         follow its watch, yielding (ADDED|MODIFIED|DELETED, object). A watch that expires or
         whose resourceVersion is too old (410) is resumed or re-listed (a new SYNC). Ends at
-        `until` (monotonic time) or when `stop` is set."""
+        `until` (monotonic time) or when `stop` is set. `raw` yields plain JSON objects: a
+        long-running follower of a busy cluster spends most of its CPU decoding typed models."""
         # The watch decodes events by the list method's documented return type: pass the bound
         # API method itself (not a wrapper), with its positional arguments.
         namespaced, everywhere = {
@@ -349,21 +398,26 @@ class Kube:
         version = None
         while not (stop and stop.is_set()):
             if version is None:
-                listed = self._call(f"list {kind}", lister, *args, **kwargs)
-                version = listed.metadata.resource_version
-                yield "SYNC", list(listed.items)
+                if raw:
+                    data = json.loads(self._call(f"list {kind}", lister, *args, _preload_content=False,
+                                                 **kwargs).data)
+                    version, items = data["metadata"]["resourceVersion"], list(data.get("items") or [])
+                else:
+                    listed = self._call(f"list {kind}", lister, *args, **kwargs)
+                    version, items = listed.metadata.resource_version, list(listed.items)
+                yield "SYNC", items
             remaining = 30.0 if until is None else until - time.monotonic()
             if remaining <= 0:
                 return
             # A follower that may be stopped re-watches every few seconds, so a stop is noticed
             # even when no event comes (a watch read cannot be interrupted).
             longest = 3 if stop is not None else 30
-            watcher = watch.Watch()
+            watcher = _RawWatch() if raw else watch.Watch()
             try:
                 for event in watcher.stream(lister, *args, resource_version=version,
                                             timeout_seconds=max(1, min(longest, int(remaining))), **kwargs):
                     obj = event["object"]
-                    version = obj.metadata.resource_version
+                    version = obj["metadata"]["resourceVersion"] if raw else obj.metadata.resource_version
                     yield event["type"], obj
                     if (stop and stop.is_set()) or (until is not None and time.monotonic() > until):
                         return

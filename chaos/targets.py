@@ -30,17 +30,18 @@ class PodRef:
     rank: int
 
 
-def group_of(pod: Any) -> tuple[str, int]:
+def group_of(namespace: str, name: str, labels: dict[str, str]) -> tuple[str, int]:
     """(TP group key, rank): a labelled group, else the pod alone (rank 0)."""
-    labels = pod.metadata.labels or {}
     group = next((labels[k] for k in GROUP_LABELS if labels.get(k)), None)
     rank = next((int(labels[k]) for k in RANK_LABELS if str(labels.get(k, "")).isdigit()), 0)
-    return (f"{pod.metadata.namespace}/{group}" if group else f"{pod.metadata.namespace}/{pod.metadata.name}"), rank
+    return f"{namespace}/{group or name}", rank
 
 
-def pod_ref(pod: Any) -> PodRef:
-    group, rank = group_of(pod)
-    return PodRef(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid, pod.spec.node_name, group, rank)
+def pod_ref(pod: dict[str, Any]) -> PodRef:
+    """From a pod's plain JSON (`Kube.list_pods_raw`)."""
+    meta = pod["metadata"]
+    group, rank = group_of(meta["namespace"], meta["name"], meta.get("labels") or {})
+    return PodRef(meta["namespace"], meta["name"], meta["uid"], pod.get("spec", {}).get("nodeName"), group, rank)
 
 
 def how_many(total: int, count: int | None, percent: float | None, where: str) -> int:
@@ -57,11 +58,12 @@ def sample(items: list[Any], n: int, seed: int | None) -> list[Any]:
 
 
 def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
-              field_selector: str | None) -> list[Any]:
+              field_selector: str | None) -> list[PodRef]:
     """Pods matching the selectors, not terminating, sorted by (namespace, name)."""
-    pods = kube.list_pods(namespace, label_selector, field_selector).items
-    alive = [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase not in ("Succeeded", "Failed")]
-    return sorted(alive, key=lambda p: (p.metadata.namespace, p.metadata.name))
+    pods = kube.list_pods_raw(namespace, label_selector, field_selector)
+    alive = [pod_ref(p) for p in pods if not p["metadata"].get("deletionTimestamp")
+             and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+    return sorted(alive, key=lambda p: (p.namespace, p.name))
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,9 @@ def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
     return sorted(sample(pool, how_many(len(pool), selection.count, selection.percent, where), selection.seed))
 
 
-def groups(pods: list[Any]) -> dict[str, list[PodRef]]:
+def groups(pods: list[PodRef]) -> dict[str, list[PodRef]]:
     """TP group key -> member pods in rank order."""
     found: dict[str, list[PodRef]] = defaultdict(list)
-    for p in pods:
-        ref = pod_ref(p)
+    for ref in pods:
         found[ref.group].append(ref)
     return {k: sorted(v, key=lambda r: r.rank) for k, v in sorted(found.items())}

@@ -78,7 +78,7 @@ def pod_view(pod: Any, card_resource: str) -> PodView | None:
     labels = pod.metadata.labels or {}
     if MODEL_LABEL not in labels:
         return None
-    group, rank = group_of(pod)
+    group, rank = group_of(pod.metadata.namespace, pod.metadata.name, labels)
     cards = 0
     for c in pod.spec.containers:
         limits = (c.resources.limits or {}) if c.resources else {}

@@ -3,7 +3,6 @@ fills. Labels carry the topology (hostname, zone, rack) and the card product."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chaos.errors import Conflict
@@ -16,7 +15,6 @@ TESTBED_LABEL = "kilocard.io/testbed"
 RACK_LABEL = "kilocard.io/rack"
 PRODUCT_LABEL = "kilocard.io/card-product"
 RESOURCE_LABEL = "kilocard.io/card-resource"  # the resource name with '/' -> '.', for selectors
-CONCURRENCY = 16
 
 
 def node_name(index: int, prefix: str = "gpu") -> str:
@@ -73,10 +71,8 @@ def create_nodes(kube: Kube, manifests: list[dict[str, Any]]) -> int:
         except Conflict:
             return 0
 
-    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-        return sum(pool.map(create, manifests))
+    return sum(kube.batch(create, manifests))
 
 
 def delete_nodes(kube: Kube, names: list[str]) -> None:
-    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-        list(pool.map(kube.delete_node, names))
+    kube.batch(kube.delete_node, names)

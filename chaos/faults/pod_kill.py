@@ -65,8 +65,7 @@ def parse(raw: Any, where: str) -> Spec:
 def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
     pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector)
     chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed)
-    return [{"namespace": p.metadata.namespace, "name": p.metadata.name, "uid": p.metadata.uid,
-             "node": p.spec.node_name} for p in chosen]
+    return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 
 
 def prepare(ctx: Context, spec: Any, target: dict[str, Any]) -> dict[str, Any]:

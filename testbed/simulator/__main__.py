@@ -1,6 +1,7 @@
 """The fleet simulator process: `python -m testbed.simulator --kubeconfig ... --port ...`.
 
-Loop: (1) two watch threads keep the world's nodes and pods current; (2) a ticker advances the
+Loop: (1) two watch threads keep the world's nodes and pods current (plain JSON: decoding
+typed models was most of the simulator's CPU under pod churn); (2) a ticker advances the
 load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
 ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card); (4) the
 HTTP server answers Prometheus and agent calls; (5) as the fake nodes' agent, a reaper reverts
@@ -30,32 +31,32 @@ REAP_SECONDS = 2.0
 
 
 def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event) -> None:
-    def capacity(node: Any) -> int:
-        return int((node.status.capacity or {}).get(resource, 0))
+    def capacity(node: dict[str, Any]) -> int:
+        return int((node.get("status", {}).get("capacity") or {}).get(resource, 0))
 
-    for kind, obj in kube.events("nodes", stop=stop):
+    for kind, obj in kube.events("nodes", stop=stop, raw=True):
         if kind == "SYNC":
-            names = {n.metadata.name for n in obj}
+            names = {n["metadata"]["name"] for n in obj}
             for name in set(world.node_cards) - names:
                 world.remove_node(name)
             for n in obj:
-                world.upsert_node(n.metadata.name, capacity(n))
+                world.upsert_node(n["metadata"]["name"], capacity(n))
         elif kind == "DELETED":
-            world.remove_node(obj.metadata.name)
+            world.remove_node(obj["metadata"]["name"])
         else:
-            world.upsert_node(obj.metadata.name, capacity(obj))
+            world.upsert_node(obj["metadata"]["name"], capacity(obj))
 
 
 def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
-    for kind, obj in kube.events("pods", label_selector="kilocard.io/model", stop=stop):
+    for kind, obj in kube.events("pods", label_selector="kilocard.io/model", stop=stop, raw=True):
         if kind == "SYNC":
-            uids = {p.metadata.uid for p in obj}
+            uids = {p["metadata"]["uid"] for p in obj}
             for uid in set(world.pods) - uids:
                 world.remove_pod(uid)
             for p in obj:
                 world.upsert_pod(p)
         elif kind == "DELETED":
-            world.remove_pod(obj.metadata.uid)
+            world.remove_pod(obj["metadata"]["uid"])
         else:
             world.upsert_pod(obj)
 

@@ -161,21 +161,23 @@ class World:
             self.assignment.pop(name, None)
             self.isolated.pop(name, None)
 
-    def upsert_pod(self, obj: Any) -> None:
-        """Take a V1Pod; only scheduled pods of a model matter."""
-        labels = obj.metadata.labels or {}
+    def upsert_pod(self, obj: dict[str, Any]) -> None:
+        """Take a pod as the API's JSON; only scheduled pods of a model matter."""
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        labels = meta.get("labels") or {}
         model = labels.get(MODEL_LABEL)
-        node = obj.spec.node_name
-        if not model or not node or obj.metadata.deletion_timestamp is not None:
-            self.remove_pod(obj.metadata.uid)
+        node = spec.get("nodeName")
+        if not model or not node or meta.get("deletionTimestamp"):
+            self.remove_pod(meta["uid"])
             return
-        container = obj.spec.containers[0]
-        limits = (container.resources.limits or {}) if container.resources else {}
-        ready = any(c.type == "Ready" and c.status == "True" for c in (obj.status.conditions or []))
+        container = (spec.get("containers") or [{}])[0]
+        limits = (container.get("resources") or {}).get("limits") or {}
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         pod = Pod(
-            uid=obj.metadata.uid, namespace=obj.metadata.namespace, name=obj.metadata.name, node=node,
-            model=model, served_name=_served_name(list(container.args or []), model),
-            group=labels.get(GROUP_LABEL, obj.metadata.uid), rank=int(labels.get(RANK_LABEL, "0") or 0),
+            uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node,
+            model=model, served_name=_served_name(list(container.get("args") or []), model),
+            group=labels.get(GROUP_LABEL, meta["uid"]), rank=int(labels.get(RANK_LABEL, "0") or 0),
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
         )
         with self.lock:

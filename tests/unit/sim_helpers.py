@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from kubernetes import client
+from typing import Any
 
 from testbed.simulator.world import World
 
 
 def pod(name: str, node: str, model: str, cards: int, ready: bool = True, labels: dict[str, str] | None = None,
-        uid: str | None = None) -> client.V1Pod:
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(name=name, namespace="ns", uid=uid or f"uid-{name}",
-                                     labels={"kilocard.io/model": model, **(labels or {})}),
-        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(
-            name="vllm", args=["--served-model-name", model],
-            resources=client.V1ResourceRequirements(limits={"nvidia.com/gpu": str(cards)}))]),
-        status=client.V1PodStatus(conditions=[client.V1PodCondition(type="Ready", status=str(ready))]),
-    )
+        uid: str | None = None) -> dict[str, Any]:
+    """A pod as the API's JSON carries it."""
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
+                     "labels": {"kilocard.io/model": model, **(labels or {})}},
+        "spec": {"nodeName": node, "containers": [{
+            "name": "vllm", "args": ["--served-model-name", model],
+            "resources": {"limits": {"nvidia.com/gpu": str(cards)}}}]},
+        "status": {"conditions": [{"type": "Ready", "status": str(ready)}]},
+    }
 
 
-def world_with(*pods: client.V1Pod, nodes: int = 2) -> World:
+def world_with(*pods: dict[str, Any], nodes: int = 2) -> World:
     w = World("nvidia.com/gpu")
     for i in range(nodes):
         w.upsert_node(f"n{i}", 8)
