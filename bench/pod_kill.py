@@ -67,7 +67,8 @@ def main() -> None:
     try:
         import chaosk8s  # noqa: F401
     except ImportError:
-        raise SystemExit("install the tool compared with: .venv/bin/pip install chaostoolkit-kubernetes==0.39.0")
+        raise SystemExit("install the tool compared with: "
+                         ".venv/bin/pip install chaostoolkit-kubernetes==0.39.0") from None
 
     with tempfile.TemporaryDirectory(prefix="kilocard-bench-") as state:
         tb = Testbed(TestbedConfig(port_base=args.port_base, state_dir=Path(state), remediation=False).validate())

@@ -110,7 +110,8 @@ def main() -> None:
                 print(f"{name:<22} {len(errs)} Ready times: error vs audit log mean {statistics.mean(absolute):.3f} s, "
                       f"max {max(absolute):.3f} s; {requests:.0f} pod LIST/WATCH requests (apiserver_request_total)")
             (w, wr), (p, pr) = results.values()
-            print(f"\nwatch is {statistics.mean(abs(e) for e in p) / max(statistics.mean(abs(e) for e in w), 1e-6):.0f}x "
+            gain = statistics.mean(abs(e) for e in p) / max(statistics.mean(abs(e) for e in w), 1e-6)
+            print(f"\nwatch is {gain:.0f}x "
                   f"more precise (mean error) with {wr:.0f} requests vs {pr:.0f}")
         finally:
             kube.close()

@@ -102,7 +102,8 @@ def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
 def cmd_fault(args: argparse.Namespace) -> int:
     raws, source = _load_faults(args)
     where = [f"{source}[{i}]" if len(raws) > 1 else source for i in range(len(raws))]
-    specs = [inject.parse(raw, w) for raw, w in zip(raws, where)]  # all input checked before anything happens
+    # All input is checked before anything happens.
+    specs = [inject.parse(raw, w) for raw, w in zip(raws, where, strict=True)]
     run_id = ledger.check_run_id(args.run_id) if args.run_id else ledger.new_run_id()
     ctx = _context(args, run_id)
     book = ledger.Ledger(run_id, ctx.kube, args.ledger_dir)
@@ -111,7 +112,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     injections: list[inject.Injection] = []
     try:
-        for raw, w in zip(raws, where):
+        for raw, w in zip(raws, where, strict=True):
             injection = inject.inject(ctx, book, raw, w)
             injections.append(injection)
             for record in injection.records:

@@ -212,6 +212,11 @@ class Kube:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return list(self._call("list nodes", self.core.list_node, **kwargs).items)
 
+    def list_nodes_raw(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Nodes as plain JSON (see `list_pods_raw`)."""
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return self._items("list nodes", self.core.list_node, **kwargs)
+
     def read_node(self, name: str) -> client.V1Node:
         return self._call(f"get node {name}", self.core.read_node, name)
 
@@ -301,15 +306,15 @@ class Kube:
     def list_pods_raw(
         self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None
     ) -> list[dict[str, Any]]:
-        """The same list as plain JSON: target selection reads a handful of fields, and decoding
-        into typed models costs four times the request itself (100 ms for 200 pods)."""
-        kwargs: dict[str, Any] = {k: v for k, v in (("label_selector", label_selector),
-                                                    ("field_selector", field_selector)) if v}
-        kwargs["_preload_content"] = False
+        """The same list as plain JSON: target selection and snapshots read a handful of fields, and
+        decoding into typed models costs four times the request itself (100 ms for 200 pods)."""
+        kwargs = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
         if namespace:
-            reply = self._call(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, **kwargs)
-        else:
-            reply = self._call("list pods", self.core.list_pod_for_all_namespaces, **kwargs)
+            return self._items(f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, **kwargs)
+        return self._items("list pods", self.core.list_pod_for_all_namespaces, **kwargs)
+
+    def _items(self, what: str, lister: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        reply = self._call(what, lister, *args, _preload_content=False, **kwargs)
         return list(json.loads(reply.data).get("items") or [])
 
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
@@ -360,7 +365,8 @@ class Kube:
     # --- workloads -------------------------------------------------------------------------
     def list_deployments(self, namespace: str, label_selector: str | None = None) -> list[client.V1Deployment]:
         kwargs = {"label_selector": label_selector} if label_selector else {}
-        result = self._call(f"list deployments in {namespace}", self.apps.list_namespaced_deployment, namespace, **kwargs)
+        result = self._call(f"list deployments in {namespace}", self.apps.list_namespaced_deployment, namespace,
+                            **kwargs)
         return list(result.items)
 
     def list_statefulsets(self, namespace: str, label_selector: str | None = None) -> list[client.V1StatefulSet]:

@@ -11,9 +11,10 @@ the load, against the free KV capacity of Ready replicas, with 20-30 % headroom.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
-from probes.snapshot import ClusterSnapshot, PodView
+from probes.snapshot import ClusterSnapshot, NodeView, PodView
 from probes.verdict import Verdict, failed, passed
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
@@ -72,3 +73,93 @@ def cards_needed(demand: Demand, per_token: int, tp_size: int, headroom: float =
     need = demand.tokens_held() * per_token * (1 + headroom)
     groups = math.ceil(need / (kv_bytes_per_card * tp_size)) if need > 0 else 0
     return max(groups, 1) * tp_size
+
+
+def _domains(snapshot: ClusterSnapshot, pod: PodView, placed: list[str]) -> set[tuple[str, str]]:
+    """(topology key, value) domains a new replica must avoid: those already holding one of the
+    model, for each of its required anti-affinity keys."""
+    taken = set()
+    for key in pod.required_anti_affinity:
+        for node_name in placed:
+            node = snapshot.node(node_name)
+            if node is not None and key in node.labels:
+                taken.add((key, node.labels[key]))
+    return taken
+
+
+def _unfit(pod: PodView, node: NodeView, avoid: set[tuple[str, str]]) -> str | None:
+    """Why the scheduler would not put a replica of `pod`'s kind on `node` (cards aside), or None."""
+    if not node.ready:
+        return "not Ready"
+    if node.unschedulable:
+        return "cordoned"
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return "outside the nodeSelector"
+    taint = next((t for t in node.taints if not t.endswith(":PreferNoSchedule") and not pod.tolerates(t)), None)
+    if taint:
+        return f"taint {taint}"
+    if any((k, node.labels.get(k)) in avoid for k in pod.required_anti_affinity):
+        return "anti-affinity"
+    return None
+
+
+def room(snapshot: ClusterSnapshot, model: str, losing_nodes: tuple[str, ...] | None = None,
+         namespace: str | None = None) -> Verdict:
+    """Could the scheduler place the model's Pending replica pods, and those that `losing_nodes`
+    would displace? `()`: the pending ones only. None (N+1): the pending ones, then with the loss
+    of each node that holds a replica; the first that fails, else the worst, is reported.
+
+    A node qualifies as the scheduler sees it: Ready, schedulable, enough free cards (every bound
+    pod's cards count, model or not), nodeSelector, taints tolerated, the model's required
+    anti-affinity kept (its terms taken as selecting the model's replicas). Pods are placed largest
+    first, first fit; cards on a lost node do not count. Free cards scattered over nodes in pieces
+    smaller than the pod are named: fragmentation; nodes left out are counted by reason."""
+    replicas = snapshot.replicas(model, namespace)
+    if not replicas:
+        return failed(f"{model}: no replica at all", model=model)
+    scenarios = [tuple(losing_nodes)] if losing_nodes is not None else [()] + [
+        (n,) for n in sorted({p.node for p in replicas if p.node})]
+    verdicts = []
+    for lost in scenarios:
+        verdict = _place(snapshot, model, replicas, lost)
+        if not verdict.ok:
+            return verdict
+        verdicts.append(verdict)
+    worst = max(verdicts, key=lambda v: v.details["cards_to_place"])
+    if len(scenarios) > 1:
+        return passed(f"{model}: room for the loss of any one of its {len(scenarios) - 1} nodes "
+                      f"(worst: {worst.reason})", **worst.details)
+    return worst
+
+
+def _place(snapshot: ClusterSnapshot, model: str, replicas: list[PodView], lost: tuple[str, ...]) -> Verdict:
+    """First-fit placement of the pods without a node, or on a `lost` one."""
+    homeless = sorted((p for p in replicas if not p.node or p.node in lost), key=lambda p: -p.cards)
+    placed = [p.node for p in replicas if p.node and p.node not in lost]
+    free = {n.name: n.cards_free for n in snapshot.nodes if n.name not in lost}
+    when = f"after losing {', '.join(lost)}" if lost else "now"
+    details = {"model": model, "lost_nodes": list(lost), "pods_to_place": len(homeless),
+               "cards_to_place": sum(p.cards for p in homeless)}
+    moves = {}
+    for pod in homeless:
+        avoid = _domains(snapshot, pod, placed)
+        unfit = {n.name: _unfit(pod, n, avoid) for n in snapshot.nodes if n.name in free}
+        eligible = [name for name, why in unfit.items() if why is None]
+        target = next((name for name in eligible if free[name] >= pod.cards), None)
+        if target is None:
+            total = sum(free[name] for name in eligible)
+            largest = max((free[name] for name in eligible), default=0)
+            why = (f"{total} cards free on {len(eligible)} eligible nodes but at most {largest} on any one: "
+                   f"fragmentation" if total >= pod.cards else
+                   f"only {total} cards free on {len(eligible)} eligible nodes")
+            excluded = Counter(w for w in unfit.values() if w is not None)
+            if excluded:
+                why += " (others: " + ", ".join(f"{count} {w}" for w, count in excluded.most_common(3)) + ")"
+            return failed(f"{model}: {when}, {pod.namespace}/{pod.name} ({pod.cards} cards) has nowhere to go; "
+                          f"{why}", **details, unplaced=f"{pod.namespace}/{pod.name}", free_cards=total,
+                          largest_free_block=largest)
+        free[target] -= pod.cards
+        placed.append(target)
+        moves[f"{pod.namespace}/{pod.name}"] = target
+    return passed(f"{model}: {when}, {len(homeless)} replica pods to place ({details['cards_to_place']} cards), "
+                  f"room for all", **details, moves=moves)

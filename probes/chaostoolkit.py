@@ -13,6 +13,7 @@ from probes import capacity, placement, remediation, slo, snapshot, tp_groups
 
 __all__ = [
     "capacity_fits",
+    "room_to_reschedule",
     "placement_holds",
     "remediated_within",
     "tp_groups_whole",
@@ -59,6 +60,15 @@ def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int
     demand = capacity.Demand(qps, prompt_tokens, output_tokens, latency_seconds)
     return capacity.fits(_snapshot(configuration, namespace), model, demand, headroom,
                          losing_nodes=tuple(losing_nodes or ()), namespace=namespace).to_json()
+
+
+def room_to_reschedule(model: str, losing_nodes: List[str] = None, namespace: str = None,
+                       configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """The model's Pending replicas, and those the loss of `losing_nodes` (default: of any one of
+    its nodes) would displace, have nodes with room: free cards in one piece, taints tolerated,
+    anti-affinity kept."""
+    lost = tuple(losing_nodes) if losing_nodes is not None else None
+    return capacity.room(_snapshot(configuration, namespace), model, lost, namespace=namespace).to_json()
 
 
 def ttft_p95_under(model: str, threshold: float = 0.5, namespace: str = None, window: str = "1m",

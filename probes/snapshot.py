@@ -1,7 +1,9 @@
 """A frozen view of the cluster that every placement, TP and capacity probe reads: built from two
-list calls (all pods, all nodes), so a probe over a thousand cards costs two requests.
+list calls (all pods, all nodes, as plain JSON), so a probe over a thousand cards costs two requests.
 
-The views keep only what probes use; probes are pure functions over a `ClusterSnapshot`.
+The views keep only what probes use; probes are pure functions over a `ClusterSnapshot`. Pods of
+models (label `kilocard.io/model`) get a view each; every pod bound to a node counts towards the
+cards in use there, as the scheduler counts them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.kube import Kube, node_ready, pod_ready
+from chaos.kube import Kube
 from chaos.targets import group_of
 
 MODEL_LABEL = "kilocard.io/model"
@@ -33,6 +35,17 @@ class PodView:
     preferred_anti_affinity: tuple[str, ...] = ()
     spread: tuple[tuple[str, int], ...] = ()  # (topology key, max skew)
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
+
+    def tolerates(self, taint: str) -> bool:
+        """Does one of the pod's tolerations match a "key=value:effect" taint?"""
+        key_value, effect = taint.rsplit(":", 1)
+        key, value = key_value.split("=", 1) if "=" in key_value else (key_value, "")
+        for t_key, operator, t_value, t_effect in self.tolerations:
+            if (t_key in ("", key) and t_effect in ("", effect)
+                    and (operator == "Exists" or t_value == value)):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,11 @@ class NodeView:
     taints: tuple[str, ...] = ()  # "key=value:effect"
     cards_allocatable: int = 0
     cards_capacity: int = 0
+    cards_in_use: int = 0  # by every pod bound here and not finished, model or not
+
+    @property
+    def cards_free(self) -> int:
+        return max(0, self.cards_allocatable - self.cards_in_use)
 
 
 @dataclass(frozen=True)
@@ -64,50 +82,77 @@ class ClusterSnapshot:
         return sorted({p.model for p in self.pods})
 
 
-def _terms(affinity: Any, kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    anti = getattr(affinity, kind, None) if affinity else None
-    if anti is None:
-        return (), ()
-    required = tuple(t.topology_key for t in (anti.required_during_scheduling_ignored_during_execution or []))
-    preferred = tuple(t.pod_affinity_term.topology_key
-                      for t in (anti.preferred_during_scheduling_ignored_during_execution or []))
-    return required, preferred
+def _ready(obj: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def pod_view(pod: Any, card_resource: str) -> PodView | None:
-    labels = pod.metadata.labels or {}
+def _cards(pod: dict[str, Any], card_resource: str) -> int:
+    """Cards a pod holds: an extended resource's limit (requests, if given, equal it)."""
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        resources = c.get("resources") or {}
+        total += int((resources.get("limits") or resources.get("requests") or {}).get(card_resource, 0))
+    return total
+
+
+def _finished(pod: dict[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
+    """A model's pod as the API's JSON gives it; None for pods of no model."""
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+    labels = meta.get("labels") or {}
     if MODEL_LABEL not in labels:
         return None
-    group, rank = group_of(pod.metadata.namespace, pod.metadata.name, labels)
-    cards = 0
-    for c in pod.spec.containers:
-        limits = (c.resources.limits or {}) if c.resources else {}
-        cards += int(limits.get(card_resource, 0))
-    required, preferred = _terms(pod.spec.affinity, "pod_anti_affinity")
-    spread = tuple((t.topology_key, int(t.max_skew)) for t in (pod.spec.topology_spread_constraints or []))
-    return PodView(namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid,
-                   node=pod.spec.node_name, model=labels[MODEL_LABEL], ready=pod_ready(pod),
-                   deleting=pod.metadata.deletion_timestamp is not None, cards=cards, group=group, rank=rank,
-                   labels=dict(labels), required_anti_affinity=required, preferred_anti_affinity=preferred,
-                   spread=spread, node_selector=dict(pod.spec.node_selector or {}))
-
-
-def node_view(node: Any, card_resource: str) -> NodeView:
-    return NodeView(
-        name=node.metadata.name, labels=dict(node.metadata.labels or {}), ready=node_ready(node),
-        unschedulable=bool(node.spec.unschedulable),
-        taints=tuple(f"{t.key}={t.value or ''}:{t.effect}" for t in (node.spec.taints or [])),
-        cards_allocatable=int((node.status.allocatable or {}).get(card_resource, 0)),
-        cards_capacity=int((node.status.capacity or {}).get(card_resource, 0)),
+    group, rank = group_of(meta["namespace"], meta["name"], labels)
+    anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
+    deleting = bool(meta.get("deletionTimestamp"))
+    return PodView(
+        namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=spec.get("nodeName"),
+        model=labels[MODEL_LABEL], ready=_ready(pod) and not deleting, deleting=deleting,
+        cards=_cards(pod, card_resource), group=group, rank=rank, labels=dict(labels),
+        required_anti_affinity=tuple(t["topologyKey"]
+                                     for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
+        preferred_anti_affinity=tuple(t["podAffinityTerm"]["topologyKey"]
+                                      for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution") or []),
+        spread=tuple((t["topologyKey"], int(t["maxSkew"])) for t in spec.get("topologySpreadConstraints") or []),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
+                          for t in spec.get("tolerations") or []),
     )
 
 
-def build(pods: Iterable[Any], nodes: Iterable[Any], card_resource: str = "nvidia.com/gpu") -> ClusterSnapshot:
-    views = tuple(v for v in (pod_view(p, card_resource) for p in pods) if v is not None)
-    return ClusterSnapshot(views, tuple(node_view(n, card_resource) for n in nodes), card_resource)
+def node_view(node: dict[str, Any], card_resource: str, cards_in_use: int = 0) -> NodeView:
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    return NodeView(
+        name=node["metadata"]["name"], labels=dict(node["metadata"].get("labels") or {}), ready=_ready(node),
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
+        cards_allocatable=int((status.get("allocatable") or {}).get(card_resource, 0)),
+        cards_capacity=int((status.get("capacity") or {}).get(card_resource, 0)),
+        cards_in_use=cards_in_use,
+    )
+
+
+def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_resource: str = "nvidia.com/gpu",
+          namespace: str | None = None) -> ClusterSnapshot:
+    """Views of the model pods (of `namespace`, if given) and of every node with its cards in use."""
+    in_use: dict[str, int] = {}
+    views = []
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not _finished(pod):
+            in_use[node] = in_use.get(node, 0) + _cards(pod, card_resource)
+        if namespace is None or pod["metadata"]["namespace"] == namespace:
+            view = pod_view(pod, card_resource)
+            if view is not None:
+                views.append(view)
+    return ClusterSnapshot(tuple(views), tuple(node_view(n, card_resource, in_use.get(n["metadata"]["name"], 0))
+                                               for n in nodes), card_resource)
 
 
 def fetch(kube: Kube, card_resource: str = "nvidia.com/gpu", namespace: str | None = None) -> ClusterSnapshot:
-    """The thin fetcher: two list calls."""
-    pods = kube.list_pods(namespace, MODEL_LABEL).items
-    return build(pods, kube.list_nodes(), card_resource)
+    """The thin fetcher: two list calls, every pod (cards in use count them all) and every node."""
+    return build(kube.list_pods_raw(), kube.list_nodes_raw(), card_resource, namespace)

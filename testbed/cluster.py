@@ -369,7 +369,8 @@ class Testbed:
                 "certificate-authority": str(self.pki.ca_cert)}}],
             "users": [{"name": "testbed-admin", "user": {
                 "client-certificate": str(self.pki.admin_cert), "client-key": str(self.pki.admin_key)}}],
-            "contexts": [{"name": "kilocard-testbed", "context": {"cluster": "kilocard-testbed", "user": "testbed-admin"}}],
+            "contexts": [{"name": "kilocard-testbed",
+                          "context": {"cluster": "kilocard-testbed", "user": "testbed-admin"}}],
             "current-context": "kilocard-testbed",
         }
         self.paths.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))

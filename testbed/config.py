@@ -13,7 +13,8 @@ from typing import Any
 from chaos.errors import SpecError
 
 # An extended resource is <domain>/<name>; kubernetes.io domains are reserved for native resources.
-_RESOURCE = re.compile(r"^(?=.{1,253}/)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_RESOURCE = re.compile(r"^(?=.{1,253}/)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}"  # domain prefix
+                       r"/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 MAX_NODES = 5000
 MAX_CARDS_PER_NODE = 64

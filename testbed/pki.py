@@ -79,7 +79,7 @@ def _sign(
     usage: x509.ObjectIdentifier | None = None,
     sans: list[x509.GeneralName] | None = None,
 ) -> x509.Certificate:
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)

@@ -106,4 +106,5 @@ class Fields:
     def done(self) -> None:
         unknown = sorted(set(self.raw) - self.seen)
         if unknown:
-            raise SpecError(f"{self.where}: unknown field {unknown[0]!r}; expected one of {', '.join(sorted(self.seen))}")
+            raise SpecError(f"{self.where}: unknown field {unknown[0]!r}; "
+                            f"expected one of {', '.join(sorted(self.seen))}")

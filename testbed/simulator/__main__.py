@@ -5,8 +5,9 @@ typed models was most of the simulator's CPU under pod churn); (2) a ticker adva
 load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
 ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card); (4) the
 HTTP server answers Prometheus and agent calls; (5) as the fake nodes' agent, a reaper reverts
-faults whose in-cluster ledger markers have expired (a node isolation left by a dead runner). SIGTERM stops it; its faults die with it (they
-live only in the model), so nothing is left behind in the cluster but the allocatable it restores.
+faults whose in-cluster ledger markers have expired (a node isolation left by a dead runner).
+SIGTERM stops it; its faults die with it (they live only in the model), so nothing is left behind
+in the cluster but the allocatable it restores.
 """
 
 from __future__ import annotations

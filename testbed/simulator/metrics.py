@@ -39,7 +39,7 @@ XID_MESSAGES = {0: "No Error", 48: "Double Bit ECC Error", 63: "ECC page retirem
 
 
 def _buckets(bounds: tuple[float, ...], counts: list[float], total: float) -> list[tuple[str, float]]:
-    return [(repr(float(b)), c) for b, c in zip(bounds, counts)] + [("+Inf", total)]
+    return [(repr(float(b)), c) for b, c in zip(bounds, counts, strict=True)] + [("+Inf", total)]
 
 
 class VllmCollector(Collector):

@@ -21,9 +21,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
-from testbed.simulator import metrics
 from chaos.agent.http import JsonHandler, TokenServer
 from chaos.agent.protocol import FaultError
+from testbed.simulator import metrics
 from testbed.simulator.world import World
 
 _NODE = re.compile(r"^/nodes/([a-z0-9][-a-z0-9.]{0,252})(/.*)$")

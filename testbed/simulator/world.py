@@ -310,16 +310,16 @@ class World:
         itl_mean = profile.itl_seconds / speed
         decode = profile.output_tokens * itl_mean
         s.ttft_buckets = [b + done * v for b, v in zip(s.ttft_buckets, m.bucket_fractions(
-            [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in m.TTFT_BUCKETS]))]
+            [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in m.TTFT_BUCKETS]), strict=True)]
         s.ttft_count += done
         s.ttft_sum += done * ttft_mean
         tokens = done * profile.output_tokens
         s.itl_buckets = [b + tokens * v for b, v in zip(s.itl_buckets, m.bucket_fractions(
-            [m.itl_cdf(x, itl_mean) for x in m.ITL_BUCKETS]))]
+            [m.itl_cdf(x, itl_mean) for x in m.ITL_BUCKETS]), strict=True)]
         s.itl_count += tokens
         s.itl_sum += tokens * itl_mean
         s.e2e_buckets = [b + done * v for b, v in zip(s.e2e_buckets, m.bucket_fractions(
-            [m.ttft_cdf(x - delay - decode, service, arrival, s.backlog) for x in m.E2E_BUCKETS]))]
+            [m.ttft_cdf(x - delay - decode, service, arrival, s.backlog) for x in m.E2E_BUCKETS]), strict=True)]
         s.e2e_count += done
         s.e2e_sum += done * (ttft_mean + decode)
         s.success += done

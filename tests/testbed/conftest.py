@@ -68,8 +68,11 @@ def pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
             m["spec"]["taints"] = [{"key": fleet.POOL_LABEL, "value": name, "effect": "NoSchedule"}]
             manifests.append(m)
         nodes.create_nodes(kube, manifests)
-        kube.wait_until("nodes", lambda items: sum(node_ready(n) for n in items) == size, timeout=30,
-                        label_selector=f"{fleet.POOL_LABEL}={name}")
+        # Ready, and rid of the not-ready taint a new node starts with (the controller manager
+        # lifts it a moment after Ready; until then nothing without a toleration lands there).
+        kube.wait_until("nodes", lambda items: sum(node_ready(n) and not any(
+            t.key == "node.kubernetes.io/not-ready" for t in (n.spec.taints or [])) for n in items) == size,
+            timeout=30, label_selector=f"{fleet.POOL_LABEL}={name}")
         p = Pool(name, name, [m["metadata"]["name"] for m in manifests], testbed.config)
         made.append(p)
         return p

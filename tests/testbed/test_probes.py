@@ -66,6 +66,41 @@ def test_tp_groups_whole_and_a_split_group_caught(kube, pool):
     assert not verdict.ok and f"{p.namespace}/split: TP=8 fits one node but spans" in verdict.reason
 
 
+def test_room_to_reschedule_predicts_the_real_scheduler_and_names_fragmentation(kube, pool):
+    p = pool(4)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    before = capacity.room(snap(kube, p.namespace), BIG, namespace=p.namespace)
+    assert before.ok, before.reason
+    # Negative twin: batch jobs take 4 cards on each spare node. 8 cards are free, none can take a
+    # TP=8 replica, and the real scheduler agrees once a replica's node is lost.
+    victim = next(x for x in snap(kube, p.namespace).replicas(BIG))
+    spares = sorted(set(p.node_names) - {x.node for x in snap(kube, p.namespace).replicas(BIG)})
+    for i, node in enumerate(spares):
+        kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{i}", "namespace": p.namespace},
+                    "spec": {"nodeName": node, "containers": [{"name": "job", "image": "busybox",
+                                                               "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}})
+    verdict = capacity.room(snap(kube, p.namespace), BIG, losing_nodes=(victim.node,), namespace=p.namespace)
+    assert not verdict.ok and "8 cards free on 2 eligible nodes but at most 4 on any one: fragmentation" in verdict.reason
+    kube.patch_node(victim.node, {"spec": {"unschedulable": True}})
+    kube.delete_pod(p.namespace, victim.name, grace_seconds=0)
+
+    def unschedulable(items):
+        return any(c.type == "PodScheduled" and c.reason == "Unschedulable"
+                   for x in items for c in (x.status.conditions or []))
+
+    kube.wait_until("pods", unschedulable, timeout=30, namespace=p.namespace, label_selector=f"kilocard.io/model={BIG}")
+    stuck = capacity.room(snap(kube, p.namespace), BIG, losing_nodes=(), namespace=p.namespace)
+    assert not stuck.ok and stuck.reason.startswith(f"{BIG}: now, ") and "fragmentation" in stuck.reason
+    # One batch job ends: the probe now finds room, and the scheduler places the replacement there.
+    kube.delete_pod(p.namespace, "batch-0", grace_seconds=0)  # grace 0: gone when the call returns
+    fixed = capacity.room(snap(kube, p.namespace), BIG, losing_nodes=(), namespace=p.namespace)
+    assert fixed.ok, fixed.reason
+    if fixed.details["moves"]:  # else the scheduler was quicker than our snapshot: bound already
+        assert fixed.details["moves"] == {stuck.details["unplaced"]: spares[0]}
+    replicas = wait_ready(kube, p.namespace, BIG, 2)
+    assert spares[0] in {x.spec.node_name for x in replicas}
+
+
 def test_capacity_covers_demand_until_the_fleet_is_too_small(kube, pool):
     p = pool(2)
     fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)

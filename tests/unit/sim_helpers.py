@@ -33,7 +33,7 @@ def quantile(q: float, bounds: tuple[float, ...], cumulative: list[float], total
     """histogram_quantile as Prometheus computes it (linear within the bucket)."""
     rank = q * total
     lower, below = 0.0, 0.0
-    for bound, count in zip(bounds, cumulative):
+    for bound, count in zip(bounds, cumulative, strict=True):
         if count >= rank:
             return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
         lower, below = bound, count

@@ -2,7 +2,7 @@
 
 import pytest
 
-from probes import capacity, placement, tp_groups
+from probes import capacity, placement, snapshot, tp_groups
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
 
 
@@ -161,3 +161,58 @@ def test_recovery_is_complete_only_with_the_slo_back():
     late = with_slo(events, t0, 5, 1, slo_back)
     assert not late.ok and late.reason == "SLO back after 6.0 s, over the 5 s budget"
     assert late.details["replicas"][0]["ready"] == 2.0
+
+
+def test_snapshot_from_api_json_counts_every_pods_cards_and_reads_tolerations():
+    def raw_pod(name, node_name, cards, labels=None, phase="Running", **spec):
+        return {"metadata": {"namespace": "ns", "name": name, "uid": f"u-{name}", "labels": labels or {}},
+                "spec": {"nodeName": node_name, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(cards)}}}],
+                         **spec},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    raw_node = {"metadata": {"name": "a", "labels": {}}, "spec": {"taints": [{"key": "pool", "value": "p", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"nvidia.com/gpu": "8"}, "capacity": {"nvidia.com/gpu": "8"},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}
+    pods = [raw_pod("m1", "a", 4, {"kilocard.io/model": "m"}, tolerations=[{"key": "pool", "operator": "Exists"}]),
+            raw_pod("batch", "a", 3),  # no model, still holds cards
+            raw_pod("done", "a", 8, phase="Succeeded")]  # finished: holds nothing
+    s = snapshot.build(pods, [raw_node])
+    assert [p.name for p in s.pods] == ["m1"] and s.pods[0].ready
+    assert s.nodes[0].cards_in_use == 7 and s.nodes[0].cards_free == 1 and s.nodes[0].taints == ("pool=p:NoSchedule",)
+    assert s.pods[0].tolerates("pool=p:NoSchedule") and not s.pods[0].tolerates("other=:NoExecute")
+
+
+def test_room_to_reschedule_a_lost_replica_and_fragmentation_named():
+    hostname = ("kubernetes.io/hostname",)
+
+    def tp8(name, node_name):
+        return pod(name, node_name, required=hostname, cards=8)
+
+    def with_use(n, used):
+        return NodeView(n.name, n.labels, cards_capacity=8, cards_allocatable=8, cards_in_use=used)
+
+    big = (tp8("r1", "a"), tp8("r2", "b"))
+    spare = ClusterSnapshot(big, (with_use(node("a"), 8), with_use(node("b"), 8), with_use(node("c"), 0)))
+    verdict = capacity.room(spare, "m")
+    assert verdict.ok and verdict.details["pods_to_place"] == 1, verdict.reason
+    assert capacity.room(spare, "m", losing_nodes=("a",)).details["moves"] == {"ns/r1": "c"}
+    # Two spare nodes with 4 cards free each: 8 cards free, none able to take a TP=8 pod.
+    fragmented = ClusterSnapshot(big, (with_use(node("a"), 8), with_use(node("b"), 8),
+                                       with_use(node("c"), 4), with_use(node("d"), 4)))
+    verdict = capacity.room(fragmented, "m")
+    assert not verdict.ok and "8 cards free on 2 eligible nodes but at most 4 on any one: fragmentation" in verdict.reason
+    # Room that anti-affinity forbids is no room; nor is a cordoned or NotReady node.
+    crowded = ClusterSnapshot(big + (tp8("r3", "c"),), (with_use(node("a"), 8), with_use(node("b"), 8),
+                                                         with_use(node("c"), 0)))
+    assert not capacity.room(crowded, "m", losing_nodes=("a",)).ok
+    cordoned = NodeView("c", node("c").labels, unschedulable=True, cards_capacity=8, cards_allocatable=8)
+    verdict = capacity.room(ClusterSnapshot(big, (node("a"), node("b"), cordoned)), "m", losing_nodes=("a",))
+    assert not verdict.ok and verdict.reason.endswith("only 0 cards free on 0 eligible nodes (others: 1 anti-affinity, 1 cordoned)")
+    tainted = NodeView("c", node("c").labels, taints=("gpu-error=fatal:NoSchedule",), cards_capacity=8, cards_allocatable=8)
+    verdict = capacity.room(ClusterSnapshot(big, (node("a"), node("b"), tainted)), "m", losing_nodes=("a",))
+    assert not verdict.ok and "1 taint gpu-error=fatal:NoSchedule" in verdict.reason
+    assert "no replica at all" in capacity.room(spare, "nothing").reason
+    # A replica already Pending needs room too, lost node or not.
+    pending = ClusterSnapshot(big + (tp8("r3", None),), fragmented.nodes)
+    verdict = capacity.room(pending, "m")
+    assert not verdict.ok and verdict.reason.startswith("m: now, ns/r3 (8 cards) has nowhere to go"), verdict.reason

@@ -1,7 +1,7 @@
 import pytest
 
-from testbed.simulator import model as m
 from chaos.agent.protocol import FaultError, validate
+from testbed.simulator import model as m
 from testbed.simulator.world import World
 from tests.unit.sim_helpers import pod, quantile, world_with
 
