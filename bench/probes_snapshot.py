@@ -1,4 +1,4 @@
-"""Placement + TP groups + capacity over the 1024-card testbed: wall time and API calls.
+"""Placement + TP groups + capacity (+ room to reschedule) over the 1024-card testbed: wall time and API calls.
 
     .venv/bin/python bench/probes_snapshot.py [--port-base 26443] [--repeat 20]
 
@@ -40,12 +40,13 @@ def main() -> None:
                 verdicts = [placement.anti_affinity(s, m) for m in s.models()]
                 verdicts.append(tp_groups.check(s))
                 verdicts.append(capacity.fits(s, "llama-3-70b", demand))
+                verdicts.append(capacity.room(s, "llama-3-70b"))  # N+1: the loss of each of its nodes
                 times.append(time.perf_counter() - started)
                 calls.append(tb.apiserver_requests(("pods", "nodes"), ("LIST",), "cluster") - before)
             print(f"{len(s.nodes)} nodes, {sum(n.cards_capacity for n in s.nodes)} cards, {len(s.pods)} replica pods")
             for v in verdicts:
                 print(f"  {'ok    ' if v.ok else 'FAILED'} {v.reason}")
-            print(f"placement + TP + capacity: median {statistics.median(times) * 1000:.0f} ms, "
+            print(f"placement + TP + capacity + room: median {statistics.median(times) * 1000:.0f} ms, "
                   f"max {max(times) * 1000:.0f} ms over {args.repeat} runs (goal <= 200 ms); "
                   f"apiserver LIST pods+nodes per run: median {statistics.median(calls):.0f}, max {max(calls):.0f} "
                   "(goal <= 2; the counter also sees other clients' lists)")
