@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos import inject, ledger
+from chaos import ledger, plan
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from chaos.kube import Kube, pod_ready
@@ -40,7 +40,7 @@ def ready_again(kube: Kube, replicas: int) -> None:
 def kill_ours(kube: Kube, n: int, run: int) -> None:
     ctx = Context(kube, AgentClient(kube), f"bench-{run}", say=lambda _m: None)
     with tempfile.TemporaryDirectory() as d:
-        injection = inject.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
+        injection = plan.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
                                   {"kind": "pod-kill", "namespace": NAMESPACE, "label_selector": SELECTOR,
                                    "count": n, "seed": run, "grace_seconds": 0})
     assert len(injection.records) == n and not injection.failed

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos import inject, ledger
+from chaos import ledger, plan
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from chaos.kube import Kube, pod_ready
@@ -37,7 +37,7 @@ def kill(kube: Kube, n: int, tag: str) -> float:
     ctx = Context(kube, AgentClient(kube), f"bench-{tag}", say=lambda _m: None)
     with tempfile.TemporaryDirectory() as d:
         fault_at = time.time()
-        inject.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
+        plan.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
                       {"kind": "pod-kill", "namespace": NS, "label_selector": SELECTOR, "count": n, "grace_seconds": 0})
     return fault_at
 

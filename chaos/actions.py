@@ -1,21 +1,22 @@
-"""Chaos Toolkit actions: one thin wrapper per fault kind over chaos.inject, plus the rollback
+"""Chaos Toolkit actions: one thin wrapper per fault kind over chaos.plan, plus the rollback
 that reverts them. No `from __future__ import annotations` here: chaostoolkit's discovery reads
 the real annotations to describe arguments.
 
 Configuration keys (all optional): `kilocard_run_id` (else $KILOCARD_RUN_ID, else one per
-process), `kilocard_kubeconfig`, `kilocard_context`, `kilocard_ledger_dir`. Every fault lands in
-the run's write-ahead ledger, so `revert_faults` (or `kilocard recover --run ID`) undoes it.
+process), `kilocard_kubeconfig`, `kilocard_context`, `kilocard_ledger_dir`, `kilocard_card_resource`.
+Every fault lands in the run's write-ahead ledger, so `revert_faults` (or `kilocard recover --run ID`) undoes it.
 """
 
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from chaos import inject, ledger
+from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.kube import Kube
+from chaos.vocabulary import local_testbed_kubeconfig
 
 __all__ = [
     "apply_fault",
@@ -40,16 +41,18 @@ _PROCESS_RUN_ID = ledger.new_run_id()
 def _session(configuration: Optional[Dict[str, Any]]) -> tuple:
     cfg = configuration or {}
     run_id = cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
-    kube = Kube.from_kubeconfig(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"))
+    kube = Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
     directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else None
-    return Context(kube, AgentClient(kube), run_id, say=lambda _m: None), ledger.Ledger(run_id, kube, directory)
+    ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None,
+                  card_resource=cfg.get("kilocard_card_resource", "nvidia.com/gpu"))
+    return ctx, ledger.Ledger(run_id, kube, directory)
 
 
 def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Apply any kilocard fault given as data (`kind` plus its fields); return its records."""
     ctx, book = _session(configuration)
     try:
-        injection = inject.inject(ctx, book, fault, where=f"fault {fault.get('kind', '?')}")
+        injection = plan.inject(ctx, book, fault, where=f"fault {fault.get('kind', '?')}")
     finally:
         ctx.kube.close()
     if injection.failed:
@@ -61,7 +64,7 @@ def revert_faults(configuration: Optional[Dict[str, Any]] = None) -> List[Dict[s
     """Rollback: revert every fault this run still has open (ledger and in-cluster markers)."""
     ctx, book = _session(configuration)
     try:
-        reverted, left = inject.recover(ctx, book.dir, book.run_id)
+        reverted, left = revert.recover(ctx, book.dir, book.run_id)
     finally:
         ctx.kube.close()
     if left:

@@ -1,25 +1,61 @@
-"""The errors kilocard raises on purpose.
+"""The errors kilocard raises on purpose, and the exit codes they map to.
 
     KilocardError                 anything kilocard reports as a one-line message
-    ├── SpecError                 bad input: names the file/flag and field, nothing was applied
+    ├── SpecError                 bad input: names the file/flag, entry and field; nothing was applied (exit 2)
+    │   └── TargetConflict        the target is held by another open run that this kind cannot stack with
+    ├── ApplyError                a fault could not be applied (exit 1)
+    ├── RevertError               a fault could not be reverted: operator action needed (exit 4)
+    ├── Aborted                   a stop condition or a signal ended the run early (exit 3)
     └── KubeError                 the Kubernetes API refused or failed a call
         ├── NotFound              404
         ├── Conflict              409 (already exists, resourceVersion clash)
         └── TooManyRequests       429 (rate limit, or an eviction blocked by a PodDisruptionBudget)
 
-The CLI prints `kilocard: <message>` and exits non-zero for every KilocardError; anything else
-is a bug and keeps its traceback.
+The CLI prints `kilocard: <message>` and exits with `exit_code(error)`; anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Exit codes of every kilocard command (a run, a fault, a recover)."""
+
+    PASSED = 0
+    FAILED = 1  # a hypothesis deviated, a probe failed, or a fault could not be applied
+    INVALID = 2  # invalid input: nothing was applied
+    ABORTED = 3  # a stop condition (or a signal) ended the run; its faults were reverted
+    REVERT_INCOMPLETE = 4  # some fault is still in place: run `kilocard recover`
 
 
 class KilocardError(Exception):
     """An error with a message meant for the user."""
 
+    exit = Exit.FAILED
+
 
 class SpecError(KilocardError):
-    """Invalid input. The message names where (file, flag) and which field."""
+    """Invalid input. The message names where (file, flag, entry) and which field."""
+
+    exit = Exit.INVALID
+
+
+class TargetConflict(SpecError):
+    """Another open run holds the target in a way this fault cannot share."""
+
+
+class ApplyError(KilocardError):
+    exit = Exit.FAILED
+
+
+class RevertError(KilocardError):
+    exit = Exit.REVERT_INCOMPLETE
+
+
+class Aborted(KilocardError):
+    exit = Exit.ABORTED
 
 
 class KubeError(KilocardError):
@@ -41,3 +77,7 @@ class Conflict(KubeError):
 
 class TooManyRequests(KubeError):
     pass
+
+
+def exit_code(error: KilocardError) -> int:
+    return int(error.exit)

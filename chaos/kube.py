@@ -15,11 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import incluster_config
 from kubernetes.dynamic import DynamicClient
 from tenacity import (
     RetryCallState,
@@ -29,11 +31,12 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from chaos.errors import Conflict, KubeError, NotFound, TooManyRequests
+from chaos.errors import Conflict, KubeError, NotFound, SpecError, TooManyRequests
 
 T = TypeVar("T")
 A = TypeVar("A")
 FIELD_MANAGER = "kilocard"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Requests in flight at once for batched calls: bounded, enough to keep a busy apiserver fed; the
 # connection pool matches it (a request beyond the pool opens, and then drops, a TLS connection).
 MAX_IN_FLIGHT = 64
@@ -105,11 +108,43 @@ class Kube:
         cls, path: str | os.PathLike[str] | None = None, context: str | None = None, pool: int = MAX_IN_FLIGHT
     ) -> Kube:
         configuration = client.Configuration()
-        config.load_kube_config(
-            config_file=str(path) if path else None, context=context, client_configuration=configuration
-        )
+        try:
+            config.load_kube_config(
+                config_file=str(path) if path else None, context=context, client_configuration=configuration
+            )
+        except (config.ConfigException, OSError) as exc:
+            raise SpecError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'}: {exc}") from None
         configuration.connection_pool_maxsize = pool
         return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls, account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR, pool: int = MAX_IN_FLIGHT) -> Kube:
+        """The pod's ServiceAccount (a runner Job, the reaper CronJob): the token and CA that
+        Kubernetes mounts, and KUBERNETES_SERVICE_HOST/PORT. The token is re-read as it rotates."""
+        configuration = client.Configuration()
+        account = Path(account_dir)
+        try:
+            incluster_config.InClusterConfigLoader(str(account / "token"), str(account / "ca.crt")).load_and_set(
+                configuration)
+        except config.ConfigException as exc:
+            raise SpecError(f"in-cluster configuration ({account}): {exc}") from None
+        configuration.connection_pool_maxsize = pool
+        return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
+                fallback: str | os.PathLike[str] | None = None) -> Kube:
+        """The cluster the user means: `kubeconfig` if given, else $KUBECONFIG or ~/.kube/config,
+        else the pod's ServiceAccount when running in a cluster, else `fallback` (the local testbed's
+        kubeconfig), else a SpecError saying what was tried."""
+        if kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file():
+            return cls.from_kubeconfig(kubeconfig, context)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return cls.in_cluster(os.environ.get("KILOCARD_SERVICE_ACCOUNT_DIR", SERVICE_ACCOUNT_DIR))
+        if fallback and Path(fallback).is_file():
+            return cls.from_kubeconfig(fallback, context)
+        raise SpecError("no cluster: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, run in a pod, "
+                        "or start the local testbed ('kilocard testbed up')")
 
     def close(self) -> None:
         if self._batch_pool is not None:
@@ -223,8 +258,28 @@ class Kube:
     def create_node(self, body: dict[str, Any]) -> client.V1Node:
         return self._call(f"create node {body['metadata']['name']}", self.core.create_node, body)
 
-    def patch_node(self, name: str, patch: dict[str, Any]) -> client.V1Node:
+    def patch_node(self, name: str, patch: dict[str, Any], resource_version: str | None = None) -> client.V1Node:
+        """Strategic-merge patch; with `resource_version`, only if the node has not changed since
+        it was read (else Conflict: read again and recompute)."""
+        if resource_version is not None:
+            patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
         return self._call(f"patch node {name}", self.core.patch_node, name, patch)
+
+    def update_node(self, name: str, change: Callable[[client.V1Node], dict[str, Any] | None],
+                    attempts: int = 20) -> client.V1Node | None:
+        """Read-modify-write with optimistic concurrency: `change(node)` returns the patch to make
+        from what it read (None: nothing to do); the patch carries the resourceVersion it was
+        computed from, and a 409 (someone wrote in between) reads and recomputes."""
+        for _ in range(attempts):
+            node = self.read_node(name)
+            patch = change(node)
+            if patch is None:
+                return node
+            try:
+                return self.patch_node(name, patch, node.metadata.resource_version)
+            except Conflict:
+                continue
+        raise Conflict(f"patch node {name}: still conflicting after {attempts} attempts", status=409)
 
     def patch_node_status(self, name: str, patch: dict[str, Any]) -> client.V1Node:
         return self._call(f"patch node {name} status", self.core.patch_node_status, name, patch)
@@ -333,12 +388,17 @@ class Kube:
         self._call(f"delete pod {namespace}/{name}", self._send, "DELETE",
                    f"/api/v1/namespaces/{namespace}/pods/{name}", body)
 
-    def evict_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
+    def evict_pod(self, namespace: str, name: str, uid: str | None = None, grace_seconds: int | None = None) -> None:
         """Evict through the Eviction API; TooManyRequests means a PDB (or rate limit) refused it."""
         body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
                                 "metadata": {"name": name, "namespace": namespace}}
+        options: dict[str, Any] = {}
         if uid:
-            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+            options["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
+        if options:
+            body["deleteOptions"] = options
         self._call(f"evict pod {namespace}/{name}", self._send, "POST",
                    f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body, retry_429=False)
 

@@ -6,7 +6,7 @@ is reverted, in two places:
   `kilocard.io/run-id`), one key per fault holding its latest record, so `kilocard recover` works
   from another machine with nothing but a kubeconfig.
 
-A record: {run_id, fault_id, kind, target, state, undo, expires_at, at}. States: recorded ->
+A record: {run_id, fault_id, kind, target, state, undo, expires_at, at, applied_at}. States: recorded ->
 applied -> reverted (or failed: the apply raised; it is still reverted, since it may have half-
 happened). `undo` is what the fault's revert needs and nothing else.
 """
@@ -26,10 +26,9 @@ from typing import Any
 from chaos.agent.protocol import iso
 from chaos.errors import KubeError, NotFound, SpecError
 from chaos.kube import Kube
+from chaos.vocabulary import LEDGER_LABEL, RUN_LABEL, SYSTEM_NAMESPACE
 
-NAMESPACE = "kilocard-system"
-LEDGER_LABEL = "kilocard.io/ledger"
-RUN_LABEL = "kilocard.io/run-id"
+NAMESPACE = SYSTEM_NAMESPACE
 OPEN_STATES = ("recorded", "applied", "failed")
 STATE_ORDER = {"recorded": 0, "applied": 1, "failed": 2, "reverted": 3}
 _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
@@ -64,6 +63,7 @@ class Record:
     undo: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     at: str = ""
+    applied_at: float = 0.0  # epoch seconds when the apply returned (0: not applied)
 
     @property
     def open(self) -> bool:
@@ -174,9 +174,9 @@ def read_cluster(kube: Kube, run_id: str | None = None) -> list[Record]:
     return records
 
 
-def open_records(kube: Kube | None, directory: Path | None, run_id: str | None = None) -> list[Record]:
-    """Open faults from the cluster markers and the local files (None: markers only); the newer
-    record of a fault wins."""
+def records(kube: Kube | None, directory: Path | None, run_id: str | None = None) -> list[Record]:
+    """The latest record of every fault, from the cluster markers and the local files (None:
+    markers only); the newer record of a fault wins."""
     found: dict[tuple[str, str], Record] = {}
     if directory is None:
         paths = []
@@ -189,4 +189,15 @@ def open_records(kube: Kube | None, directory: Path | None, run_id: str | None =
         key = (r.run_id, r.fault_id)
         if key not in found or (r.at, STATE_ORDER[r.state]) >= (found[key].at, STATE_ORDER[found[key].state]):
             found[key] = r
-    return sorted((r for r in found.values() if r.open), key=lambda r: (r.run_id, r.fault_id))
+    return sorted(found.values(), key=lambda r: (r.run_id, r.fault_id))
+
+
+def open_records(kube: Kube | None, directory: Path | None, run_id: str | None = None) -> list[Record]:
+    """The faults still open (see `records`)."""
+    return [r for r in records(kube, directory, run_id) if r.open]
+
+
+def last_applied(kube: Kube | None, directory: Path | None, run_id: str) -> float | None:
+    """When the run's most recent fault was applied (epoch seconds): where a recovery is timed from."""
+    times = [r.applied_at for r in records(kube, directory, run_id) if r.applied_at]
+    return max(times) if times else None

@@ -13,11 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import SpecError
+from chaos.errors import KubeError, SpecError
 from chaos.kube import Kube
-
-GROUP_LABELS = ("kilocard.io/tp-group", "leaderworkerset.sigs.k8s.io/group-key")
-RANK_LABELS = ("apps.kubernetes.io/pod-index", "leaderworkerset.sigs.k8s.io/worker-index")
+from chaos.vocabulary import group_of
 
 
 @dataclass(frozen=True)
@@ -28,13 +26,6 @@ class PodRef:
     node: str | None
     group: str
     rank: int
-
-
-def group_of(namespace: str, name: str, labels: dict[str, str]) -> tuple[str, int]:
-    """(TP group key, rank): a labelled group, else the pod alone (rank 0)."""
-    group = next((labels[k] for k in GROUP_LABELS if labels.get(k)), None)
-    rank = next((int(labels[k]) for k in RANK_LABELS if str(labels.get(k, "")).isdigit()), 0)
-    return f"{namespace}/{group or name}", rank
 
 
 def pod_ref(pod: dict[str, Any]) -> PodRef:
@@ -57,10 +48,26 @@ def sample(items: list[Any], n: int, seed: int | None) -> list[Any]:
     return random.Random(seed).sample(items, min(n, len(items)))
 
 
+def refused_selector(exc: KubeError, where: str, field_name: str) -> KubeError | SpecError:
+    """A selector the apiserver cannot parse (400) is bad input, named by its field."""
+    if exc.status == 400:
+        return SpecError(f"{where}.{field_name}: the cluster refused it ({exc})")
+    return exc
+
+
 def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
-              field_selector: str | None) -> list[PodRef]:
+              field_selector: str | None, where: str = "fault") -> list[PodRef]:
     """Pods matching the selectors, not terminating, sorted by (namespace, name)."""
-    pods = kube.list_pods_raw(namespace, label_selector, field_selector)
+    try:
+        pods = kube.list_pods_raw(namespace, label_selector, field_selector)
+    except KubeError as exc:
+        if exc.status != 400 or not (label_selector and field_selector):
+            raise refused_selector(exc, where, "label_selector" if label_selector else "field_selector") from None
+        try:  # both given: find which one the apiserver refused
+            kube.list_pods_raw(namespace, label_selector, None)
+        except KubeError:
+            raise refused_selector(exc, where, "label_selector") from None
+        raise refused_selector(exc, where, "field_selector") from None
     alive = [pod_ref(p) for p in pods if not p["metadata"].get("deletionTimestamp")
              and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
     return sorted(alive, key=lambda p: (p.namespace, p.name))
@@ -79,7 +86,7 @@ class NodeSelection:
 
 def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
     if selection.names:
-        existing = {n.metadata.name for n in kube.list_nodes()}
+        existing = {n["metadata"]["name"] for n in kube.list_nodes_raw()}
         missing = [n for n in selection.names if n not in existing]
         if missing:
             raise SpecError(f"{where}.nodes: no such node: {', '.join(missing)}")
@@ -87,7 +94,10 @@ def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
         if selection.count is None and selection.percent is None:
             return pool
     else:
-        pool = sorted(n.metadata.name for n in kube.list_nodes(selection.selector))
+        try:
+            pool = sorted(n["metadata"]["name"] for n in kube.list_nodes_raw(selection.selector))
+        except KubeError as exc:
+            raise refused_selector(exc, where, "node_selector") from None
     return sorted(sample(pool, how_many(len(pool), selection.count, selection.percent, where), selection.seed))
 
 

@@ -3,28 +3,36 @@ dict. Tolerance: {type: regex, target: verdict, pattern: "^ok$"} (built in; no e
 No `from __future__ import annotations`: discovery reads the real annotations.
 
 Configuration keys (optional): `kilocard_kubeconfig`, `kilocard_context`,
-`kilocard_card_resource`, `kilocard_prometheus_url` (default http://127.0.0.1:6450, the testbed's).
+`kilocard_card_resource`, `kilocard_prometheus_url` (default http://127.0.0.1:6450, the testbed's),
+`kilocard_run_id` and `kilocard_ledger_dir` (where an SLO probe reads when the run's fault was
+applied, unless given `fault_at`), `kilocard_scrape_interval` (seconds; else read from Prometheus).
 """
 
+import os
+import time
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from chaos import ledger
 from chaos.kube import Kube
+from chaos.vocabulary import local_testbed_kubeconfig
 from probes import capacity, placement, remediation, slo, snapshot, tp_groups
+from probes.errors import ProbeError
 
 __all__ = [
     "capacity_fits",
-    "room_to_reschedule",
     "placement_holds",
     "remediated_within",
+    "room_to_reschedule",
+    "slo_recovered_within",
+    "slo_under",
     "tp_groups_whole",
-    "ttft_p95_recovered_within",
-    "ttft_p95_under",
 ]
 
 
 def _kube(cfg: Optional[Dict[str, Any]]) -> Kube:
     cfg = cfg or {}
-    return Kube.from_kubeconfig(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"))
+    return Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
 
 
 def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapshot.ClusterSnapshot:
@@ -35,8 +43,11 @@ def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapsh
         kube.close()
 
 
+PROMETHEUS_URL = "http://127.0.0.1:6450"  # the local testbed's
+
+
 def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
-    return slo.connect((cfg or {}).get("kilocard_prometheus_url", "http://127.0.0.1:6450"))
+    return slo.connect((cfg or {}).get("kilocard_prometheus_url", PROMETHEUS_URL))
 
 
 def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", namespace: str = None,
@@ -71,20 +82,67 @@ def room_to_reschedule(model: str, losing_nodes: List[str] = None, namespace: st
     return capacity.room(_snapshot(configuration, namespace), model, lost, namespace=namespace).to_json()
 
 
-def ttft_p95_under(model: str, threshold: float = 0.5, namespace: str = None, window: str = "1m",
-                   configuration: Dict[str, Any] = None) -> Dict[str, Any]:
-    """P95 time to first token of a model is under the threshold now (no samples: not healthy)."""
-    prom = _prom(configuration)
-    return slo.under(prom, slo.p95_ttft(prom, model, namespace, window), threshold).to_json()
+def _indicator(prom: Any, indicator: str, model: str, namespace: Optional[str], window: str,
+               per: str, query: Optional[str]) -> slo.Indicator:
+    if per not in ("replica", "model"):
+        raise ProbeError(f"per: expected 'replica' or 'model', got {per!r}")
+    return slo.indicator(prom, indicator, model, namespace, window, by="pod" if per == "replica" else None,
+                         query=query)
 
 
-def ttft_p95_recovered_within(model: str, deadline: float, threshold: float = 0.5, hold: float = 10.0,
-                              namespace: str = None, window: str = "30s",
-                              configuration: Dict[str, Any] = None) -> Dict[str, Any]:
-    """P95 TTFT back under the threshold and held `hold` s, within `deadline` s."""
+def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, per: str = "replica",
+              namespace: str = None, window: str = "1m", query: str = None,
+              configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """The indicator (ttft_p95, itl_p95, error_ratio, promql) is under the threshold now, for the
+    worst replica (per: replica) or the model (per: model); no samples is not healthy."""
     prom = _prom(configuration)
-    return slo.recovered_within(prom, slo.p95_ttft(prom, model, namespace, window), threshold, hold,
-                                deadline).to_json()
+    return slo.under(prom, _indicator(prom, indicator, model, namespace, window, per, query), threshold).to_json()
+
+
+def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95", threshold: float = 0.5,
+                         hold: float = 10.0, per: str = "replica", expect_impact: bool = True,
+                         namespace: str = None, window: str = "30s", query: str = None, fault_at: float = None,
+                         configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """After the fault (`fault_at`, else when the run's last fault was applied, from its ledger):
+    with `expect_impact`, the indicator breaches the threshold and comes back under it, held
+    `hold` s, within `deadline` s of the fault; never judged healthy before the metric could show
+    the fault (rate window + scrape interval). "No impact observed" is its own outcome, not a pass."""
+    cfg = configuration or {}
+    prom = _prom(cfg)
+    ind = _indicator(prom, indicator, model, namespace, window, per, query)
+    if fault_at is None:
+        fault_at = _fault_time(cfg)
+    scrape = float(cfg["kilocard_scrape_interval"]) if cfg.get("kilocard_scrape_interval") else slo.scrape_interval(
+        cfg.get("kilocard_prometheus_url", PROMETHEUS_URL), _job(prom, ind))
+    recovery = slo.Recovery(threshold, deadline, hold, ind.window_seconds + scrape, expect_impact)
+    verdict = slo.recovered_within(prom, ind, fault_at, recovery, interval=min(scrape, 5.0))
+    return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
+
+
+def _fault_time(cfg: Dict[str, Any]) -> float:
+    run_id = cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID")
+    if not run_id:
+        raise ProbeError("no fault_at given and no kilocard_run_id to read it from the ledger")
+    kube = _kube(cfg)
+    try:
+        directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()
+        at = ledger.last_applied(kube, directory, run_id)
+    finally:
+        kube.close()
+    if at is None:
+        raise ProbeError(f"run {run_id} has applied no fault yet: nothing to time a recovery from")
+    if at > time.time():
+        raise ProbeError(f"run {run_id}: fault applied in the future ({at}); check the clocks")
+    return at
+
+
+def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
+    """The scrape job behind the indicator's series, for its scrape interval."""
+    name = ind.query.split("rate(", 1)[-1].split("{", 1)[0] if "rate(" in ind.query else None
+    if not name:
+        return None
+    found = prom.custom_query(f"count by (job) ({name})")
+    return found[0]["metric"].get("job") if found else None
 
 
 def remediated_within(node: str, models: List[str], budget: float, namespace: str = None,

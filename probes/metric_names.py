@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from chaos.errors import KilocardError
+from probes.errors import ProbeError
 
 
-class MetricNotFound(KilocardError):
+class MetricNotFound(ProbeError):
     pass
 
 
@@ -31,9 +31,15 @@ def spellings(name: str) -> list[str]:
 
 def resolve(prom: Queryable, name: str, matchers: str = "") -> str:
     """The spelling of `name` that has series (optionally with extra label matchers)."""
-    for candidate in spellings(name):
+    return resolve_any(prom, (name,), matchers)
+
+
+def resolve_any(prom: Queryable, names: tuple[str, ...], matchers: str = "") -> str:
+    """The first of `names` (in any spelling) with series: the same indicator as vLLM names it,
+    its deprecated name, SGLang's. A model is served by whichever engine it is."""
+    tried = [candidate for name in names for candidate in spellings(name)]
+    for candidate in tried:
         selector = f'{{__name__="{candidate}"{"," + matchers if matchers else ""}}}'
         if prom.custom_query(f"count({selector})"):
             return candidate
-    raise MetricNotFound(f"no series named {' or '.join(spellings(name))}"
-                         f"{' with ' + matchers if matchers else ''} in Prometheus")
+    raise MetricNotFound(f"no series named {' or '.join(tried)}{' with ' + matchers if matchers else ''} in Prometheus")

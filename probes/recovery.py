@@ -9,10 +9,13 @@ import calendar
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chaos.kube import Kube, pod_ready
+from chaos.vocabulary import ready
 from probes.verdict import Verdict, failed, passed
+
+if TYPE_CHECKING:
+    from chaos.kube import Kube
 
 
 @dataclass(frozen=True)
@@ -25,14 +28,15 @@ class Event:
     api_at: float | None  # the API's own timestamp of the same transition, 1 s resolution
 
 
-def _ts(value: Any) -> float | None:
-    return calendar.timegm(value.utctimetuple()) if value is not None else None
+def _ts(value: str | None) -> float | None:
+    """An API timestamp (RFC 3339, whole seconds) as epoch seconds."""
+    return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))) if value else None
 
 
-def _condition_time(pod: Any, kind: str) -> float | None:
-    for c in pod.status.conditions or []:
-        if c.type == kind and c.status == "True":
-            return _ts(c.last_transition_time)
+def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return _ts(c.get("lastTransitionTime"))
     return None
 
 
@@ -56,30 +60,32 @@ class Recorder:
         self.stop.set()
         self.thread.join(timeout=35)
 
-    def _emit(self, phase: str, pod: Any, api_at: float | None) -> None:
-        phases = self.seen.setdefault(pod.metadata.uid, set())
+    def _emit(self, phase: str, pod: dict[str, Any], api_at: float | None) -> None:
+        meta = pod["metadata"]
+        phases = self.seen.setdefault(meta["uid"], set())
         if phase not in phases:
             phases.add(phase)
-            self.events.append(Event(time.time(), phase, pod.metadata.name, pod.metadata.uid, pod.spec.node_name,
-                                      api_at))
+            self.events.append(Event(time.time(), phase, meta["name"], meta["uid"],
+                                     (pod.get("spec") or {}).get("nodeName"), api_at))
 
     def _run(self) -> None:
-        for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop):
+        for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop, raw=True):
             if kind == "SYNC":
                 for pod in obj:  # what exists at the start is the "before", not an event
-                    self.seen[pod.metadata.uid] = {"created", "scheduled", "ready"} if pod_ready(pod) else {"created"}
+                    self.seen[pod["metadata"]["uid"]] = {"created", "scheduled", "ready"} if ready(pod) else {"created"}
                 self.synced.set()
                 continue
-            if kind == "DELETED" or obj.metadata.deletion_timestamp is not None:
+            meta = obj["metadata"]
+            if kind == "DELETED" or meta.get("deletionTimestamp"):
                 # deletionTimestamp is when the grace period ends, not when the delete came.
-                ends = _ts(obj.metadata.deletion_timestamp)
-                grace = obj.metadata.deletion_grace_period_seconds or 0
+                ends = _ts(meta.get("deletionTimestamp"))
+                grace = meta.get("deletionGracePeriodSeconds") or 0
                 self._emit("deleted", obj, ends - grace if ends is not None else None)
                 continue
-            self._emit("created", obj, _ts(obj.metadata.creation_timestamp))
-            if obj.spec.node_name:
+            self._emit("created", obj, _ts(meta.get("creationTimestamp")))
+            if (obj.get("spec") or {}).get("nodeName"):
                 self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
-            if pod_ready(obj):
+            if ready(obj):
                 self._emit("ready", obj, _condition_time(obj, "Ready"))
 
 

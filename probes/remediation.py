@@ -4,14 +4,15 @@ remediator) within budget, its pods moved off it, and the other replicas left he
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from chaos.kube import Kube
+from chaos.vocabulary import MODEL_LABEL, QUARANTINE_LABELS, QUARANTINE_TAINTS
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, NodeView
 from probes.verdict import Verdict, failed, passed
 
-QUARANTINE_TAINTS = ("nvidia.com/gpu-error",)  # NVSentinel's; others are a parameter
-QUARANTINE_LABELS = ("dgxc.nvidia.com/nvsentinel-state",)
+if TYPE_CHECKING:
+    from chaos.kube import Kube
 
 
 def is_quarantined(node: NodeView, taint_keys: tuple[str, ...] = QUARANTINE_TAINTS) -> bool:
@@ -43,7 +44,7 @@ def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namesp
     started = time.monotonic()
     deadline = started + budget
     verdict = failed(f"nothing observed within {budget:g} s")
-    for _kind, _obj in kube.events("pods", namespace, snap.MODEL_LABEL, until=deadline):
+    for _kind, _obj in kube.events("pods", namespace, MODEL_LABEL, until=deadline, raw=True):
         verdict = check(snap.fetch(kube, card_resource, namespace), node, models, namespace)
         if verdict.ok:
             return passed(f"{verdict.reason} after {time.monotonic() - started:.1f} s (budget {budget:g} s)",

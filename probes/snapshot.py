@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chaos.kube import Kube
-from chaos.targets import group_of
+from chaos.vocabulary import MODEL_LABEL, group_of, ready
 
-MODEL_LABEL = "kilocard.io/model"
+if TYPE_CHECKING:
+    from chaos.kube import Kube
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,6 @@ class ClusterSnapshot:
         return sorted({p.model for p in self.pods})
 
 
-def _ready(obj: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
-
-
 def _cards(pod: dict[str, Any], card_resource: str) -> int:
     """Cards a pod holds: an extended resource's limit (requests, if given, equal it)."""
     total = 0
@@ -111,7 +106,7 @@ def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
     deleting = bool(meta.get("deletionTimestamp"))
     return PodView(
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=spec.get("nodeName"),
-        model=labels[MODEL_LABEL], ready=_ready(pod) and not deleting, deleting=deleting,
+        model=labels[MODEL_LABEL], ready=ready(pod), deleting=deleting,
         cards=_cards(pod, card_resource), group=group, rank=rank, labels=dict(labels),
         required_anti_affinity=tuple(t["topologyKey"]
                                      for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
@@ -127,7 +122,7 @@ def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
 def node_view(node: dict[str, Any], card_resource: str, cards_in_use: int = 0) -> NodeView:
     spec, status = node.get("spec") or {}, node.get("status") or {}
     return NodeView(
-        name=node["metadata"]["name"], labels=dict(node["metadata"].get("labels") or {}), ready=_ready(node),
+        name=node["metadata"]["name"], labels=dict(node["metadata"].get("labels") or {}), ready=ready(node),
         unschedulable=bool(spec.get("unschedulable")),
         taints=tuple(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in spec.get("taints") or []),
         cards_allocatable=int((status.get("allocatable") or {}).get(card_resource, 0)),

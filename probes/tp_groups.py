@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from chaos.vocabulary import GROUP_SIZE_LABEL, TP_SIZE_LABEL
 from probes.snapshot import ClusterSnapshot, PodView
 from probes.verdict import Verdict, failed, passed
 
@@ -20,8 +21,8 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
     problems: list[str] = []
     for key, members in sorted(groups.items()):
         lead = members[0]
-        tp = int(lead.labels.get("kilocard.io/tp-size", sum(m.cards for m in members) or 1))
-        size = int(lead.labels.get("kilocard.io/group-size", len(members)))
+        tp = int(lead.labels.get(TP_SIZE_LABEL, sum(m.cards for m in members) or 1))
+        size = int(lead.labels.get(GROUP_SIZE_LABEL, len(members)))
         nodes = {m.node for m in members if m.node}
         if tp <= cards_per_node and len(nodes) > 1:
             problems.append(f"{key}: TP={tp} fits one node but spans {', '.join(sorted(nodes))}")

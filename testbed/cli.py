@@ -149,8 +149,3 @@ def cmd_status(args: argparse.Namespace) -> int:
         console.print("[red]testbed not running[/]: some processes are dead; 'kilocard testbed down' clears it")
     return 0 if status["running"] else 3
 
-
-def local_kubeconfig() -> str | None:
-    """The running local testbed's kubeconfig: the toolkit's embedded default cluster."""
-    testbed = Testbed.from_state(default_state_dir())
-    return str(testbed.paths.kubeconfig) if testbed is not None and testbed.running() else None

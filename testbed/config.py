@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import socket
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
+from chaos.vocabulary import local_testbed_state
 
 # An extended resource is <domain>/<name>; kubernetes.io domains are reserved for native resources.
 _RESOURCE = re.compile(r"^(?=.{1,253}/)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}"  # domain prefix
@@ -21,7 +21,7 @@ MAX_CARDS_PER_NODE = 64
 
 
 def default_state_dir() -> Path:
-    return Path(os.environ.get("KILOCARD_STATE", Path.home() / ".local" / "state" / "kilocard" / "testbed"))
+    return local_testbed_state()
 
 
 def _default_advertise_address() -> str:

@@ -18,10 +18,10 @@ import yaml
 
 from chaos.errors import KilocardError, SpecError
 from chaos.kube import Kube, pod_ready
+from chaos.vocabulary import MODEL_LABEL
 
 MANIFESTS = Path(__file__).parent / "manifests" / "fleet"
 DEFAULT_NAMESPACE = "kilocard-fleet"
-MODEL_LABEL = "kilocard.io/model"
 POOL_LABEL = "kilocard.io/pool"
 Manifest = dict[str, Any]
 

@@ -3,7 +3,7 @@ once at start (never a shell string); every value in it passed the protocol's va
 
     bandwidth   tc qdisc replace dev IF root tbf rate <r>mbit ...        revert: tc qdisc del dev IF root
     delay       tc qdisc replace dev IF root netem delay <ms>ms ...     (refused where the kernel has no netem)
-    loss        nft: table inet kilocard_<id>, output chain, `numgen random mod 100 < p drop`
+    loss        nft: table inet kilocard_<id>, output chain, `numgen random mod 1000000 < p x 10^4 drop`
     partition   nft: table inet kilocard_<id>, input and output chains, `drop`
                 revert: nft delete table inet kilocard_<id>
     ecc, xid    dcgmi test --inject (field 311 volatile DBE / 310 SBE, 230 XID), re-injected every
@@ -27,6 +27,7 @@ from chaos.agent.protocol import FaultError
 ECC_FIELDS = {"dbe": 311, "sbe": 310}  # DCGM_FI_DEV_ECC_{DBE,SBE}_VOL_TOTAL
 XID_FIELD = 230  # DCGM_FI_DEV_XID_ERRORS
 NETEM_MISSING = "Specified qdisc kind is unknown"
+LOSS_SCALE = 1_000_000
 
 
 class CommandFailed(Exception):
@@ -168,8 +169,9 @@ class Backends:
             self._nft(fault, "add", "table", "inet", self._table(fault))
             try:
                 if kind == "loss":
-                    self._nft_rules(fault, "output", ["numgen", "random", "mod", "100", "<", str(int(p["percent"])),
-                                                      "drop"])
+                    # In millionths, so 0.5 % is 5000 of 1000000 rather than int(0.5) = 0 of 100.
+                    share = str(round(float(p["percent"]) * LOSS_SCALE / 100))
+                    self._nft_rules(fault, "output", ["numgen", "random", "mod", str(LOSS_SCALE), "<", share, "drop"])
                 else:
                     self._nft_rules(fault, "output", ["drop"])
                     self._nft_rules(fault, "input", ["drop"])

@@ -19,10 +19,11 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from chaos.agent.protocol import IDEMPOTENCY_HEADER
 from chaos.errors import KilocardError, NotFound, SpecError
 from chaos.kube import Kube
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
 
-ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
 AGENT_SELECTOR = "app.kubernetes.io/name=kilocard-agent"
 AGENT_PORT = 9470
 TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
@@ -39,6 +40,7 @@ class AgentClient:
         self.kube = kube
         self._token = token or os.environ.get("KILOCARD_AGENT_TOKEN")
         self.timeout = timeout
+        self._endpoints: dict[str, str] = {}
 
     @property
     def token(self) -> str:
@@ -51,24 +53,31 @@ class AgentClient:
         return self._token
 
     def endpoint(self, node: str) -> str:
+        if node not in self._endpoints:
+            self._endpoints[node] = self._find(node)
+        return self._endpoints[node]
+
+    def _find(self, node: str) -> str:
         try:
             annotations = self.kube.read_node(node).metadata.annotations or {}
         except NotFound:
             raise SpecError(f"node {node!r} not found") from None
-        endpoint = annotations.get(ENDPOINT_ANNOTATION)
+        endpoint = annotations.get(AGENT_ENDPOINT_ANNOTATION)
         if endpoint:
             return endpoint.rstrip("/")
         pods = self.kube.list_pods(TOKEN_SECRET[0], AGENT_SELECTOR, f"spec.nodeName={node}").items
         ready = [p for p in pods if p.status.host_ip and p.status.phase == "Running"]
         if not ready:
-            raise AgentError(f"node {node} has no kilocard agent (no annotation {ENDPOINT_ANNOTATION}, "
+            raise AgentError(f"node {node} has no kilocard agent (no annotation {AGENT_ENDPOINT_ANNOTATION}, "
                              f"no running agent pod in {TOKEN_SECRET[0]})")
         return f"http://{ready[0].status.host_ip}:{AGENT_PORT}"
 
-    def _request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    def _request(self, method: str, url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        if key:
+            headers[IDEMPOTENCY_HEADER] = key
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
 
         def send() -> tuple[int, Any]:
             try:
@@ -88,10 +97,12 @@ class AgentClient:
             raise AgentError(f"{method} {url}: {exc}") from None
 
     def create(self, endpoint: str, kind: str, target: dict[str, Any], params: dict[str, Any],
-               ttl_seconds: float, run_id: str) -> dict[str, Any]:
+               ttl_seconds: float, run_id: str, key: str | None = None) -> dict[str, Any]:
+        """Create a fault. With `key`, a request the agent has seen before (the reply was lost and
+        the request retried) returns the fault it created then (200) instead of a second one."""
         status, body = self._request("POST", f"{endpoint}/v1/faults", {
-            "kind": kind, "target": target, "params": params, "ttl_seconds": ttl_seconds, "run_id": run_id})
-        if status != 201:
+            "kind": kind, "target": target, "params": params, "ttl_seconds": ttl_seconds, "run_id": run_id}, key)
+        if status not in (200, 201):
             message = body.get("error", body) if isinstance(body, dict) else body
             raise AgentError(f"agent {endpoint} refused {kind}: {status} {message}", status)
         return dict(body)

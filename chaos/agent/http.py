@@ -8,13 +8,14 @@ import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from chaos.agent.protocol import VERSION, FaultError
+from chaos.agent.protocol import IDEMPOTENCY_HEADER, VERSION, FaultError
 
 MAX_BODY = 64 * 1024
 
 
 class FaultStore(Protocol):
-    def add(self, body: Any) -> dict[str, Any]: ...
+    def add(self, body: Any, key: str | None = None) -> tuple[int, dict[str, Any]]:
+        """(201, the new fault), or (200, the fault first created) for a key seen before."""
 
     def active(self) -> list[dict[str, Any]]: ...
 
@@ -74,7 +75,7 @@ class JsonHandler(BaseHTTPRequestHandler):
             return
         try:
             if rest == base and method == "POST":
-                self.send_json(201, store.add(self.read_json()))
+                self.send_json(*store.add(self.read_json(), self.headers.get(IDEMPOTENCY_HEADER) or None))
             elif rest == base and method == "GET":
                 self.send_json(200, {"faults": store.active()})
             elif rest.startswith(base + "/") and method == "DELETE":

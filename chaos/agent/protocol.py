@@ -4,6 +4,7 @@ sending it, so bad input is refused before anything is recorded or applied).
 
     POST /v1/faults  {"kind": <KINDS>, "target": {"card": 3} | {"interface": "eth0", "netns": "ns1"} | {},
                       "params": {...}, "ttl_seconds": 1..86400, "run_id": "..."}
+                     header Idempotency-Key: <run>/<fault id>  (a retry returns the same fault, 200)
 
 Network params: bandwidth {rate_mbit}; loss {percent}; delay {ms, jitter_ms}; loss and partition
 may be scoped with {cidrs: ["10.0.0.0/8"], ports: [443], protocol: "tcp"|"udp"}.
@@ -21,6 +22,8 @@ from typing import Any
 
 VERSION = "v1"
 MAX_TTL_SECONDS = 24 * 3600
+# A client's key for one fault request: the same key again returns the fault first created.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
 class FaultError(ValueError):

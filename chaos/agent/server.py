@@ -33,15 +33,18 @@ class Store:
         self.lock = threading.RLock()
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
+        self.by_key: dict[str, dict[str, Any]] = {}  # idempotency key -> the fault it created
         self.errors: list[str] = []
 
     # --- the FaultStore protocol -------------------------------------------------------------------
-    def add(self, body: Any) -> dict[str, Any]:
+    def add(self, body: Any, key: str | None = None) -> tuple[int, dict[str, Any]]:
         spec = validate(body)
         if spec["kind"] not in self.allow:
             raise FaultError("kind", f"{spec['kind']} is not allowlisted on this agent "
                                      f"(allowed: {', '.join(sorted(self.allow))})", status=403)
         with self.lock:
+            if key and key in self.by_key:
+                return 200, self.by_key[key]
             if spec["kind"] in ROOT_QDISC_KINDS:
                 place = (spec["target"].get("netns"), self.backends.interface(spec["target"]))
                 for other in self.faults.values():
@@ -55,8 +58,10 @@ class Store:
             except CommandFailed as exc:
                 raise FaultError("kind", f"could not apply: {exc}", status=500) from None
             self.faults[fault.id] = fault
+            if key:
+                self.by_key[key] = fault.to_json()
             self._save()
-            return fault.to_json()
+            return 201, fault.to_json()
 
     def active(self) -> list[dict[str, Any]]:
         with self.lock:

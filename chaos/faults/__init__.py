@@ -1,7 +1,9 @@
 """Fault kinds. Each module holds one kind: a frozen Spec, `parse` (plain data -> Spec, errors
-naming the field), `targets` (what the spec selects, as plain dicts), `prepare` (the state revert
-will need, read BEFORE anything changes, so the write-ahead ledger holds it), `apply` and `revert`
-side by side. Revert is idempotent and a vanished target counts as reverted.
+naming the field), `targets` (what the spec selects, as plain dicts), optionally `check` (what
+only the cluster can tell: card indices, agents, other runs holding the target; SpecError naming
+the field), `prepare` (the state revert will need, read BEFORE anything changes, so the
+write-ahead ledger holds it), `apply` and `revert` side by side. Revert is idempotent, undoes only
+what this run placed, and a vanished target counts as reverted.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ class Context:
     agents: AgentClient
     run_id: str
     say: Callable[[str], None] = print
+    card_resource: str = "nvidia.com/gpu"
+
+    def for_run(self, run_id: str) -> Context:
+        return Context(self.kube, self.agents, run_id, self.say, self.card_resource)
 
 
 def registry() -> dict[str, ModuleType]:

@@ -11,6 +11,7 @@ from chaos.errors import SpecError
 from chaos.targets import NodeSelection
 
 _MISSING = object()
+MAX_CARD = 1023
 
 
 class Fields:
@@ -71,6 +72,17 @@ class Fields:
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
             raise self._fail(name, "a non-empty list of strings", value)
         return value
+
+    def cards(self, name: str) -> tuple[int, ...]:
+        """A non-empty list of distinct card indices, in the order given."""
+        value = self._get(name, _MISSING)
+        if not isinstance(value, list) or not value or not all(
+                isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_CARD for c in value):
+            raise self._fail(name, f"a non-empty list of card indices (0 to {MAX_CARD})", value)
+        twice = sorted({c for c in value if value.count(c) > 1})
+        if twice:
+            raise SpecError(f"{self.where}.{name}: card {twice[0]} listed twice")
+        return tuple(value)
 
     def ttl(self) -> float:
         """Every revertible fault expires where it lives; a missing TTL is an error, not a default."""

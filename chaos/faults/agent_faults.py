@@ -13,13 +13,15 @@ validated here first, so bad input is refused before anything is recorded or sen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from chaos.agent import protocol
-from chaos.errors import SpecError
+from chaos.agent.client import AgentError
+from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context
-from chaos.faults._spec import Fields
+from chaos.faults._spec import MAX_CARD, Fields
 from chaos.targets import NodeSelection, select_nodes
 
 AGENT_KINDS = {
@@ -33,6 +35,7 @@ AGENT_KINDS = {
 }
 KINDS = tuple(AGENT_KINDS)
 REVERTIBLE = True
+ROOT_QDISC_KINDS = ("bandwidth", "delay")  # one root qdisc per interface: these cannot stack
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Spec:
     params: dict[str, Any]
     ttl_seconds: float
     allow_empty: bool
+    card_field: str = "cards"  # how the input named the cards, for error messages
 
 
 def parse(raw: Any, where: str) -> Spec:
@@ -54,17 +58,21 @@ def parse(raw: Any, where: str) -> Spec:
     selection = f.nodes()
     cards: tuple[int, ...] | None = None
     interface = netns = None
+    card_field = "cards"
     if protocol.KINDS[agent_kind]["target"] == "card":
         if f.has("card") == f.has("cards"):
             raise f._fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
-        cards = (f.int("card", high=1023),) if f.has("card") else tuple(_card_list(f))
+        if f.has("card"):
+            card_field, cards = "card", (f.int("card", high=MAX_CARD),)
+        else:
+            cards = f.cards("cards")
     else:
         interface = f.str("interface", None)
         netns = f.str("netns", None)
     params = raw.get("params", {})
     f.seen.add("params")
     spec = Spec(kind=kind, cards=cards, interface=interface, netns=netns, params=params, ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"), nodes=selection)
+                allow_empty=f.bool("allow_empty"), nodes=selection, card_field=card_field)
     f.done()
     for target in _agent_targets(spec):  # the agent's own rules, checked before anything is sent
         try:
@@ -72,15 +80,6 @@ def parse(raw: Any, where: str) -> Spec:
         except protocol.FaultError as exc:
             raise SpecError(f"{where}.{exc}") from None
     return spec
-
-
-def _card_list(f: Fields) -> list[int]:
-    value = f.raw["cards"]
-    f.seen.add("cards")
-    if not isinstance(value, list) or not value or not all(isinstance(c, int) and not isinstance(c, bool)
-                                                           and 0 <= c <= 1023 for c in value):
-        raise f._fail("cards", "a non-empty list of card indices", value)
-    return sorted(set(value))
 
 
 def _agent_targets(spec: Spec) -> list[dict[str, Any]]:
@@ -94,9 +93,53 @@ def _body(spec: Spec, target: dict[str, Any], run_id: str) -> dict[str, Any]:
             "ttl_seconds": spec.ttl_seconds, "run_id": run_id}
 
 
-def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx.kube, spec.nodes, spec.kind)
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
+    nodes = select_nodes(ctx.kube, spec.nodes, where)
     return [{"node": node, **t} for node in nodes for t in _agent_targets(spec)]
+
+
+def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str) -> None:
+    """What only the cluster knows: the cards exist on each node, each node's agent answers, and
+    no other open run holds a target this kind cannot share."""
+    nodes = sorted({t["node"] for t in found})
+    if spec.cards is not None:
+        capacity = {n["metadata"]["name"]: int(((n.get("status") or {}).get("capacity") or {}).get(
+            ctx.card_resource, 0)) for n in ctx.kube.list_nodes_raw()}
+        for node in nodes:
+            have = capacity.get(node, 0)
+            wrong = [c for c in spec.cards if c >= have]
+            if wrong:
+                has = f"has cards 0-{have - 1}" if have else "has no cards"
+                raise SpecError(f"{where}.{spec.card_field}: node {node} {has} ({ctx.card_resource}), "
+                                f"got {wrong[0]}")
+    held = dict(zip(nodes, ctx.kube.batch(lambda n: _reachable(ctx, n, where), nodes), strict=True))
+    kind = AGENT_KINDS[spec.kind]
+    for target in found:
+        place = {k: v for k, v in target.items() if k != "node"}
+        for other in held[target["node"]]:
+            if _exclusive(kind, place, other):
+                raise TargetConflict(
+                    f"{where}: {target['node']} {json.dumps(place)} is held by run {other.get('run_id') or '?'} "
+                    f"({other['kind']}, fault {other['id']}, until {other.get('expires_at')}); "
+                    "wait for it, or 'kilocard recover --run' it")
+
+
+def _reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
+    """The node's agent answers; returns the faults it holds."""
+    try:
+        return ctx.agents.list(ctx.agents.endpoint(node))
+    except AgentError as exc:
+        raise SpecError(f"{where}: the agent of node {node} does not answer ({exc})") from None
+
+
+def _exclusive(kind: str, place: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Faults that cannot stack on one target: a card isolated twice, two root qdiscs on one interface."""
+    if kind == "card-isolate":
+        return other["kind"] == "card-isolate" and other.get("target", {}).get("card") == place.get("card")
+    if kind in ROOT_QDISC_KINDS:
+        where_it_is = ({k: v for k, v in other.get("target", {}).items() if k in ("interface", "netns")})
+        return other["kind"] in ROOT_QDISC_KINDS and where_it_is == place
+    return False
 
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +149,9 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
+    # The idempotency key makes a POST retried after a lost reply return the fault it created.
     created = ctx.agents.create(undo["endpoint"], undo["agent_kind"], undo["target"], spec.params,
-                                spec.ttl_seconds, ctx.run_id)
+                                spec.ttl_seconds, ctx.run_id, key=f"{ctx.run_id}/{undo['fault_id']}")
     return {**undo, "agent_id": created["id"], "expires_at": created.get("expires_at")}
 
 

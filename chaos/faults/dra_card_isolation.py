@@ -17,11 +17,11 @@ from chaos.errors import NotFound
 from chaos.faults import Context
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
+from chaos.vocabulary import ISOLATION_TAINT, RUN_LABEL
 
 KINDS = ("dra-card-isolate",)
 REVERTIBLE = True
 API_VERSION = "resource.k8s.io/v1beta2"
-TAINT_KEY = "kilocard.io/isolated"
 
 
 @dataclass(frozen=True)
@@ -40,23 +40,19 @@ def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     f.str("kind")
     selection = f.nodes()
-    cards = raw.get("cards")
-    f.seen.add("cards")
-    if not isinstance(cards, list) or not cards or not all(
-            isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 1023 for c in cards):
-        raise f._fail("cards", "a non-empty list of card indices", cards)
+    cards = f.cards("cards")
     device_name = f.str("device_name", "gpu-{card}")
     if "{card}" not in device_name:
         raise f._fail("device_name", "a pattern containing {card}", device_name)
-    spec = Spec(kind="dra-card-isolate", cards=tuple(sorted(set(cards))), driver=f.str("driver", "gpu.nvidia.com"),
+    spec = Spec(kind="dra-card-isolate", cards=cards, driver=f.str("driver", "gpu.nvidia.com"),
                 device_name=device_name, effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")),
                 ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), nodes=selection)
     f.done()
     return spec
 
 
-def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx.kube, spec.nodes, spec.kind)
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
+    nodes = select_nodes(ctx.kube, spec.nodes, where)
     return [{"node": n, "card": c, "driver": spec.driver, "pool": n, "device": spec.device_name.format(card=c)}
             for n in nodes for c in spec.cards]
 
@@ -69,9 +65,9 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
     ctx.kube.apply({
         "apiVersion": API_VERSION, "kind": "DeviceTaintRule",
-        "metadata": {"name": undo["name"], "labels": {"kilocard.io/run-id": ctx.run_id}},
+        "metadata": {"name": undo["name"], "labels": {RUN_LABEL: ctx.run_id}},
         "spec": {"deviceSelector": {"driver": target["driver"], "pool": target["pool"], "device": target["device"]},
-                 "taint": {"key": TAINT_KEY, "value": ctx.run_id, "effect": spec.effect}},
+                 "taint": {"key": ISOLATION_TAINT, "value": ctx.run_id, "effect": spec.effect}},
     })
     return undo
 

@@ -8,13 +8,14 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import Conflict, NotFound, SpecError
+from chaos.errors import Conflict, KubeError, NotFound, SpecError
 from chaos.faults import Context
 from chaos.faults._spec import Fields
+from chaos.targets import refused_selector
+from chaos.vocabulary import FAULT_LABEL
 
 KINDS = ("network-policy-partition",)
 REVERTIBLE = True
-LABEL = "kilocard.io/fault"
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,12 @@ def parse(raw: Any, where: str) -> Spec:
     return spec
 
 
-def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     selector = ",".join(f"{k}={v}" for k, v in sorted(spec.pod_selector.items()))
-    pods = ctx.kube.list_pods(spec.namespace, selector).items
+    try:
+        pods = ctx.kube.list_pods_raw(spec.namespace, selector)
+    except KubeError as exc:
+        raise refused_selector(exc, where, "pod_selector") from None
     return [{"namespace": spec.namespace, "pod_selector": spec.pod_selector, "pods": len(pods)}] if pods else []
 
 
@@ -66,7 +70,7 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     peers = [{"ipBlock": {"cidr": c}} for c in spec.allow_cidrs]
     body: dict[str, Any] = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": undo["name"], "namespace": spec.namespace, "labels": {LABEL: ctx.run_id}},
+        "metadata": {"name": undo["name"], "namespace": spec.namespace, "labels": {FAULT_LABEL: ctx.run_id}},
         "spec": {"podSelector": {"matchLabels": spec.pod_selector},
                  "policyTypes": [d.capitalize() for d in spec.directions]},
     }

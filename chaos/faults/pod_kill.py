@@ -62,8 +62,8 @@ def parse(raw: Any, where: str) -> Spec:
     return spec
 
 
-def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector)
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
+    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where)
     chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed)
     return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 
@@ -83,7 +83,7 @@ def kill(ctx: Context, target: dict[str, Any], mode: str, grace_seconds: int | N
         wait = 0.5
         while True:
             try:
-                ctx.kube.evict_pod(namespace, name, uid=uid)
+                ctx.kube.evict_pod(namespace, name, uid=uid, grace_seconds=grace_seconds)
                 return
             except TooManyRequests:
                 if time.monotonic() + wait > deadline:

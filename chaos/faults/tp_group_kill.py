@@ -30,8 +30,8 @@ def parse(raw: Any, where: str) -> Spec:
     return Spec(kind=kind, rank=rank, **selection)
 
 
-def targets(ctx: Context, spec: Spec) -> list[dict[str, Any]]:
-    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector))
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
+    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where))
     if spec.rank is not None:
         found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
     chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed)

@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos import inject
+from chaos import revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KubeError, NotFound
 from chaos.faults import Context
 from chaos.kube import Kube
+from chaos.vocabulary import MODEL_LABEL
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
 
@@ -49,7 +50,7 @@ def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event)
 
 
 def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
-    for kind, obj in kube.events("pods", label_selector="kilocard.io/model", stop=stop, raw=True):
+    for kind, obj in kube.events("pods", label_selector=MODEL_LABEL, stop=stop, raw=True):
         if kind == "SYNC":
             uids = {p["metadata"]["uid"] for p in obj}
             for uid in set(world.pods) - uids:
@@ -78,7 +79,7 @@ def actuate(kube: Kube, world: World, resource: str) -> None:
 def reap_expired(kube: Kube, token: str, stop: threading.Event) -> None:
     ctx = Context(kube, AgentClient(kube, token), "reaper", say=lambda _m: None)
     while not stop.wait(REAP_SECONDS):
-        reverted, left = inject.recover(ctx, None, expired_only=True)
+        reverted, left = revert.recover(ctx, None, expired_only=True)
         for r in reverted:
             print(f"simulator: reaped expired {r.kind} {r.target} of {r.run_id}", flush=True)
         for r in left:

@@ -35,8 +35,10 @@ class NodeFaults:
     def __init__(self, world: World, node: str) -> None:
         self.world, self.node = world, node
 
-    def add(self, body: Any) -> dict[str, Any]:
-        return self.world.add_fault(self.node, body).to_json()
+    def add(self, body: Any, key: str | None = None) -> tuple[int, dict[str, Any]]:
+        with self.world.lock:
+            seen = self.world.created(key)
+            return (200, seen.to_json()) if seen else (201, self.world.add_fault(self.node, body, key).to_json())
 
     def active(self) -> list[dict[str, Any]]:
         return [f.to_json() for f in self.world.faults_on(self.node)]

@@ -5,9 +5,10 @@ The world is fed by watches (nodes and pods, through chaos.kube) and by the agen
 the metrics module renders. All state sits behind one lock: watch threads, the HTTP server and
 the ticker take it briefly.
 
-Replicas: a pod with a `kilocard.io/model` label is one replica, unless it carries
-`kilocard.io/tp-group`, in which case the pods of that group together are one replica (Ready
-when all its members are; metrics come from rank 0). Cards are assigned to pods per node in
+Replicas: a pod with a `kilocard.io/model` label is one replica, unless it belongs to a TP group
+(`kilocard.io/tp-group`, or LeaderWorkerSet's group key: chaos.vocabulary.group_of, as the
+toolkit reads it), in which case the pods of that group together are one replica (Ready when all
+its members are; metrics come from rank 0). Cards are assigned to pods per node in
 arrival order, lowest free index first, as a device plugin would.
 
 Fault effects (agent kinds):
@@ -30,12 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.agent.protocol import Fault, FaultError, validate
+from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, group_of
 from probes.capacity import KV_BYTES_PER_CARD, kv_bytes_per_token
 from testbed.simulator import model as m
 
-MODEL_LABEL = "kilocard.io/model"
-GROUP_LABEL = "kilocard.io/tp-group"
-RANK_LABEL = "apps.kubernetes.io/pod-index"
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
 
 
@@ -132,6 +131,7 @@ class World:
         self.isolated: dict[str, set[int]] = defaultdict(set)
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
+        self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
         self.series: dict[str, Series] = defaultdict(Series)  # by replica key
         # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
         self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
@@ -170,6 +170,9 @@ class World:
         if not model or not node or meta.get("deletionTimestamp"):
             self.remove_pod(meta["uid"])
             return
+        # A TP group as the toolkit reads it (kilocard's label or LWS's); a pod alone is keyed by
+        # its uid, so a replacement's metrics start from zero as a new vLLM process's do.
+        group, rank = group_of(meta["namespace"], meta["uid"], labels)
         container = (spec.get("containers") or [{}])[0]
         limits = (container.get("resources") or {}).get("limits") or {}
         conditions = (obj.get("status") or {}).get("conditions") or []
@@ -177,7 +180,7 @@ class World:
         pod = Pod(
             uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node,
             model=model, served_name=_served_name(list(container.get("args") or []), model),
-            group=labels.get(GROUP_LABEL, meta["uid"]), rank=int(labels.get(RANK_LABEL, "0") or 0),
+            group=group, rank=rank,
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
         )
         with self.lock:
@@ -284,7 +287,7 @@ class World:
             self.requests[service] += qps * seconds
             serving, stalled = [], 0
             for key, members in groups:
-                size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
+                size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
                 if not (len(members) == size and all(p.ready for p in members)):
                     continue  # the gateway routes to Ready replicas only
                 speed, delay, reachable = self.replica_speed(members)
@@ -350,8 +353,9 @@ class World:
             self._reap(time.time())
             return [f for f in self.faults.values() if f.node == node]
 
-    def add_fault(self, node: str, body: Any) -> Fault:
-        """Validate and apply a fault on `node`; raises FaultError naming the bad field."""
+    def add_fault(self, node: str, body: Any, key: str | None = None) -> Fault:
+        """Validate and apply a fault on `node`; raises FaultError naming the bad field. `key`
+        remembers the request (see `created`)."""
         spec = validate(body)
         with self.lock:
             if node not in self.node_cards:
@@ -364,7 +368,14 @@ class World:
             f = Fault.create(node, spec)
             self._apply(f)
             self.faults[f.id] = f
+            if key:
+                self.by_key[key] = f
             return f
+
+    def created(self, key: str | None) -> Fault | None:
+        """The fault a request with this idempotency key made, if one did."""
+        with self.lock:
+            return self.by_key.get(key) if key else None
 
     def delete_fault(self, node: str, fault_id: str) -> str:
         """'reverted' now, 'already ended' (idempotent), or KeyError when never known."""

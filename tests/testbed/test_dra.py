@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from chaos import inject, ledger
+from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import NotFound
 from chaos.faults import Context, dra_card_isolation
@@ -46,7 +46,7 @@ def test_device_taint_rule_evicts_the_pod_holding_the_card(kube, pool, tmp_path)
     ctx = Context(kube, AgentClient(kube), f"dra-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     book = ledger.Ledger(ctx.run_id, kube, tmp_path)
     try:
-        injection = inject.inject(ctx, book, {"kind": "dra-card-isolate", "nodes": [node], "cards": [card],
+        injection = plan.inject(ctx, book, {"kind": "dra-card-isolate", "nodes": [node], "cards": [card],
                                               "driver": driver, "effect": "NoExecute", "ttl_seconds": 120})
         (record,) = injection.records
         assert record.state == "applied" and record.target["device"] == allocated.device
@@ -54,7 +54,7 @@ def test_device_taint_rule_evicts_the_pod_holding_the_card(kube, pool, tmp_path)
         assert rule.spec.taint.effect == "NoExecute" and rule.spec.deviceSelector.pool == node
         kube.wait_until("pods", lambda items: pod.metadata.uid not in {x.metadata.uid for x in items}, timeout=30,
                         namespace=p.namespace)
-        assert inject.revert(ctx, book, injection.records) == []
+        assert revert.revert(ctx, book, injection.records) == []
         with pytest.raises(NotFound):
             kube.get_object(dra_card_isolation.API_VERSION, "DeviceTaintRule", record.undo["name"])
     finally:

@@ -13,11 +13,12 @@ import uuid
 import pytest
 import yaml
 
-from chaos import inject, ledger
+from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import SpecError
-from chaos.faults import Context, node_isolation
+from chaos.faults import Context
 from chaos.kube import pod_ready
+from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT
 from testbed import fleet
 from tests.testbed.helpers import markers, run_cli, wait_applied, wait_ready
 
@@ -51,16 +52,16 @@ def test_pod_kill_is_reproducible_skips_terminating_pods_and_controllers_replace
     try:
         spec = {"kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={SMALL}",
                 "count": 3, "seed": 7}
-        module, parsed = inject.parse(spec, "fault")
-        first = module.targets(ctx, parsed)
-        assert first == module.targets(ctx, parsed)  # same seed, same cluster: same pods
+        module, parsed = plan.parse(spec, "fault")
+        first = module.targets(ctx, parsed, "fault")
+        assert first == module.targets(ctx, parsed, "fault")  # same seed, same cluster: same pods
         assert held.metadata.name not in {t["name"] for t in first}
         every_pod = {k: v for k, v in spec.items() if k != "count"} | {"percent": 100}
-        everything = module.targets(ctx, inject.parse(every_pod, "fault")[1])
+        everything = module.targets(ctx, plan.parse(every_pod, "fault")[1], "fault")
         # Six live pods (the ReplicaSet replaced the held one), the Terminating one not among them.
         assert len(everything) == 6 and held.metadata.name not in {t["name"] for t in everything}
 
-        injection = inject.inject(ctx, book, spec)
+        injection = plan.inject(ctx, book, spec)
         assert [r.state for r in injection.records] == ["reverted"] * 3  # done: nothing to undo
         killed = {t["uid"] for t in first}
         after = kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) >= 6
@@ -79,7 +80,7 @@ def test_eviction_blocked_by_pdb_is_reported_and_kills_nothing(ctx, book, kube, 
     ready = wait_ready(kube, p.namespace, BIG, 2)
     kube.wait_until("poddisruptionbudgets", lambda items: bool(items) and items[0].status.expected_pods == 3
                     and items[0].status.disruptions_allowed == 0, timeout=30, namespace=p.namespace)
-    injection = inject.inject(ctx, book, {
+    injection = plan.inject(ctx, book, {
         "kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}",
         "field_selector": "status.phase=Running", "count": 1, "mode": "evict", "eviction_deadline_seconds": 2})
     (record,) = injection.records
@@ -92,7 +93,7 @@ def test_tp_group_kill_takes_whole_groups_and_rank_kill_one_member(ctx, book, ku
     fleet.deploy(kube, p.fleet("llama-3-405b"), timeout=60, say=lambda _m: None)
     pods = wait_ready(kube, p.namespace, "llama-3-405b", 4)
     selector = {"namespace": p.namespace, "label_selector": "kilocard.io/model=llama-3-405b", "seed": 1}
-    injection = inject.inject(ctx, book, {"kind": "tp-group-kill", "count": 1, **selector})
+    injection = plan.inject(ctx, book, {"kind": "tp-group-kill", "count": 1, **selector})
     groups = {r.target["group"] for r in injection.records}
     assert len(groups) == 1 and sorted(r.target["rank"] for r in injection.records) == [0, 1]
     killed = {r.target["uid"] for r in injection.records}
@@ -101,7 +102,7 @@ def test_tp_group_kill_takes_whole_groups_and_rank_kill_one_member(ctx, book, ku
                             and not killed & {x.metadata.uid for x in items}, timeout=30, namespace=p.namespace)
     assert survivors <= {x.metadata.uid for x in after}  # the other group was not touched
 
-    injection = inject.inject(ctx, book, {"kind": "rank-kill", "rank": 1, "count": 2, **selector})
+    injection = plan.inject(ctx, book, {"kind": "rank-kill", "rank": 1, "count": 2, **selector})
     assert sorted((r.target["group"], r.target["rank"]) for r in injection.records) == [
         (f"{p.namespace}/llama-3-405b-g0", 1), (f"{p.namespace}/llama-3-405b-g1", 1)]
 
@@ -111,40 +112,40 @@ def test_node_isolation_restores_exactly_the_prior_state(ctx, book, kube, pool):
     fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 3}), timeout=60, say=lambda _m: None)
     pre_cordoned = p.node_names[0]
     kube.patch_node(pre_cordoned, {"spec": {"unschedulable": True}})
-    injection = inject.inject(ctx, book, {"kind": "node-isolate", "nodes": p.node_names[:2], "effect": "NoExecute",
+    injection = plan.inject(ctx, book, {"kind": "node-isolate", "nodes": p.node_names[:2], "effect": "NoExecute",
                                           "ttl_seconds": 300})
     assert [r.state for r in injection.records] == ["applied", "applied"]
     assert len(markers(kube, ctx.run_id)) == 1
     for name in p.node_names[:2]:
         node = kube.read_node(name)
         assert node.spec.unschedulable
-        assert any(t.key == node_isolation.TAINT_KEY and t.effect == "NoExecute" for t in node.spec.taints)
+        assert any(t.key == ISOLATION_TAINT and t.effect == "NoExecute" for t in node.spec.taints)
     # NoExecute evicts what does not tolerate it; the replicas end up on the third node.
     kube.wait_until("pods", lambda items: sum(pod_ready(x) for x in items) == 3
                     and {x.spec.node_name for x in items if pod_ready(x)} == {p.node_names[2]},
                     timeout=30, namespace=p.namespace)
-    assert inject.revert(ctx, book, injection.records) == []
+    assert revert.revert(ctx, book, injection.records) == []
     first, second = (kube.read_node(n) for n in p.node_names[:2])
     assert first.spec.unschedulable is True  # cordoned before: stays cordoned
     assert not second.spec.unschedulable
     for node in (first, second):
-        assert not [t for t in (node.spec.taints or []) if t.key == node_isolation.TAINT_KEY]
-        assert node_isolation.ANNOTATION not in (node.metadata.annotations or {})
+        assert not [t for t in (node.spec.taints or []) if t.key == ISOLATION_TAINT]
+        assert ISOLATION_ANNOTATION not in (node.metadata.annotations or {})
     assert markers(kube, ctx.run_id) == []
 
 
 def test_card_and_ecc_faults_through_the_agent_are_reverted(ctx, book, kube, pool):
     p = pool(1)
     node = p.node_names[0]
-    injection = inject.inject(ctx, book, {"kind": "card-isolate", "nodes": [node], "card": 5, "ttl_seconds": 120})
-    injection2 = inject.inject(ctx, book, {"kind": "gpu-ecc", "nodes": [node], "cards": [1, 2], "ttl_seconds": 120})
+    injection = plan.inject(ctx, book, {"kind": "card-isolate", "nodes": [node], "card": 5, "ttl_seconds": 120})
+    injection2 = plan.inject(ctx, book, {"kind": "gpu-ecc", "nodes": [node], "cards": [1, 2], "ttl_seconds": 120})
     kube.wait_until("nodes", lambda items: items[0].status.allocatable["nvidia.com/gpu"] == "7", timeout=10,
                     label_selector=f"kubernetes.io/hostname={node}")
     endpoint = ctx.agents.endpoint(node)
     active = ctx.agents.list(endpoint)
     assert sorted((f["kind"], f["target"]["card"], f["run_id"]) for f in active) == [
         ("card-isolate", 5, ctx.run_id), ("ecc", 1, ctx.run_id), ("ecc", 2, ctx.run_id)]
-    assert inject.revert(ctx, book, injection.records + injection2.records) == []
+    assert revert.revert(ctx, book, injection.records + injection2.records) == []
     assert ctx.agents.list(endpoint) == []
     kube.wait_until("nodes", lambda items: items[0].status.allocatable["nvidia.com/gpu"] == "8", timeout=10,
                     label_selector=f"kubernetes.io/hostname={node}")
@@ -153,10 +154,10 @@ def test_card_and_ecc_faults_through_the_agent_are_reverted(ctx, book, kube, poo
 
 def test_no_targets_is_an_error_and_nothing_is_recorded(ctx, book, kube):
     with pytest.raises(SpecError, match="no targets: the selectors match nothing"):
-        inject.inject(ctx, book, {"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere",
+        plan.inject(ctx, book, {"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere",
                                   "ttl_seconds": 60})
     assert not book.path.exists() and markers(kube, ctx.run_id) == []
-    empty = inject.inject(ctx, book, {"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere",
+    empty = plan.inject(ctx, book, {"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere",
                                       "ttl_seconds": 60, "allow_empty": True})
     assert empty.records == []
 
@@ -178,7 +179,7 @@ def assert_clean(kube, agents, p, run_id):
     a, b = p.node_names
     node = kube.read_node(a)
     assert not node.spec.unschedulable
-    assert not [t for t in (node.spec.taints or []) if t.key == node_isolation.TAINT_KEY]
+    assert not [t for t in (node.spec.taints or []) if t.key == ISOLATION_TAINT]
     assert agents.list(agents.endpoint(b)) == []
     kube.wait_until("nodes", lambda items: items[0].status.allocatable["nvidia.com/gpu"] == "8", timeout=10,
                     label_selector=f"kubernetes.io/hostname={b}")
@@ -231,12 +232,12 @@ def test_ttl_expiry_reverts_with_no_runner_alive(ctx, kube, pool, tmp_path):
     p = pool(1)
     node = p.node_names[0]
     book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
-    inject.inject(ctx, book, {"kind": "node-isolate", "nodes": [node], "ttl_seconds": 3})
+    plan.inject(ctx, book, {"kind": "node-isolate", "nodes": [node], "ttl_seconds": 3})
     assert kube.read_node(node).spec.unschedulable
     # Nobody reverts: the in-cluster reaper (the fake nodes' agent) does, once the marker expires.
     kube.wait_until("nodes", lambda items: not items[0].spec.unschedulable, timeout=15,
                     label_selector=f"kubernetes.io/hostname={node}")
-    assert not [t for t in (kube.read_node(node).spec.taints or []) if t.key == node_isolation.TAINT_KEY]
+    assert not [t for t in (kube.read_node(node).spec.taints or []) if t.key == ISOLATION_TAINT]
     deadline = time.monotonic() + 10
     while markers(kube, ctx.run_id) and time.monotonic() < deadline:
         time.sleep(0.5)

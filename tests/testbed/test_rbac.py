@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import inject, ledger
+from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KubeError
 from chaos.faults import Context
@@ -49,10 +49,10 @@ def test_runner_can_do_what_its_faults_need(runner, kube, pool, tmp_path):
                 {"kind": "gpu-ecc", "nodes": [p.node_names[1]], "card": 0, "ttl_seconds": 60},
                 {"kind": "network-policy-partition", "namespace": p.namespace,
                  "pod_selector": {"kilocard.io/model": "llama-2-7b-fragile"}, "ttl_seconds": 60}):
-        injection = inject.inject(ctx, book, raw)
+        injection = plan.inject(ctx, book, raw)
         assert not injection.failed, injection.failed
         records += injection.records
-    assert inject.revert(ctx, book, records) == []
+    assert revert.revert(ctx, book, records) == []
     assert not kube.read_node(p.node_names[0]).spec.unschedulable
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chaos import inject
+from chaos import plan
 from chaos.errors import SpecError
 
 
@@ -30,20 +30,21 @@ from chaos.errors import SpecError
      "fault.pod_selector: expected a non-empty mapping"),
     ({"kind": "dra-card-isolate", "nodes": ["n"], "cards": [], "ttl_seconds": 5},
      "fault.cards: expected a non-empty list of card indices"),
+    ({"kind": "gpu-ecc", "nodes": ["n"], "cards": [3, 1, 3], "ttl_seconds": 5}, "fault.cards: card 3 listed twice"),
     ({"kind": "dra-card-isolate", "nodes": ["n"], "cards": [0], "device_name": "gpu", "ttl_seconds": 5},
      "fault.device_name: expected a pattern containing {card}"),
 ])
 def test_bad_specs_name_the_field(raw, message):
     with pytest.raises(SpecError) as err:
-        inject.parse(raw, "fault")
+        plan.parse(raw, "fault")
     assert str(err.value).startswith(message), str(err.value)
 
 
 def test_good_specs_parse_into_frozen_specs():
-    _, spec = inject.parse({"kind": "tp-group-kill", "label_selector": "kilocard.io/model=x", "percent": 50}, "f")
+    _, spec = plan.parse({"kind": "tp-group-kill", "label_selector": "kilocard.io/model=x", "percent": 50}, "f")
     assert (spec.kind, spec.percent, spec.rank, spec.mode) == ("tp-group-kill", 50.0, None, "delete")
-    _, spec = inject.parse({"kind": "gpu-ecc", "node_selector": "a=b", "count": 2, "cards": [3, 1, 3],
-                            "params": {"speed": 0.25}, "ttl_seconds": 30}, "f")
-    assert spec.cards == (1, 3) and spec.params == {"speed": 0.25} and spec.ttl_seconds == 30.0
+    _, spec = plan.parse({"kind": "gpu-ecc", "node_selector": "a=b", "count": 2, "cards": [3, 1],
+                          "params": {"speed": 0.25}, "ttl_seconds": 30}, "f")
+    assert spec.cards == (3, 1) and spec.params == {"speed": 0.25} and spec.ttl_seconds == 30.0
     with pytest.raises(AttributeError):
         spec.ttl_seconds = 1  # frozen

@@ -35,13 +35,17 @@ def test_results_in_order_and_never_more_than_the_bound_in_flight():
 def test_workers_are_kept_between_batches():
     kube = make()
 
+    # Every round of MAX_IN_FLIGHT items meets at a barrier: the pool must grow to its bound, on
+    # a busy machine too (a sleep only makes that likely).
+    meet = threading.Barrier(MAX_IN_FLIGHT, timeout=30)
+
     def worker(_x: int) -> int:
-        time.sleep(0.005)  # long enough that the pool grows to its bound
+        meet.wait()
         return threading.get_ident()
 
     try:
-        first = set(kube.batch(worker, range(200)))
-        second = set(kube.batch(worker, range(200)))
+        first = set(kube.batch(worker, range(3 * MAX_IN_FLIGHT)))
+        second = set(kube.batch(worker, range(3 * MAX_IN_FLIGHT)))
         assert len(first) == MAX_IN_FLIGHT and second <= first and threading.get_ident() not in first
     finally:
         kube.close()

@@ -29,19 +29,19 @@ def test_cards_are_assigned_per_node_like_a_device_plugin():
 def test_healthy_replica_p95_matches_the_queue_model():
     w = world_with(pod("big", "n0", "llama-3-70b", 8))
     run(w, 30)
-    assert p95(w, "uid-big") == pytest.approx(m.ttft_p95(20, 5), rel=0.25)
-    assert w.series["uid-big"].success == pytest.approx(5 * 30, rel=0.05)
+    assert p95(w, "ns/uid-big") == pytest.approx(m.ttft_p95(20, 5), rel=0.25)
+    assert w.series["ns/uid-big"].success == pytest.approx(5 * 30, rel=0.05)
 
 
 def test_ecc_on_one_card_slows_its_tp_group_threefold():
     w = world_with(pod("big", "n0", "llama-3-70b", 8), pod("other", "n1", "llama-3-70b", 8))
     run(w, 10)
-    before = p95(w, "uid-big")
+    before = p95(w, "ns/uid-big")
     w.add_fault("n0", {"kind": "ecc", "target": {"card": 5}, "ttl_seconds": 300})
     w.series.clear()
     run(w, 30)
-    assert p95(w, "uid-big") / p95(w, "uid-other") == pytest.approx(3.0, rel=0.2)
-    assert p95(w, "uid-big") > 0.5 > before
+    assert p95(w, "ns/uid-big") / p95(w, "ns/uid-other") == pytest.approx(3.0, rel=0.2)
+    assert p95(w, "ns/uid-big") > 0.5 > before
     card = w.cards[("n0", 5)]
     assert (card.dbe_vol, card.xid, card.remap_pending, card.speed) == (1, 63, 1, 0.5)
 
@@ -80,10 +80,10 @@ def test_no_ready_replica_means_every_request_fails():
     w = world_with(pod("a", "n0", "llama-2-7b", 1))
     run(w, 5)
     w.remove_pod("uid-a")
-    before = dict(w.series["uid-a"].__dict__)
+    before = dict(w.series["ns/uid-a"].__dict__)
     run(w, 10)
     assert w.failed[("ns", "llama-2-7b", "no_ready_replica")] == pytest.approx(10 * 50, rel=0.01)
-    assert w.series["uid-a"].__dict__ == before  # no TTFT samples anywhere
+    assert w.series["ns/uid-a"].__dict__ == before  # no TTFT samples anywhere
 
 
 def test_partition_stalls_a_cross_node_group_and_cuts_a_node_off():
@@ -91,12 +91,22 @@ def test_partition_stalls_a_cross_node_group_and_cuts_a_node_off():
     w = world_with(pod("g0-0", "n0", "llama-3-405b", 8, labels={**group, "apps.kubernetes.io/pod-index": "0"}),
                    pod("g0-1", "n1", "llama-3-405b", 8, labels={**group, "apps.kubernetes.io/pod-index": "1"}))
     run(w, 5)
-    assert w.replicas()["g0"][0].name == "g0-0"
+    assert w.replicas()["ns/g0"][0].name == "g0-0"
     w.add_fault("n1", {"kind": "bandwidth", "params": {"rate_mbit": 50_000}, "ttl_seconds": 60})
-    assert w.replica_speed(w.replicas()["g0"])[0] == pytest.approx(0.5)
+    assert w.replica_speed(w.replicas()["ns/g0"])[0] == pytest.approx(0.5)
     w.add_fault("n1", {"kind": "partition", "ttl_seconds": 60})
     run(w, 2)
     assert w.failed[("ns", "llama-3-405b", "replica_unreachable")] > 0
+
+
+def test_a_leaderworkerset_group_is_one_replica_as_the_toolkit_reads_it():
+    lws = {"leaderworkerset.sigs.k8s.io/group-key": "abc123", "kilocard.io/group-size": "2"}
+    w = world_with(pod("lws-0", "n0", "llama-3-405b", 8, labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "0"}),
+                   pod("lws-0-1", "n1", "llama-3-405b", 8,
+                       labels={**lws, "leaderworkerset.sigs.k8s.io/worker-index": "1"}))
+    assert [(p.name, p.rank) for p in w.replicas()["ns/abc123"]] == [("lws-0", 0), ("lws-0-1", 1)]
+    w.add_fault("n1", {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 60})
+    assert w.replica_speed(w.replicas()["ns/abc123"])[0] == 0.5  # a sick card on rank 1 slows the group
 
 
 @pytest.mark.parametrize("body, field", [

@@ -1,0 +1,74 @@
+"""The apply-hold-revert loop that every runner shares (`kilocard fault` now; the experiment
+runner, game days and replay after it). It knows no fault kinds.
+
+    1. for each planned fault, while the desired phase is "injected": execute it (ledger first)
+    2. hold while the desired phase is "injected" (a stop request or the duration ends it)
+    3. always (finally): revert every record the ledger still has open for this run, so what is
+       reverted is what was written down, not what this process happens to remember
+
+`desired_phase` is the one decision, a pure function of the clock, so the runner, a game day
+and a replay agree on when a fault should be in place.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from chaos import ledger, revert
+from chaos.faults import Context
+from chaos.plan import Plan, execute_one
+
+Phase = Literal["injected", "recovered"]
+
+
+def desired_phase(now: float, held_since: float | None, duration: float, stopping: bool) -> Phase:
+    """Where the faults should be: injected until `duration` seconds after they were all in place
+    (`held_since`; None while still applying), recovered once stopping or the time is up."""
+    if stopping:
+        return "recovered"
+    if held_since is None:
+        return "injected"
+    return "injected" if now < held_since + duration else "recovered"
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    held_since: float | None = None
+    left: list[ledger.Record] = field(default_factory=list)  # still open after the revert
+
+    @property
+    def failed(self) -> list[ledger.Record]:
+        return [r for f in self.plan.faults for r in f.failed]
+
+
+def line(record: ledger.Record) -> str:
+    error = f" ({record.error})" if record.error else ""
+    return f"{record.run_id} {record.kind} {json.dumps(record.target)}: {record.state}{error}"
+
+
+def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float, stop: threading.Event,
+        clock: Callable[[], float] = time.time) -> Outcome:
+    """Apply the plan, hold it for `duration` seconds (or until `stop`), revert from the ledger."""
+    outcome = Outcome(plan)
+    try:
+        for fault in plan.faults:
+            if desired_phase(clock(), None, duration, stop.is_set()) == "recovered":
+                break
+            execute_one(ctx, book, fault)
+            for record in fault.records:
+                ctx.say(line(record))
+        outcome.held_since = clock()
+        if desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected" and duration > 0:
+            ctx.say(f"{plan.run_id}: holding for {duration:g} s (Ctrl-C reverts now)")
+        while desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected":
+            stop.wait(max(0.0, outcome.held_since + duration - clock()))
+    finally:
+        still_open = ledger.open_records(ctx.kube, book.dir if book.on_disk else None, plan.run_id)
+        outcome.left = revert.revert(ctx, book, still_open)
+    return outcome

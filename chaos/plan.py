@@ -1,0 +1,122 @@
+"""Plan, then execute: the seam every runner (`kilocard fault`, `kilocard run`, game days, replay)
+goes through, and where a blast-radius guard looks before anything happens.
+
+    plan:     parse every fault (no cluster) -> resolve each one's targets -> check them against the
+              cluster (selector syntax, nodes, card indices, agents, other runs holding a target)
+              -> read the undo data. Writes nothing; any problem is a SpecError naming the file,
+              entry and field, raised before the first fault is applied.
+    execute:  per fault, in order: write the ledger (recorded, with the undo data) -> apply, with
+              bounded concurrency -> write the ledger (applied | failed).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from chaos import faults, ledger
+from chaos.errors import KilocardError, SpecError
+from chaos.faults import Context
+
+
+@dataclass
+class Planned:
+    """One fault of a plan: where it came from, its kind module and spec, one record per target."""
+
+    where: str
+    module: ModuleType
+    spec: Any
+    records: list[ledger.Record] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return str(self.spec.kind)
+
+    @property
+    def failed(self) -> list[ledger.Record]:
+        return [r for r in self.records if r.state == "failed"]
+
+
+@dataclass
+class Plan:
+    run_id: str
+    faults: list[Planned]
+
+    @property
+    def records(self) -> list[ledger.Record]:
+        return [r for p in self.faults for r in p.records]
+
+    def describe(self) -> list[dict[str, Any]]:
+        """What would be done, as plain data (`kilocard plan` prints it)."""
+        return [{"where": p.where, "kind": p.kind, "ttl_seconds": p.spec.ttl_seconds,
+                 "targets": [r.target for r in p.records]} for p in self.faults]
+
+
+def parse(raw: Any, where: str) -> tuple[ModuleType, Any]:
+    """(kind module, spec) from plain data; SpecError names the field."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected a mapping with a 'kind', got {type(raw).__name__}")
+    module = faults.kind_module(raw.get("kind"), where)
+    return module, module.parse(raw, where)
+
+
+def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
+    """Pair each raw fault with its place in the input: `file[2]`, or `file` for a single one."""
+    return [(raw, f"{source}[{i}]" if len(raws) > 1 else source) for i, raw in enumerate(raws)]
+
+
+def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
+    """Parse everything first (no cluster needed), then resolve and check each fault. Nothing is
+    written; a SpecError means nothing will have been applied."""
+    parsed = [(where, *parse(raw, where)) for raw, where in items]
+    planned = []
+    for where, module, spec in parsed:
+        found = module.targets(ctx, spec, where)
+        if not found and not spec.allow_empty:
+            raise SpecError(f"{where}: no targets: the selectors match nothing (set allow_empty: true to accept that)")
+        check = getattr(module, "check", None)
+        if check is not None and found:
+            check(ctx, spec, found, where)
+        planned.append(Planned(where, module, spec, _records(ctx, module, spec, found)))
+    return Plan(ctx.run_id, planned)
+
+
+def _records(ctx: Context, module: ModuleType, spec: Any, found: list[dict[str, Any]]) -> list[ledger.Record]:
+    """One ledger record per target, with the undo data read now, before anything changes."""
+    expires = ledger.iso(time.time() + max(spec.ttl_seconds, 0))
+
+    def prepared(target: dict[str, Any]) -> ledger.Record:
+        fault_id = uuid.uuid4().hex[:12]
+        undo = {**module.prepare(ctx, spec, target), "fault_id": fault_id}
+        return ledger.Record(run_id=ctx.run_id, fault_id=fault_id, kind=spec.kind, target=target,
+                             expires_at=expires, undo=undo)
+
+    return ctx.kube.batch(prepared, found)
+
+
+def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
+    """Record, then apply, one planned fault."""
+    module, spec = fault.module, fault.spec
+    book.write(fault.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
+
+    def applied(record: ledger.Record) -> ledger.Record:
+        try:
+            record.undo = module.apply(ctx, spec, record.target, record.undo)
+            record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
+            record.applied_at = time.time()
+        except KilocardError as exc:
+            record.state, record.error = "failed", str(exc)
+        return record
+
+    fault.records = ctx.kube.batch(applied, fault.records)
+    book.write(fault.records, in_cluster=module.REVERTIBLE)
+    return fault
+
+
+def inject(ctx: Context, book: ledger.Ledger, raw: Any, where: str = "fault") -> Planned:
+    """Plan one fault and execute it (for callers with a single fault: a Chaos Toolkit action)."""
+    (fault,) = plan(ctx, [(raw, where)]).faults
+    return execute_one(ctx, book, fault)

@@ -1,0 +1,66 @@
+"""The names the toolkit, the probes, the testbed and the fleet simulator share: labels,
+annotations and taints, how a pod's TP group and rank are read, and readiness. Pure data and
+pure functions over the API's plain JSON; nothing here talks to a cluster.
+
+`probes` reach `chaos` only through this module (an import-linter contract), so a probe never
+depends on how faults are applied.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+# --- the inference fleet --------------------------------------------------------------------
+MODEL_LABEL = "kilocard.io/model"
+ENGINE_LABEL = "kilocard.io/engine"  # vllm (default) | sglang: which metric names a replica exports
+TP_SIZE_LABEL = "kilocard.io/tp-size"
+GROUP_SIZE_LABEL = "kilocard.io/group-size"  # pods in one multi-node TP group
+# A TP group: kilocard's own label, else LeaderWorkerSet's group key. A rank: the StatefulSet pod
+# index, else LWS's worker index. A pod with neither is a group of its own, rank 0.
+GROUP_LABELS = ("kilocard.io/tp-group", "leaderworkerset.sigs.k8s.io/group-key")
+RANK_LABELS = ("apps.kubernetes.io/pod-index", "leaderworkerset.sigs.k8s.io/worker-index")
+SHAPE_LABELS = ("kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-dim", "kilocard.io/dtype")
+
+# --- what kilocard places on the cluster ---------------------------------------------------
+ISOLATION_TAINT = "kilocard.io/isolated"
+ISOLATION_ANNOTATION = "kilocard.io/isolation"  # JSON: which runs hold the node, what was there before
+AGENT_ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
+FAULT_LABEL = "kilocard.io/fault"  # on objects a fault creates (NetworkPolicy), value: the run id
+RUN_LABEL = "kilocard.io/run-id"
+LEDGER_LABEL = "kilocard.io/ledger"
+SYSTEM_NAMESPACE = "kilocard-system"
+
+# --- quarantine by a remediator (NVIDIA NVSentinel's names) ----------------------------------
+QUARANTINE_TAINTS = ("nvidia.com/gpu-error",)
+QUARANTINE_LABELS = ("dgxc.nvidia.com/nvsentinel-state",)
+
+
+
+def local_testbed_state() -> Path:
+    """Where the local testbed keeps its state ($KILOCARD_STATE, else ~/.local/state/kilocard/testbed)."""
+    return Path(os.environ.get("KILOCARD_STATE", Path.home() / ".local" / "state" / "kilocard" / "testbed"))
+
+
+def local_testbed_kubeconfig() -> Path | None:
+    """The running local testbed's kubeconfig: the toolkit's embedded default cluster, found
+    without importing the testbed (its state.json exists only while it runs)."""
+    state = local_testbed_state()
+    kubeconfig = state / "kubeconfig"
+    return kubeconfig if (state / "state.json").is_file() and kubeconfig.is_file() else None
+
+
+def group_of(namespace: str, name: str, labels: dict[str, str]) -> tuple[str, int]:
+    """(TP group key, rank): a labelled group, else the pod alone (rank 0)."""
+    group = next((labels[k] for k in GROUP_LABELS if labels.get(k)), None)
+    rank = next((int(labels[k]) for k in RANK_LABELS if str(labels.get(k, "")).isdigit()), 0)
+    return f"{namespace}/{group or name}", rank
+
+
+def ready(obj: dict[str, Any]) -> bool:
+    """A pod or node (plain JSON) with condition Ready=True; a terminating pod is not Ready."""
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])

@@ -1,0 +1,158 @@
+"""Reverts undo exactly what a run placed, when others share the target; and a plan that finds a
+problem applies nothing. Each test here failed on the code before the plan/execute seam and the
+stacking node isolation (see the closing note of the hardening issue)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import yaml
+
+from chaos import ledger, plan, revert
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
+from chaos.vocabulary import ISOLATION_TAINT
+from tests.testbed.helpers import markers, run_cli
+
+pytestmark = pytest.mark.testbed
+
+
+def context(kube, prefix="x"):
+    return Context(kube, AgentClient(kube), f"{prefix}-{uuid.uuid4().hex[:8]}", say=lambda _m: None)
+
+
+def isolate(ctx, tmp_path, node, effect="NoSchedule"):
+    book = ledger.Ledger(ctx.run_id, ctx.kube, tmp_path / "ledger")
+    fault = plan.inject(ctx, book, {"kind": "node-isolate", "nodes": [node], "effect": effect, "ttl_seconds": 300})
+    assert [r.state for r in fault.records] == ["applied"]
+    return book, fault.records
+
+
+def state(kube, node):
+    """What a run may touch on a node: the cordon, the taints, kilocard's annotations. The node
+    lifecycle controller mirrors the cordon as a taint a moment later: the cordon itself counts."""
+    n = kube.read_node(node)
+    return (bool(n.spec.unschedulable), sorted((t.key, t.value or "", t.effect) for t in n.spec.taints or []
+                                               if t.key != "node.kubernetes.io/unschedulable"),
+            sorted(k for k in (n.metadata.annotations or {}) if k.startswith("kilocard.io/isolat")))
+
+
+def add_taints(kube, node, *taints):
+    current = [t.to_dict() for t in kube.read_node(node).spec.taints or []]
+    kube.patch_node(node, {"spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in current]
+                                    + list(taints)}})
+
+
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_a_foreign_taint_with_our_key_is_kept(kube, pool, tmp_path, effect):
+    (node,) = pool(1).node_names
+    add_taints(kube, node, {"key": ISOLATION_TAINT, "value": "ops-ticket-42", "effect": "NoSchedule"},
+               {"key": "example.com/maintenance", "value": "true", "effect": "PreferNoSchedule"})
+    before = state(kube, node)
+    ctx = context(kube)
+    book, records = isolate(ctx, tmp_path, node, effect)
+    cordoned, taints, _ = state(kube, node)
+    assert cordoned and any(k == ISOLATION_TAINT and e == effect for k, _v, e in taints)
+    assert revert.revert(ctx, book, records) == []
+    assert state(kube, node) == before
+
+
+@pytest.mark.parametrize("effects", [("NoSchedule", "NoSchedule"), ("NoSchedule", "NoExecute")])
+@pytest.mark.parametrize("cordoned_before", [False, True])
+def test_overlapping_runs_stack_and_each_revert_lifts_only_its_own(kube, pool, tmp_path, effects, cordoned_before):
+    (node,) = pool(1).node_names
+    if cordoned_before:
+        kube.patch_node(node, {"spec": {"unschedulable": True}})
+    before = state(kube, node)
+    first, second = context(kube, "first"), context(kube, "second")
+    book_a, records_a = isolate(first, tmp_path, node, effects[0])
+    book_b, records_b = isolate(second, tmp_path, node, effects[1])
+    # The first run ends while the second still holds the node: it stays isolated as the second asked.
+    assert revert.revert(first, book_a, records_a) == []
+    cordoned, taints, annotations = state(kube, node)
+    assert cordoned and (ISOLATION_TAINT, "kilocard", effects[1]) in taints and annotations
+    if effects[0] != effects[1]:
+        assert (ISOLATION_TAINT, "kilocard", effects[0]) not in taints
+    assert revert.revert(second, book_b, records_b) == []
+    assert state(kube, node) == before
+    assert markers(kube, first.run_id) == markers(kube, second.run_id) == []
+
+
+def test_a_writer_changing_the_taints_at_the_same_moment_is_not_lost(kube, testbed, pool, tmp_path):
+    (node,) = pool(1).node_names
+    before = state(kube, node)
+    mine = testbed.kube()  # the run's own connection; `kube` plays the other writer
+    read = mine.read_node
+    armed: list[dict] = []  # the other writer's next taint, written right after our next read
+
+    def read_then_someone_writes(name):
+        node_seen = read(name)
+        if armed:
+            add_taints(kube, name, armed.pop())
+        return node_seen
+
+    mine.read_node = read_then_someone_writes
+    try:
+        ctx = context(mine)
+        armed.append({"key": "example.com/health", "value": "degraded", "effect": "NoSchedule"})
+        book, records = isolate(ctx, tmp_path, node)
+        assert not armed and ("example.com/health", "degraded", "NoSchedule") in state(kube, node)[1]
+        armed.append({"key": "example.com/second", "value": "x", "effect": "PreferNoSchedule"})
+        assert revert.revert(ctx, book, records) == []
+        assert not armed
+    finally:
+        mine.close()
+    cordoned, taints, annotations = state(kube, node)
+    assert taints == sorted(before[1] + [("example.com/health", "degraded", "NoSchedule"),
+                                         ("example.com/second", "x", "PreferNoSchedule")])
+    assert (cordoned, annotations) == (before[0], before[2])
+
+
+def run_faults(testbed, tmp_path, faults, *extra):
+    spec = tmp_path / "faults.yaml"
+    spec.write_text(yaml.safe_dump(faults))
+    proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "1", *extra)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err, spec
+
+
+@pytest.mark.parametrize("late", ["no targets", "no such node", "bad selector", "card out of range"])
+def test_a_late_validation_error_applies_nothing(kube, testbed, pool, tmp_path, late):
+    a, b = pool(2).node_names
+    before = state(kube, a)
+    bad, message = {
+        "no targets": ({"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere", "ttl_seconds": 60},
+                       "[1]: no targets: the selectors match nothing"),
+        "no such node": ({"kind": "node-isolate", "nodes": ["gpu-that-is-not"], "ttl_seconds": 60},
+                         "[1].nodes: no such node: gpu-that-is-not"),
+        "bad selector": ({"kind": "pod-kill", "namespace": "default", "label_selector": "app in (a,", "count": 1},
+                         "[1].label_selector: the cluster refused it"),
+        "card out of range": ({"kind": "gpu-ecc", "nodes": [b], "card": 9, "ttl_seconds": 60},
+                              f"[1].card: node {b} has cards 0-7 (nvidia.com/gpu), got 9"),
+    }[late]
+    code, out, err, spec = run_faults(testbed, tmp_path, [
+        {"kind": "node-isolate", "nodes": [a], "ttl_seconds": 60}, bad])
+    assert code == 2, (out, err)
+    assert err.startswith(f"kilocard: {spec}{message}"), err
+    assert "Traceback" not in err and out == ""
+    assert state(kube, a) == before
+    assert not (tmp_path / "ledger").exists()  # not even recorded
+    agents = AgentClient(kube)
+    assert agents.list(agents.endpoint(b)) == []
+
+
+def test_card_isolated_by_another_open_run_is_refused_naming_it(kube, testbed, pool, tmp_path):
+    (node,) = pool(1).node_names
+    holder = context(kube, "holder")
+    book = ledger.Ledger(holder.run_id, kube, tmp_path / "holder")
+    held = plan.inject(holder, book, {"kind": "card-isolate", "nodes": [node], "card": 4, "ttl_seconds": 120})
+    try:
+        code, out, err, spec = run_faults(testbed, tmp_path, [
+            {"kind": "card-isolate", "nodes": [node], "cards": [3, 4], "ttl_seconds": 60}])
+        assert code == 2, (out, err)
+        assert f"is held by run {holder.run_id} (card-isolate" in err and err.startswith(f"kilocard: {spec}: "), err
+        agents = AgentClient(kube)
+        assert [f["run_id"] for f in agents.list(agents.endpoint(node))] == [holder.run_id]
+    finally:
+        assert revert.revert(holder, book, held.records) == []

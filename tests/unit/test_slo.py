@@ -1,0 +1,144 @@
+"""The SLO judge, pure: it cannot pass before the fault could show, needs a breach when one is
+expected, names the worst replica, and carries the series it judged."""
+
+import pytest
+
+from probes import slo
+from probes.slo import Recovery, Sample, judge
+
+T0 = 1_000_000.0  # the fault's apply time
+ECC = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+
+
+def series(points, start=0.0, step=1.0):
+    """Samples every `step` s from T0 + start: each point a {replica: value} dict (or None: no data)."""
+    return [Sample(T0 + start + i * step, p or {}) for i, p in enumerate(points)]
+
+
+def healthy(n):
+    return [{"a": 0.23, "b": 0.24}] * n
+
+
+def test_healthy_right_after_the_fault_is_not_a_pass_when_impact_is_expected():
+    samples = series(healthy(20))
+    assert judge(samples, T0, ECC, final=False) is None  # undecided: the fault may still show
+    v = judge(series(healthy(61)), T0, ECC, final=True)
+    assert not v.ok and v.details["outcome"] == "no_impact" and v.reason.startswith("no impact observed")
+
+
+def test_no_pass_before_the_metric_could_show_the_fault():
+    steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
+    assert judge(series(healthy(16)), T0, steady, final=False) is None  # 0..15 s: only 9 s past the blind window
+    v = judge(series(healthy(17)), T0, steady, final=False)
+    assert v.ok and v.details["outcome"] == "held" and v.details["recovered_after"] == 6.0
+
+
+def test_breach_then_recovery_names_the_worst_replica_and_keeps_the_series():
+    sick = [{"a": 0.23, "b": 0.24}] * 8 + [{"a": 0.23, "b": 0.74}] * 30 + [{"a": 0.23}] * 5 + healthy(12)
+    v = judge(series(sick), T0, ECC, final=False)
+    assert v.ok and v.details["outcome"] == "recovered"
+    assert (v.details["breach_after"], v.details["recovered_after"]) == (8.0, 38.0)
+    assert v.details["worst"] == "b" and v.details["peak"] == 0.74 and "worst b, peak 0.740" in v.reason
+    assert v.details["series"][8] == {"at": T0 + 8, "values": {"a": 0.23, "b": 0.74}}
+
+
+def test_a_relapse_restarts_the_hold():
+    points = [{"a": 0.9}] * 8 + healthy(5) + [{"a": 0.9}] + healthy(11)
+    v = judge(series(points), T0, ECC, final=False)
+    assert v.ok and v.details["recovered_after"] == 14.0
+
+
+def test_a_budget_shorter_than_the_recovery_fails_naming_the_replica():
+    sick = [{"a": 0.23, "b": 0.74}] * 40 + healthy(30)
+    short = Recovery(threshold=0.5, deadline=45, hold=10, blind=6)
+    v = judge(series(sick[:46]), T0, short, final=True)
+    assert not v.ok and v.details["outcome"] == "not_recovered"
+    assert "not recovered within 45 s (under since 40.0 s, not held 10 s in time 0.5)" in v.reason
+    assert "worst b, peak 0.740" in v.reason
+    # The same series with a budget the recovery fits in passes: the failure is the budget's.
+    assert judge(series(sick), T0, ECC, final=False).ok
+
+
+def test_hopeless_is_decided_before_the_deadline():
+    v = judge(series([{"b": 0.9}] * 55), T0, ECC, final=False)  # 54 s + 10 s hold > 60 s
+    assert v is not None and not v.ok and "never back under" in v.reason and "b last at 0.900" in v.reason
+
+
+def test_no_series_is_a_breach_and_failed_queries_are_unknown():
+    gone = [None] * 10 + healthy(20)  # every replica gone, then back
+    assert judge(series(gone), T0, ECC, final=False).details["breach_after"] == 0.0
+    down = [Sample(T0 + i, {}, "connection refused") for i in range(61)]
+    v = judge(down, T0, ECC, final=True)
+    assert not v.ok and v.details["outcome"] == "unknown"
+    # Prometheus down during the "recovery" proves nothing: a pass needs real healthy samples.
+    blind_spot = series([{"a": 0.9}] * 10) + [Sample(T0 + 10 + i, {}, "down") for i in range(51)]
+    assert not judge(blind_spot, T0, ECC, final=True).ok
+
+
+def test_samples_before_the_fault_are_ignored():
+    samples = series(healthy(10), start=-10) + series([{"a": 0.9}] * 3 + healthy(14))
+    v = judge(samples, T0, ECC, final=False)
+    assert v.ok and v.details["breach_after"] == 0.0 and len(v.details["series"]) == 17
+
+
+class Prom:
+    """Stores series by name: {metric name: {labels tuple: value}}; answers the probe's queries."""
+
+    def __init__(self, names, now=None, history=()):
+        self.names, self.now, self.past = names, now, history
+        self.asked = []
+
+    def custom_query(self, query):
+        self.asked.append(query)
+        if query.startswith("count("):
+            return [{"value": [0, "1"]}] if any(f'"{n}"' in query for n in self.names) else []
+        return [{"metric": {"pod": k}, "value": [0, str(v)]} for k, v in self.now().items()]
+
+    def custom_query_range(self, query, start_time, end_time, step):
+        return [{"metric": {"pod": pod}, "values": [[at, str(v)] for at, v in points]} for pod, points in self.past]
+
+
+@pytest.mark.parametrize("stored, expected", [
+    ({"vllm:time_to_first_token_seconds_bucket"}, "vllm:time_to_first_token_seconds_bucket"),
+    ({"sglang:time_to_first_token_seconds_bucket"}, "sglang:time_to_first_token_seconds_bucket"),
+    ({"vllm_time_to_first_token_seconds_bucket"}, "vllm_time_to_first_token_seconds_bucket"),
+])
+def test_indicator_finds_the_engine_and_judges_per_replica_or_per_model(stored, expected):
+    per_replica = slo.indicator(Prom(stored), "ttft_p95", "llama", "ns", window="30s")
+    assert per_replica.query == (f'histogram_quantile(0.95, sum by (le, pod) (rate({expected}'
+                                 f'{{model_name="llama",namespace="ns"}}[30s])))')
+    assert per_replica.by == "pod" and per_replica.window_seconds == 30
+    per_model = slo.indicator(Prom(stored), "ttft_p95", "llama", by=None, window="1m")
+    assert "sum by (le) (" in per_model.query and per_model.by is None
+
+
+def test_itl_prefers_the_current_name_and_falls_back_to_the_deprecated_one():
+    old = slo.indicator(Prom({"vllm:time_per_output_token_seconds_bucket"}), "itl_p95", "m")
+    assert "vllm:time_per_output_token_seconds_bucket" in old.query
+    new = slo.indicator(Prom({"vllm:time_per_output_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket"}),
+                        "itl_p95", "m")
+    assert "vllm:inter_token_latency_seconds_bucket" in new.query
+
+
+def test_bad_indicator_inputs_are_errors():
+    with pytest.raises(slo.SloError, match="not a Prometheus duration"):
+        slo.indicator(Prom(set()), "ttft_p95", "m", window="30 seconds")
+    with pytest.raises(slo.SloError, match="unknown indicator"):
+        slo.indicator(Prom(set()), "latency", "m")
+    with pytest.raises(slo.metric_names.MetricNotFound):
+        slo.indicator(Prom(set()), "ttft_p95", "m")
+    assert slo.seconds("1m30s") == 90 and slo.seconds("500ms") == 0.5
+
+
+def test_a_probe_started_late_still_sees_the_breach_from_history():
+    clock = [T0 + 20.0]
+    history = [("b", [(T0 + i, 0.9 if 5 <= i < 15 else 0.2) for i in range(21)])]
+    prom = Prom({"x"}, now=lambda: {"b": 0.2}, history=history)
+
+    def sleep(s):
+        clock[0] += s
+
+    ind = slo.Indicator("m", "q", "5s", "pod")
+    v = slo.recovered_within(prom, ind, T0, ECC, interval=1.0, clock=lambda: clock[0], sleep=sleep)
+    assert v.ok and v.details["breach_after"] == 5.0 and v.details["recovered_after"] == 15.0
+    assert clock[0] == T0 + 25.0  # decided as soon as held: 15 s + 10 s
