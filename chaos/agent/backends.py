@@ -1,17 +1,10 @@
 """The node agent's allowlisted operations. Every command is an argument list for a binary resolved
 once at start (never a shell string); every value in it passed the protocol's validation.
 
-    bandwidth   tc qdisc replace dev IF root tbf rate <r>mbit ...        revert: tc qdisc del dev IF root
-    delay       tc qdisc replace dev IF root netem delay <ms>ms ...     (refused where the kernel has no netem)
-    loss        nft: table inet kilocard_<id>, output chain, `numgen random mod 1000000 < p x 10^4 drop`
-    partition   nft: table inet kilocard_<id>, input and output chains, `drop`
-                revert: nft delete table inet kilocard_<id>
-    ecc, xid    dcgmi test --inject (field 311 volatile DBE / 310 SBE, 230 XID), re-injected every
-                second while active, since the next real sample overwrites an injected one
-    card-isolate  nvidia-smi drain -p <pci bus id> -m 1              revert: -m 0
-
-A fault scoped to a network namespace (`target.netns`, e.g. a pod's) runs its commands under
-`ip netns exec <ns>`.
+`Backends` offers the few operations the kinds are made of (a root qdisc, an nftables table of
+our own, a DCGM field injection, a GPU drain) and dispatches each fault to its kind's module in
+chaos.agent.kinds, which says what to run to apply and to revert it. A fault scoped to a network
+namespace (`target.netns`, e.g. a pod's) runs its commands under `ip netns exec <ns>`.
 """
 
 from __future__ import annotations
@@ -22,12 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.agent.protocol import FaultError
+from chaos.agent import kinds
+from chaos.agent.schema import FaultError
 
-ECC_FIELDS = {"dbe": 311, "sbe": 310}  # DCGM_FI_DEV_ECC_{DBE,SBE}_VOL_TOTAL
-XID_FIELD = 230  # DCGM_FI_DEV_XID_ERRORS
 NETEM_MISSING = "Specified qdisc kind is unknown"
-LOSS_SCALE = 1_000_000
 
 
 class CommandFailed(Exception):
@@ -81,7 +72,8 @@ class Backends:
         return str(target.get("interface") or self.default_interface)
 
     # --- tc ----------------------------------------------------------------------------------------
-    def _tc(self, fault: Any, *qdisc: str) -> None:
+    def tc(self, fault: Any, *qdisc: str) -> None:
+        """Replace the interface's root qdisc."""
         tc = self._need(self.tools.tc, "tc", fault.kind)
         argv = self._in_netns(fault.target, [tc, "qdisc", "replace", "dev", self.interface(fault.target), "root",
                                              *qdisc])
@@ -89,11 +81,11 @@ class Backends:
             self.run(argv)
         except CommandFailed as exc:
             if NETEM_MISSING in exc.stderr and qdisc[0] == "netem":
-                raise FaultError("kind", "delay needs netem, which this kernel does not have (no sch_netem)",
+                raise FaultError("kind", f"{fault.kind} needs netem, which this kernel does not have (no sch_netem)",
                                  status=501) from None
             raise
 
-    def _tc_revert(self, fault: Any) -> None:
+    def tc_revert(self, fault: Any) -> None:
         tc = self._need(self.tools.tc, "tc", fault.kind)
         try:
             self.run(self._in_netns(fault.target, [tc, "qdisc", "del", "dev", self.interface(fault.target), "root"]))
@@ -108,6 +100,17 @@ class Backends:
     def _nft(self, fault: Any, *args: str) -> None:
         nft = self._need(self.tools.nft, "nft", fault.kind)
         self.run(self._in_netns(fault.target, [nft, *args]))
+
+    def nft_table(self, fault: Any, chains: dict[str, list[str]]) -> None:
+        """A table of the fault's own, with one chain per hook ("input", "output") ending in the
+        given statement, on the interface and the fault's scope (cidrs, ports). Half-made: removed."""
+        self._nft(fault, "add", "table", "inet", self._table(fault))
+        try:
+            for hook, verdict in chains.items():
+                self._nft_rules(fault, hook, verdict)
+        except BaseException:
+            self.nft_revert(fault)
+            raise
 
     def _nft_rules(self, fault: Any, hook: str, verdict: list[str]) -> None:
         table, chain = self._table(fault), hook
@@ -127,7 +130,7 @@ class Backends:
                 match += [p["protocol"], port_dir, "{ " + ", ".join(str(x) for x in ports) + " }"]
             self._nft(fault, "add", "rule", "inet", table, chain, *match, *verdict)
 
-    def _nft_revert(self, fault: Any) -> None:
+    def nft_revert(self, fault: Any) -> None:
         try:
             self._nft(fault, "delete", "table", "inet", self._table(fault))
         except CommandFailed as exc:
@@ -135,62 +138,24 @@ class Backends:
                 raise
 
     # --- dcgm / nvidia-smi -------------------------------------------------------------------------
-    def dcgm_inject(self, fault: Any) -> None:
-        """(Re-)inject the fault's DCGM field; called again every second while active."""
+    def dcgm_inject(self, fault: Any, field: int, value: int) -> None:
         dcgmi = self._need(self.tools.dcgmi, "dcgmi", fault.kind)
-        card = str(fault.target["card"])
-        if fault.kind == "ecc":
-            field, value = ECC_FIELDS[fault.params.get("type", "dbe")], fault.params.get("count", 1)
-        else:
-            field, value = XID_FIELD, int(fault.params["xid"])
-        self.run([dcgmi, "test", "--inject", "--gpuid", card, "-f", str(field), "-v", str(value)])
+        self.run([dcgmi, "test", "--inject", "--gpuid", str(fault.target["card"]), "-f", str(field), "-v", str(value)])
 
-    def _dcgm_revert(self, fault: Any) -> None:
-        dcgmi = self._need(self.tools.dcgmi, "dcgmi", fault.kind)
-        field = ECC_FIELDS[fault.params.get("type", "dbe")] if fault.kind == "ecc" else XID_FIELD
-        self.run([dcgmi, "test", "--inject", "--gpuid", str(fault.target["card"]), "-f", str(field), "-v", "0"])
-
-    def _drain(self, fault: Any, mode: str) -> None:
+    def drain(self, fault: Any, mode: str) -> None:
         smi = self._need(self.tools.nvidia_smi, "nvidia-smi", fault.kind)
         bus = self.run([smi, "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", str(fault.target["card"])])
         self.run([smi, "drain", "-p", bus.strip(), "-m", mode])
 
     # --- dispatch ----------------------------------------------------------------------------------
     def apply(self, fault: Any) -> None:
-        kind, p = fault.kind, fault.params
-        if kind == "bandwidth":
-            rate = f"{p['rate_mbit']:g}mbit"
-            burst = f"{max(1600, int(p['rate_mbit'] * 1250))}b"  # 10 ms of traffic (Mbit/s x 1250 B), at least a packet
-            self._tc(fault, "tbf", "rate", rate, "burst", burst, "latency", "400ms")
-        elif kind == "delay":
-            jitter = [f"{p['jitter_ms']:g}ms"] if p.get("jitter_ms") else []
-            self._tc(fault, "netem", "delay", f"{p['ms']:g}ms", *jitter)
-        elif kind in ("loss", "partition"):
-            self._nft(fault, "add", "table", "inet", self._table(fault))
-            try:
-                if kind == "loss":
-                    # In millionths, so 0.5 % is 5000 of 1000000 rather than int(0.5) = 0 of 100.
-                    share = str(round(float(p["percent"]) * LOSS_SCALE / 100))
-                    self._nft_rules(fault, "output", ["numgen", "random", "mod", str(LOSS_SCALE), "<", share, "drop"])
-                else:
-                    self._nft_rules(fault, "output", ["drop"])
-                    self._nft_rules(fault, "input", ["drop"])
-            except BaseException:
-                self._nft_revert(fault)
-                raise
-        elif kind in ("ecc", "xid"):
-            self.dcgm_inject(fault)
-        elif kind == "card-isolate":
-            self._drain(fault, "1")
-        else:
-            raise FaultError("kind", f"{kind} has no backend on this agent", status=501)
+        kinds.get(fault.kind).apply(fault, self)
+
+    def refresh(self, fault: Any) -> None:
+        """Re-apply what fades while active (a DCGM injection the next real sample overwrites)."""
+        kind = kinds.get(fault.kind)
+        if kind.REFRESH:
+            kind.apply(fault, self)
 
     def revert(self, fault: Any) -> None:
-        if fault.kind in ("bandwidth", "delay"):
-            self._tc_revert(fault)
-        elif fault.kind in ("loss", "partition"):
-            self._nft_revert(fault)
-        elif fault.kind in ("ecc", "xid"):
-            self._dcgm_revert(fault)
-        elif fault.kind == "card-isolate":
-            self._drain(fault, "0")
+        kinds.get(fault.kind).revert(fault, self)

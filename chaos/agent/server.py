@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaos.agent import kinds
 from chaos.agent.backends import Backends, CommandFailed
 from chaos.agent.http import JsonHandler, TokenServer
-from chaos.agent.protocol import KINDS, Fault, FaultError, validate
-
-ROOT_QDISC_KINDS = ("bandwidth", "delay")  # one root qdisc per interface: these cannot stack
+from chaos.agent.protocol import Fault, FaultError, validate
 
 
 class Store:
@@ -45,13 +44,12 @@ class Store:
         with self.lock:
             if key and key in self.by_key:
                 return 200, self.by_key[key]
-            if spec["kind"] in ROOT_QDISC_KINDS:
-                place = (spec["target"].get("netns"), self.backends.interface(spec["target"]))
-                for other in self.faults.values():
-                    if other.kind in ROOT_QDISC_KINDS and (other.target.get("netns"),
-                                                           self.backends.interface(other.target)) == place:
-                        raise FaultError("target", f"{place[1]} already has a {other.kind} fault ({other.id})",
-                                         status=409)
+            target = {**spec["target"], "interface": self.backends.interface(spec["target"])}
+            for other in self.faults.values():
+                theirs = {**other.target, "interface": self.backends.interface(other.target)}
+                if not kinds.stackable(spec["kind"], target, other.kind, theirs):
+                    raise FaultError("target", f"{json.dumps(spec['target'])} already has a {other.kind} fault "
+                                               f"({other.id}, run {other.run_id or '?'})", status=409)
             fault = Fault.create(self.node, spec)
             try:
                 self.backends.apply(fault)
@@ -91,8 +89,8 @@ class Store:
                 try:
                     if fault.expires_at <= now:
                         self._revert(fault)
-                    elif fault.kind in ("ecc", "xid"):
-                        self.backends.dcgm_inject(fault)  # a real sample overwrites an injected one
+                    else:
+                        self.backends.refresh(fault)  # a real sample overwrites an injected one
                 except (CommandFailed, FaultError) as exc:
                     self.errors.append(f"{fault.id}: {exc}")
 
@@ -148,4 +146,4 @@ class AgentHandler(JsonHandler):
         self.serve_faults(self.server.store, "DELETE", self.path)
 
 
-ALL_KINDS = frozenset(KINDS)
+ALL_KINDS = frozenset(kinds.REGISTRY)

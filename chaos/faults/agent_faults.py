@@ -1,14 +1,18 @@
-"""Faults the node agent applies where they live (on the node, with its own TTL reaper):
+"""Faults the node agent applies where they live (on the node, with its own TTL reaper): the
+toolkit side of every kind in chaos.agent.kinds (one module each: its parameters, what the agent
+runs to apply and revert it).
 
     card-isolate        take one card out of service (GPU drain; allocatable drops by one)
     gpu-ecc             double/single-bit ECC errors on a card (DCGM injection, re-injected while active)
     gpu-xid             an XID on a card
-    network-bandwidth   tbf/htb rate limit        network-loss   nftables random drop
-    network-partition   nftables drop             network-delay  netem delay (where the kernel has it)
+    network-bandwidth   tbf rate limit        network-loss   nftables random drop
+    network-partition   nftables drop         network-delay  netem delay (where the kernel has it)
 
 The toolkit only speaks the agent protocol (chaos/agent/protocol.py): on the testbed the fleet
 simulator answers for fake nodes; on a real cluster the agent DaemonSet does. The request is
-validated here first, so bad input is refused before anything is recorded or sent.
+validated here first, so bad input is refused before anything is recorded or sent; the plan then
+checks the cards against the node, that its agent answers, and that no other open run holds a
+target this kind cannot share.
 """
 
 from __future__ import annotations
@@ -17,25 +21,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.agent import protocol
+from chaos.agent import kinds, protocol
 from chaos.agent.client import AgentError
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context
 from chaos.faults._spec import MAX_CARD, Fields
 from chaos.targets import NodeSelection, select_nodes
 
-AGENT_KINDS = {
-    "card-isolate": "card-isolate",
-    "gpu-ecc": "ecc",
-    "gpu-xid": "xid",
-    "network-bandwidth": "bandwidth",
-    "network-loss": "loss",
-    "network-partition": "partition",
-    "network-delay": "delay",
-}
+AGENT_KINDS = {fault: kind.NAME for fault, kind in sorted(kinds.BY_FAULT.items())}
 KINDS = tuple(AGENT_KINDS)
 REVERTIBLE = True
-ROOT_QDISC_KINDS = ("bandwidth", "delay")  # one root qdisc per interface: these cannot stack
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,7 @@ def parse(raw: Any, where: str) -> Spec:
     cards: tuple[int, ...] | None = None
     interface = netns = None
     card_field = "cards"
-    if protocol.KINDS[agent_kind]["target"] == "card":
+    if kinds.get(agent_kind).TARGET == "card":
         if f.has("card") == f.has("cards"):
             raise f._fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
         if f.has("card"):
@@ -117,7 +112,7 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str) -> 
     for target in found:
         place = {k: v for k, v in target.items() if k != "node"}
         for other in held[target["node"]]:
-            if _exclusive(kind, place, other):
+            if not kinds.stackable(kind, place, other["kind"], other.get("target") or {}):
                 raise TargetConflict(
                     f"{where}: {target['node']} {json.dumps(place)} is held by run {other.get('run_id') or '?'} "
                     f"({other['kind']}, fault {other['id']}, until {other.get('expires_at')}); "
@@ -130,16 +125,6 @@ def _reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
         return ctx.agents.list(ctx.agents.endpoint(node))
     except AgentError as exc:
         raise SpecError(f"{where}: the agent of node {node} does not answer ({exc})") from None
-
-
-def _exclusive(kind: str, place: dict[str, Any], other: dict[str, Any]) -> bool:
-    """Faults that cannot stack on one target: a card isolated twice, two root qdiscs on one interface."""
-    if kind == "card-isolate":
-        return other["kind"] == "card-isolate" and other.get("target", {}).get("card") == place.get("card")
-    if kind in ROOT_QDISC_KINDS:
-        where_it_is = ({k: v for k, v in other.get("target", {}).items() if k in ("interface", "netns")})
-        return other["kind"] in ROOT_QDISC_KINDS and where_it_is == place
-    return False
 
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,10 @@
-"""The simulator's expositions: vLLM engine metrics per replica and dcgm-exporter metrics per card.
+"""The simulator's expositions: engine metrics per replica and dcgm-exporter metrics per card.
 
-vLLM goes through prometheus_client, as vLLM itself does, with the real names, types, buckets and
-labels (`model_name`, `engine`, plus `pod` and `namespace`, which a Prometheus pod scrape adds).
+Engine metrics go through prometheus_client, as vLLM and SGLang themselves do, with the real
+names, types, buckets and labels (`model_name`, `engine`, plus `pod` and `namespace`, which a
+Prometheus pod scrape adds). A replica labelled `kilocard.io/engine: sglang` exports SGLang's
+names (`sglang:time_to_first_token_seconds`, `sglang:num_queue_reqs`, ...) and buckets; every
+other replica vLLM V1's.
 Trap (measured, shared/reference/gpu-inference-facts.md addendum): prometheus_client >= 0.23
 writes `vllm:` as `vllm_` in OpenMetrics output, which Prometheus 2.x negotiates first. The
 simulator serves the plain text format by default, so the documented PromQL
@@ -42,29 +45,39 @@ def _buckets(bounds: tuple[float, ...], counts: list[float], total: float) -> li
     return [(repr(float(b)), c) for b, c in zip(bounds, counts, strict=True)] + [("+Inf", total)]
 
 
+def _engine_families(e: m.Engine) -> dict[str, Metric]:
+    """One engine's metric families, named as that engine names them (vLLM V1, SGLang)."""
+    p = e.prefix
+    return {
+        "ttft": HistogramMetricFamily(f"{p}time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                                      labels=ENGINE_LABELS),
+        "itl": HistogramMetricFamily(f"{p}inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                                     labels=ENGINE_LABELS),
+        "e2e": HistogramMetricFamily(f"{p}e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                                     labels=ENGINE_LABELS),
+        "running": GaugeMetricFamily(f"{p}{e.running}", "Number of requests in model execution batches.",
+                                     labels=ENGINE_LABELS),
+        "waiting": GaugeMetricFamily(f"{p}{e.waiting}", "Number of requests waiting to be processed.",
+                                     labels=ENGINE_LABELS),
+        "kv": GaugeMetricFamily(f"{p}{e.kv_usage}", "KV-cache usage. 1 means 100 percent usage.", labels=ENGINE_LABELS),
+        "success": CounterMetricFamily(f"{p}{e.requests}", "Count of successfully processed requests.",
+                                       labels=[*ENGINE_LABELS, "finished_reason"]),
+        "prompt": CounterMetricFamily(f"{p}prompt_tokens", "Number of prefill tokens processed.", labels=ENGINE_LABELS),
+        "generation": CounterMetricFamily(f"{p}generation_tokens", "Number of generation tokens processed.",
+                                          labels=ENGINE_LABELS),
+    }
+
+
 class VllmCollector(Collector):
+    """Every Ready replica's engine metrics (vLLM's or SGLang's names, per replica), and the
+    simulated gateway's request counters."""
+
     def __init__(self, world: World) -> None:
         self.world = world
 
     def collect(self) -> Iterator[Metric]:
         w = self.world
-        ttft = HistogramMetricFamily("vllm:time_to_first_token_seconds",
-                                     "Histogram of time to first token in seconds.", labels=ENGINE_LABELS)
-        itl = HistogramMetricFamily("vllm:inter_token_latency_seconds",
-                                    "Histogram of inter-token latency in seconds.", labels=ENGINE_LABELS)
-        e2e = HistogramMetricFamily("vllm:e2e_request_latency_seconds",
-                                    "Histogram of e2e request latency in seconds.", labels=ENGINE_LABELS)
-        running = GaugeMetricFamily("vllm:num_requests_running",
-                                    "Number of requests in model execution batches.", labels=ENGINE_LABELS)
-        waiting = GaugeMetricFamily("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                                    labels=ENGINE_LABELS)
-        kv = GaugeMetricFamily("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                               labels=ENGINE_LABELS)
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                      labels=[*ENGINE_LABELS, "finished_reason"])
-        prompt = CounterMetricFamily("vllm:prompt_tokens", "Number of prefill tokens processed.", labels=ENGINE_LABELS)
-        generation = CounterMetricFamily("vllm:generation_tokens", "Number of generation tokens processed.",
-                                         labels=ENGINE_LABELS)
+        families = {name: _engine_families(e) for name, e in m.ENGINES.items()}
         requests = CounterMetricFamily("kilocard_sim_requests", "Requests the simulated gateway received.",
                                        labels=["model_name", "namespace"])
         failed = CounterMetricFamily("kilocard_sim_requests_failed",
@@ -75,22 +88,25 @@ class VllmCollector(Collector):
                 lead = members[0]
                 s = w.series.get(key)
                 if s is None or not all(p.ready for p in members):
-                    continue  # vLLM exports once it serves; a replacement pod starts from zero
+                    continue  # an engine exports once it serves; a replacement pod starts from zero
+                f, e = families[s.engine.name], s.engine
                 labels = [lead.served_name, "0", lead.namespace, lead.name]
-                ttft.add_metric(labels, _buckets(m.TTFT_BUCKETS, s.ttft_buckets, s.ttft_count), s.ttft_sum)
-                itl.add_metric(labels, _buckets(m.ITL_BUCKETS, s.itl_buckets, s.itl_count), s.itl_sum)
-                e2e.add_metric(labels, _buckets(m.E2E_BUCKETS, s.e2e_buckets, s.e2e_count), s.e2e_sum)
-                running.add_metric(labels, s.running)
-                waiting.add_metric(labels, s.waiting)
-                kv.add_metric(labels, s.kv_usage)
-                success.add_metric([*labels, "stop"], s.success)
-                prompt.add_metric(labels, s.prompt_tokens)
-                generation.add_metric(labels, s.generation_tokens)
+                f["ttft"].add_metric(labels, _buckets(e.ttft_buckets, s.ttft_buckets, s.ttft_count), s.ttft_sum)
+                f["itl"].add_metric(labels, _buckets(e.itl_buckets, s.itl_buckets, s.itl_count), s.itl_sum)
+                f["e2e"].add_metric(labels, _buckets(e.e2e_buckets, s.e2e_buckets, s.e2e_count), s.e2e_sum)
+                f["running"].add_metric(labels, s.running)
+                f["waiting"].add_metric(labels, s.waiting)
+                f["kv"].add_metric(labels, s.kv_usage)
+                f["success"].add_metric([*labels, "stop"], s.success)
+                f["prompt"].add_metric(labels, s.prompt_tokens)
+                f["generation"].add_metric(labels, s.generation_tokens)
             for (namespace, model), total in w.requests.items():
                 requests.add_metric([w.served_names.get(model, model), namespace], total)
             for (namespace, model, reason), count in w.failed.items():
                 failed.add_metric([w.served_names.get(model, model), namespace, reason], count)
-        yield from (ttft, itl, e2e, running, waiting, kv, success, prompt, generation, requests, failed)
+        for engine in families.values():
+            yield from (f for f in engine.values() if f.samples)
+        yield from (requests, failed)
 
 
 # (name, type, help) as in dcgm-exporter's default-counters.csv (ECC lines enabled, as a fleet

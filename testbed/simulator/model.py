@@ -25,6 +25,37 @@ MIN_SOJOURN_RATE_FRACTION = 0.02  # of the service rate
 
 
 @dataclass(frozen=True)
+class Engine:
+    """What an inference engine exports: its metric prefix, histogram buckets and gauge names."""
+
+    name: str
+    prefix: str
+    ttft_buckets: tuple[float, ...]
+    itl_buckets: tuple[float, ...]
+    e2e_buckets: tuple[float, ...]
+    running: str
+    waiting: str
+    kv_usage: str
+    requests: str  # a counter of finished requests
+
+
+# SGLang's defaults (python/sglang/srt/metrics/collector.py): no 0.5 s TTFT bucket, so a 500 ms
+# SLO is read between 0.4 and 0.6.
+SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                       400.0)
+SGLANG_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
+                      0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
+SGLANG_E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                      400.0, 600.0, 1200.0, 1800.0, 2400.0)
+ENGINES = {
+    "vllm": Engine("vllm", "vllm:", TTFT_BUCKETS, ITL_BUCKETS, E2E_BUCKETS, "num_requests_running",
+                   "num_requests_waiting", "kv_cache_usage_perc", "request_success"),
+    "sglang": Engine("sglang", "sglang:", SGLANG_TTFT_BUCKETS, SGLANG_ITL_BUCKETS, SGLANG_E2E_BUCKETS,
+                     "num_running_reqs", "num_queue_reqs", "token_usage", "num_requests"),
+}
+
+
+@dataclass(frozen=True)
 class Profile:
     """How a model's replicas behave when healthy, tuned to the field account."""
 

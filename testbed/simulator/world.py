@@ -11,14 +11,7 @@ toolkit reads it), in which case the pods of that group together are one replica
 its members are; metrics come from rank 0). Cards are assigned to pods per node in
 arrival order, lowest free index first, as a device plugin would.
 
-Fault effects (agent kinds):
-  ecc           card: DBE (or SBE) counters rise, XID 48 then 63, a row remap is pending; the card
-                runs at `speed` (0.5 by default): its TP group slows to it.
-  xid           card: DCGM_FI_DEV_XID_ERRORS shows the XID; `speed` optional (79 = off the bus = 0).
-  card-isolate  card: the node's allocatable drops by one and the pod holding the card is deleted.
-  bandwidth, loss, partition, delay   node network: groups spanning nodes slow down or stall,
-                and every replica on the node sees the client-path delay (or, partitioned, no
-                traffic at all).
+Fault effects: one per agent kind, looked up by name in testbed/simulator/effects.py.
 """
 
 from __future__ import annotations
@@ -31,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.agent.protocol import Fault, FaultError, validate
-from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, group_of
+from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
 from probes.capacity import KV_BYTES_PER_CARD, kv_bytes_per_token
 from testbed.simulator import model as m
+from testbed.simulator.effects import EFFECTS, Net
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
 
@@ -68,27 +62,21 @@ class Pod:
     cards_wanted: int
     ready: bool
     labels: dict[str, str]
-
-
-@dataclass
-class Net:
-    bandwidth_mbit: float | None = None
-    loss_percent: float = 0.0
-    partition: bool = False
-    delay_ms: float = 0.0
+    engine: str = "vllm"  # which engine's metrics the replica exports (label kilocard.io/engine)
 
 
 @dataclass
 class Series:
-    """Cumulative histogram and counters of one replica, in the shape vLLM exports them."""
+    """Cumulative histograms and counters of one replica, in the shape its engine exports them."""
 
-    ttft_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.TTFT_BUCKETS))
+    engine: m.Engine = m.ENGINES["vllm"]
+    ttft_buckets: list[float] = field(default_factory=list)
     ttft_count: float = 0.0
     ttft_sum: float = 0.0
-    itl_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.ITL_BUCKETS))
+    itl_buckets: list[float] = field(default_factory=list)
     itl_count: float = 0.0
     itl_sum: float = 0.0
-    e2e_buckets: list[float] = field(default_factory=lambda: [0.0] * len(m.E2E_BUCKETS))
+    e2e_buckets: list[float] = field(default_factory=list)
     e2e_count: float = 0.0
     e2e_sum: float = 0.0
     success: float = 0.0
@@ -98,6 +86,12 @@ class Series:
     waiting: float = 0.0
     kv_usage: float = 0.0
     backlog: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, bounds in (("ttft_buckets", self.engine.ttft_buckets), ("itl_buckets", self.engine.itl_buckets),
+                             ("e2e_buckets", self.engine.e2e_buckets)):
+            if not getattr(self, name):
+                setattr(self, name, [0.0] * len(bounds))
 
 
 @dataclass(frozen=True)
@@ -132,7 +126,7 @@ class World:
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
-        self.series: dict[str, Series] = defaultdict(Series)  # by replica key
+        self.series: dict[str, Series] = {}  # by replica key
         # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
         self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
         self.requests: dict[tuple[str, str], float] = defaultdict(float)
@@ -182,6 +176,7 @@ class World:
             model=model, served_name=_served_name(list(container.get("args") or []), model),
             group=group, rank=rank,
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
+            engine=labels.get(ENGINE_LABEL) if labels.get(ENGINE_LABEL) in m.ENGINES else "vllm",
         )
         with self.lock:
             self.pods[pod.uid] = pod
@@ -242,17 +237,8 @@ class World:
     def net(self, node: str) -> Net:
         net = Net()
         for f in self.faults.values():
-            if f.node != node:
-                continue
-            if f.kind == "bandwidth":
-                rate = float(f.params["rate_mbit"])
-                net.bandwidth_mbit = rate if net.bandwidth_mbit is None else min(net.bandwidth_mbit, rate)
-            elif f.kind == "loss":
-                net.loss_percent = max(net.loss_percent, float(f.params["percent"]))
-            elif f.kind == "partition":
-                net.partition = True
-            elif f.kind == "delay":
-                net.delay_ms += float(f.params["ms"])
+            if f.node == node:
+                EFFECTS[f.kind].shape(net, f)
         return net
 
     def model_qps(self, service: tuple[str, str], replica_count: int, now: float) -> float:
@@ -301,6 +287,8 @@ class World:
             share = qps / (len(serving) + stalled)
             self.failed[(*service, "replica_unreachable")] += share * stalled * seconds
             for key, members, speed, delay in serving:
+                if key not in self.series:
+                    self.series[key] = Series(m.ENGINES[members[0].engine])
                 self._serve(self.series[key], members, profile, share, speed, delay, seconds)
 
     def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
@@ -313,16 +301,17 @@ class World:
         itl_mean = profile.itl_seconds / speed
         decode = profile.output_tokens * itl_mean
         s.ttft_buckets = [b + done * v for b, v in zip(s.ttft_buckets, m.bucket_fractions(
-            [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in m.TTFT_BUCKETS]), strict=True)]
+            [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in s.engine.ttft_buckets]), strict=True)]
         s.ttft_count += done
         s.ttft_sum += done * ttft_mean
         tokens = done * profile.output_tokens
         s.itl_buckets = [b + tokens * v for b, v in zip(s.itl_buckets, m.bucket_fractions(
-            [m.itl_cdf(x, itl_mean) for x in m.ITL_BUCKETS]), strict=True)]
+            [m.itl_cdf(x, itl_mean) for x in s.engine.itl_buckets]), strict=True)]
         s.itl_count += tokens
         s.itl_sum += tokens * itl_mean
         s.e2e_buckets = [b + done * v for b, v in zip(s.e2e_buckets, m.bucket_fractions(
-            [m.ttft_cdf(x - delay - decode, service, arrival, s.backlog) for x in m.E2E_BUCKETS]), strict=True)]
+            [m.ttft_cdf(x - delay - decode, service, arrival, s.backlog) for x in s.engine.e2e_buckets]),
+            strict=True)]
         s.e2e_count += done
         s.e2e_sum += done * (ttft_mean + decode)
         s.success += done
@@ -389,48 +378,12 @@ class World:
             raise KeyError(fault_id)
 
     def _apply(self, f: Fault) -> None:
-        if f.kind in ("ecc", "xid", "card-isolate"):
-            card = self.cards[(f.node, f.target["card"])]
-            if f.kind == "ecc":
-                count = int(f.params.get("count", 1))
-                if f.params.get("type", "dbe") == "dbe":
-                    card.dbe_vol += count
-                    card.dbe_agg += count
-                    card.remapped_uncorrectable += count
-                    card.remap_pending = 1
-                    card.xid = 63  # after XID 48: the row remapper recorded the event
-                else:
-                    card.sbe_vol += count
-                    card.sbe_agg += count
-                    card.remapped_correctable += count
-                card.speed = min(card.speed, float(f.params.get("speed", 0.5)))
-            elif f.kind == "xid":
-                card.xid = int(f.params["xid"])
-                default_speed = 0.0 if card.xid == 79 else 1.0
-                card.speed = min(card.speed, float(f.params.get("speed", default_speed)))
-            else:
-                self.isolated[f.node].add(card.index)
-                self.actions.append(("allocatable", f.node, self.node_cards[f.node] - len(self.isolated[f.node])))
-                pod = self.pod_on_card(f.node, card.index)
-                if pod is not None:  # its process dies with the card, as with a drained GPU
-                    self.actions.append(("delete-pod", pod.namespace, pod.name))
+        EFFECTS[f.kind].apply(self, f)
 
     def _revert(self, f: Fault) -> None:
         self.faults.pop(f.id, None)
         self.ended.add(f.id)
-        if f.kind in ("ecc", "xid"):
-            card = self.cards.get((f.node, f.target["card"]))
-            if card is not None:
-                # Revert = the card was reset: volatile counters and pending remaps clear; the
-                # aggregate (lifetime) counters and remapped-row counts stay.
-                others = [o for o in self.faults.values() if o.node == f.node and o.target.get("card") == card.index]
-                card.speed = min([float(o.params.get("speed", 0.5 if o.kind == "ecc" else 1.0)) for o in others],
-                                 default=1.0)
-                if not others:
-                    card.xid, card.remap_pending, card.sbe_vol, card.dbe_vol = 0, 0, 0, 0
-        elif f.kind == "card-isolate" and f.node in self.node_cards:
-            self.isolated[f.node].discard(f.target["card"])
-            self.actions.append(("allocatable", f.node, self.node_cards[f.node] - len(self.isolated[f.node])))
+        EFFECTS[f.kind].revert(self, f)
 
     def take_actions(self) -> list[tuple[str, str, Any]]:
         with self.lock:

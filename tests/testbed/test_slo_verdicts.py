@@ -138,3 +138,19 @@ def test_a_probe_started_at_the_fault_never_passes_blind_and_no_impact_is_not_a_
     assert steady.details["recovered_after"] >= blind and decided_at >= record.applied_at + blind + 5
     assert not expected.ok and expected.details["outcome"] == "no_impact", expected.reason
     assert expected.reason.startswith("no impact observed: under 0.5 for 20 s after the fault")
+
+
+def test_the_probe_finds_whichever_engine_serves_the_model(kube, pool, prom):
+    p = pool(1)
+    objects = p.fleet(SMALL, replicas={SMALL: 2})
+    for o in objects:
+        if o["kind"] == "Deployment":
+            o["spec"]["template"]["metadata"]["labels"]["kilocard.io/engine"] = "sglang"
+    fleet.deploy(kube, objects, timeout=60, say=lambda _m: None)
+    wait_ready(kube, p.namespace, SMALL, 2)
+    serving(prom, SMALL, p.namespace, 2)
+    ind = slo.indicator(prom, "ttft_p95", SMALL, p.namespace, WINDOW)
+    assert "rate(sglang:time_to_first_token_seconds_bucket{" in ind.query
+    assert "sglang:inter_token_latency_seconds_bucket" in slo.indicator(prom, "itl_p95", SMALL, p.namespace).query
+    verdict = slo.under(prom, ind, 0.5)
+    assert verdict.ok and len(verdict.details["values"]) == 2, verdict.reason

@@ -129,3 +129,34 @@ def test_dcgm_host_label_of_newer_exporters(server):
     _, url = server(hostname_label="hostname")
     _, text, _ = call(f"{url}/dcgm/metrics", token=None)
     assert 'hostname="n0"' in text and "Hostname=" not in text
+
+
+def test_a_retried_create_with_the_same_idempotency_key_returns_the_first_fault(server):
+    from chaos.agent.client import AgentClient
+
+    srv, url = server()
+    client = AgentClient(kube=None, token=TOKEN)
+    first = client.create(f"{url}/nodes/n0", "ecc", {"card": 1}, {}, 60, "r1", key="r1/f1")
+    again = client.create(f"{url}/nodes/n0", "ecc", {"card": 1}, {}, 60, "r1", key="r1/f1")
+    other = client.create(f"{url}/nodes/n0", "ecc", {"card": 1}, {}, 60, "r1", key="r1/f2")
+    assert again == first and other["id"] != first["id"]
+    assert sorted(srv.world.faults) == sorted([first["id"], other["id"]])
+
+
+def test_an_sglang_replica_exports_sglang_names_and_buckets():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from testbed.simulator.metrics import VllmCollector
+
+    w = world_with(pod("big", "n0", "llama-3-70b", 8),
+                   pod("sg", "n1", "qwen-72b", 8, labels={"kilocard.io/engine": "sglang"}))
+    w.last_tick -= 5
+    w.tick()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VllmCollector(w))
+    text = generate_latest(registry).decode()
+    assert 'sglang:time_to_first_token_seconds_bucket{engine="0",le="0.4",model_name="qwen-72b"' in text
+    assert 'le="0.5",model_name="qwen-72b"' not in text  # SGLang's default buckets skip 0.5
+    assert 'sglang:num_queue_reqs{engine="0",model_name="qwen-72b"' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="llama-3-70b"' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="qwen-72b"' not in text

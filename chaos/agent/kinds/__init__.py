@@ -1,0 +1,38 @@
+"""The agent fault kinds, one module each: its name in the protocol (`NAME`), the toolkit's name
+for it (`FAULT`), what it targets (`TARGET`: a card, or the node's network), the slot it holds on
+that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on one interface),
+whether the agent re-applies it while active (`REFRESH`), its parameter schema (`params`), and what
+the node agent does to apply and revert it (`apply`, `revert`: argument lists through the Host in
+chaos.agent.backends).
+
+The protocol validates through this registry, the node agent dispatches through it, and the fleet
+simulator looks its effects up by the same names: no chain of branches anywhere knows the kinds.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from chaos.agent.kinds import bandwidth, card_isolate, delay, ecc, loss, partition, xid
+from chaos.agent.schema import FaultError
+
+REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, bandwidth, loss, partition, delay)}
+BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values()}
+
+
+def get(name: str) -> ModuleType:
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise FaultError("kind", f"unknown fault kind {name!r}; expected one of {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def stackable(kind: str, target: dict[str, object], other_kind: str, other_target: dict[str, object]) -> bool:
+    """Can a fault of `kind` on `target` join one of `other_kind` already on `other_target`?"""
+    mine, theirs = get(kind), get(other_kind)
+    if mine.SLOT is None or mine.SLOT != theirs.SLOT:
+        return True
+    keys = ("card",) if mine.TARGET == "card" else ("interface", "netns")
+    return any(target.get(k) != other_target.get(k) for k in keys)
+
+
+__all__ = ["BY_FAULT", "REGISTRY", "get", "stackable"]

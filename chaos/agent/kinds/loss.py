@@ -1,0 +1,32 @@
+"""loss (toolkit kind network-loss): drop a share of an interface's egress packets.
+
+    params   percent 0..100 (required; fractions kept: 0.5 % is 5000 in a million), and optional
+             scope: cidrs, ports with protocol tcp|udp
+    apply    nft: table inet kilocard_<id>, output chain, `numgen random mod 1000000 < p x 10^4 drop`
+    revert   nft delete table inet kilocard_<id>
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.agent import schema
+
+NAME, FAULT, TARGET, SLOT, REFRESH = "loss", "network-loss", "node", None, False
+SCALE = 1_000_000
+
+
+def params(p: dict[str, Any]) -> dict[str, Any]:
+    schema.only(p, "percent", *schema.SCOPE)
+    schema.number(p, "percent", 0, 100, True)
+    schema.scope(p)
+    return p
+
+
+def apply(fault: Any, host: Any) -> None:
+    share = str(round(float(fault.params["percent"]) * SCALE / 100))
+    host.nft_table(fault, {"output": ["numgen", "random", "mod", str(SCALE), "<", share, "drop"]})
+
+
+def revert(fault: Any, host: Any) -> None:
+    host.nft_revert(fault)

@@ -1,0 +1,28 @@
+"""partition (toolkit kind network-partition): drop an interface's traffic both ways.
+
+    params   optional scope: cidrs, ports with protocol tcp|udp (none: everything)
+    apply    nft: table inet kilocard_<id>, input and output chains, `drop`
+    revert   nft delete table inet kilocard_<id>
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.agent import schema
+
+NAME, FAULT, TARGET, SLOT, REFRESH = "partition", "network-partition", "node", None, False
+
+
+def params(p: dict[str, Any]) -> dict[str, Any]:
+    schema.only(p, *schema.SCOPE)
+    schema.scope(p)
+    return p
+
+
+def apply(fault: Any, host: Any) -> None:
+    host.nft_table(fault, {"output": ["drop"], "input": ["drop"]})
+
+
+def revert(fault: Any, host: Any) -> None:
+    host.nft_revert(fault)

@@ -1,0 +1,78 @@
+"""The agent fault kinds: one module each, found through one registry by the protocol, the node
+agent, the toolkit and the fleet simulator alike."""
+
+import pytest
+
+from chaos.agent import kinds
+from chaos.agent.backends import Backends, Tools
+from chaos.agent.protocol import Fault, FaultError, validate
+from chaos.agent.server import Store
+from chaos.faults import agent_faults
+from testbed.simulator.effects import EFFECTS
+
+
+def test_every_kind_module_is_complete_and_known_everywhere():
+    for name, module in kinds.REGISTRY.items():
+        assert module.NAME == name and module.TARGET in ("card", "node") and isinstance(module.REFRESH, bool)
+        assert callable(module.params) and callable(module.apply) and callable(module.revert)
+    assert set(agent_faults.KINDS) == set(kinds.BY_FAULT)
+    assert set(EFFECTS) == set(kinds.REGISTRY)  # the simulator models every kind
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"kind": "loss", "params": {"percnt": 5}, "ttl_seconds": 5}, "params.percnt"),
+    ({"kind": "card-isolate", "target": {"card": 0}, "params": {"speed": 1}, "ttl_seconds": 5}, "params.speed"),
+    ({"kind": "ecc", "target": {"card": 0, "interface": "eth0"}, "ttl_seconds": 5}, "target"),
+    ({"kind": ["ecc"], "ttl_seconds": 5}, "kind"),
+    ({"kind": "partition", "params": {"protocol": "icmp"}, "ttl_seconds": 5}, "params.protocol"),
+])
+def test_a_kind_refuses_what_it_does_not_know(body, field):
+    with pytest.raises(FaultError) as err:
+        validate(body)
+    assert err.value.field == field
+
+
+def test_slots_decide_what_stacks():
+    assert not kinds.stackable("card-isolate", {"card": 2}, "card-isolate", {"card": 2})
+    assert kinds.stackable("card-isolate", {"card": 2}, "card-isolate", {"card": 3})
+    assert kinds.stackable("ecc", {"card": 2}, "ecc", {"card": 2})
+    assert not kinds.stackable("bandwidth", {"interface": "eth0"}, "delay", {"interface": "eth0"})
+    assert kinds.stackable("bandwidth", {"interface": "eth0"}, "delay", {"interface": "eth1"})
+    assert kinds.stackable("loss", {}, "partition", {})
+
+
+def recording_backends():
+    calls = []
+
+    def runner(argv):
+        calls.append(argv)
+        return ""
+
+    return Backends(Tools("/ip", "/tc", "/nft", "/dcgmi", "/smi"), "eth0", runner), calls
+
+
+def test_packet_loss_keeps_its_fractions():
+    b, calls = recording_backends()
+    b.apply(Fault.create("n", validate({"kind": "loss", "params": {"percent": 0.5}, "ttl_seconds": 5})))
+    (rule,) = [c for c in calls if "rule" in c]
+    assert rule[-7:] == ["numgen", "random", "mod", "1000000", "<", "5000", "drop"]
+
+
+def test_the_agent_answers_a_retried_create_with_the_fault_it_made():
+    b, calls = recording_backends()
+    store = Store(b, "n", frozenset(kinds.REGISTRY), None)
+    body = {"kind": "bandwidth", "params": {"rate_mbit": 10}, "ttl_seconds": 60, "run_id": "r"}
+    status, first = store.add(body, "r/f1")
+    assert status == 201
+    assert store.add(body, "r/f1") == (200, first)  # the retry: nothing applied twice
+    assert len([c for c in calls if "replace" in c]) == 1
+    with pytest.raises(FaultError) as err:  # a second root qdisc on eth0 (another key) cannot stack
+        store.add({**body, "kind": "delay", "params": {"ms": 5}}, "r/f2")
+    assert err.value.status == 409 and f"({first['id']}, run r)" in str(err.value)
+
+
+def test_only_fading_faults_are_refreshed():
+    b, calls = recording_backends()
+    b.refresh(Fault.create("n", validate({"kind": "ecc", "target": {"card": 1}, "ttl_seconds": 5})))
+    b.refresh(Fault.create("n", validate({"kind": "bandwidth", "params": {"rate_mbit": 1}, "ttl_seconds": 5})))
+    assert calls == [["/dcgmi", "test", "--inject", "--gpuid", "1", "-f", "311", "-v", "1"]]
