@@ -4,6 +4,7 @@ stacking node isolation (see the closing note of the hardening issue)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -12,7 +13,7 @@ import yaml
 from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
-from chaos.vocabulary import ISOLATION_TAINT
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, ISOLATION_TAINT
 from tests.testbed.helpers import markers, run_cli
 
 pytestmark = pytest.mark.testbed
@@ -117,9 +118,11 @@ def run_faults(testbed, tmp_path, faults, *extra):
     return proc.returncode, out, err, spec
 
 
-@pytest.mark.parametrize("late", ["no targets", "no such node", "bad selector", "card out of range"])
+@pytest.mark.parametrize("late", ["no targets", "no such node", "bad selector", "card out of range", "agent down"])
 def test_a_late_validation_error_applies_nothing(kube, testbed, pool, tmp_path, late):
     a, b = pool(2).node_names
+    if late == "agent down":  # b's agent endpoint: a port nothing listens on
+        kube.patch_node(b, {"metadata": {"annotations": {AGENT_ENDPOINT_ANNOTATION: "http://127.0.0.1:9"}}})
     before = state(kube, a)
     bad, message = {
         "no targets": ({"kind": "node-isolate", "node_selector": "kilocard.io/pool=nowhere", "ttl_seconds": 60},
@@ -130,6 +133,8 @@ def test_a_late_validation_error_applies_nothing(kube, testbed, pool, tmp_path, 
                          "[1].label_selector: the cluster refused it"),
         "card out of range": ({"kind": "gpu-ecc", "nodes": [b], "card": 9, "ttl_seconds": 60},
                               f"[1].card: node {b} has cards 0-7 (nvidia.com/gpu), got 9"),
+        "agent down": ({"kind": "gpu-ecc", "nodes": [b], "card": 1, "ttl_seconds": 60},
+                       f"[1]: the agent of node {b} does not answer"),
     }[late]
     code, out, err, spec = run_faults(testbed, tmp_path, [
         {"kind": "node-isolate", "nodes": [a], "ttl_seconds": 60}, bad])
@@ -138,6 +143,24 @@ def test_a_late_validation_error_applies_nothing(kube, testbed, pool, tmp_path, 
     assert "Traceback" not in err and out == ""
     assert state(kube, a) == before
     assert not (tmp_path / "ledger").exists()  # not even recorded
+    if late != "agent down":
+        agents = AgentClient(kube)
+        assert agents.list(agents.endpoint(b)) == []
+
+
+def test_plan_resolves_and_checks_but_changes_nothing(kube, testbed, pool, tmp_path):
+    a, b = pool(2).node_names
+    before = state(kube, a)
+    spec = tmp_path / "faults.yaml"
+    spec.write_text(yaml.safe_dump([{"kind": "node-isolate", "nodes": [a], "ttl_seconds": 60},
+                                    {"kind": "gpu-ecc", "nodes": [b], "cards": [2, 5], "ttl_seconds": 60}]))
+    proc = run_cli(testbed, tmp_path / "ledger", "plan", "-f", str(spec), "--json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert [(f["where"], f["kind"], f["targets"]) for f in json.loads(out)] == [
+        (f"{spec}[0]", "node-isolate", [{"node": a}]),
+        (f"{spec}[1]", "gpu-ecc", [{"node": b, "card": 2}, {"node": b, "card": 5}])]
+    assert state(kube, a) == before and not (tmp_path / "ledger").exists()
     agents = AgentClient(kube)
     assert agents.list(agents.endpoint(b)) == []
 

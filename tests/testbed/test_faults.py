@@ -88,6 +88,22 @@ def test_eviction_blocked_by_pdb_is_reported_and_kills_nothing(ctx, book, kube, 
     assert {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)} == {x.metadata.uid for x in ready}
 
 
+def test_eviction_honours_the_grace_period(ctx, book, kube, pool):
+    p = pool(1)
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 1}), timeout=60, say=lambda _m: None)
+    (victim,) = wait_ready(kube, p.namespace, SMALL, 1)
+    # A finalizer keeps the evicted pod readable, with the grace period its deletion was given.
+    kube.patch_pod(p.namespace, victim.metadata.name, {"metadata": {"finalizers": ["kilocard.io/test"]}})
+    try:
+        fault = plan.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace, "mode": "evict",
+                                        "label_selector": f"kilocard.io/model={SMALL}", "grace_seconds": 7})
+        assert [r.state for r in fault.records] == ["reverted"]
+        gone = kube.read_pod(p.namespace, victim.metadata.name)
+        assert gone.metadata.deletion_timestamp is not None and gone.metadata.deletion_grace_period_seconds == 7
+    finally:
+        kube.patch_pod(p.namespace, victim.metadata.name, {"metadata": {"finalizers": None}})
+
+
 def test_tp_group_kill_takes_whole_groups_and_rank_kill_one_member(ctx, book, kube, pool):
     p = pool(4)
     fleet.deploy(kube, p.fleet("llama-3-405b"), timeout=60, say=lambda _m: None)

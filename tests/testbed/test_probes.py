@@ -123,6 +123,7 @@ def test_slo_healthy_then_every_replica_killed(kube, pool, prom):
     query = eventually(lambda: _p95(prom, p.namespace), 15)
     assert eventually(lambda: slo.under(prom, query, 0.5).ok, 15)
     assert slo.has_ready_replicas(snap(kube, p.namespace), FRAGILE, p.namespace).ok
+    assert slo.under(prom, slo.indicator(prom, "error_ratio", FRAGILE, p.namespace, window="3s"), 0.01).ok
     # Negative twin: no room and every replica killed.
     kube.patch_node(p.node_names[0], {"spec": {"unschedulable": True}})
     for x in wait_ready(kube, p.namespace, FRAGILE, 2):
@@ -132,6 +133,11 @@ def test_slo_healthy_then_every_replica_killed(kube, pool, prom):
     short = query.replace("[1m]", "[3s]")
     gone = eventually(lambda: not slo.under(prom, short, 0.5).ok, 15)
     assert gone and slo.under(prom, short, 0.5).reason.startswith("no samples")
+    # At the gateway every request now fails: the error ratio says so, model by model.
+    errors = slo.indicator(prom, "error_ratio", FRAGILE, p.namespace, window="3s")
+    assert eventually(lambda: (slo.value(prom, errors.query) or 0) > 0.99, 15), slo.value(prom, errors.query)
+    ratio = slo.under(prom, errors, 0.01)
+    assert not ratio.ok and ratio.reason.endswith("above 0.01") and ratio.details["value"] > 0.99
 
 
 def test_bad_slo_inputs_fail_rather_than_pass(prom):

@@ -142,3 +142,14 @@ def test_a_probe_started_late_still_sees_the_breach_from_history():
     v = slo.recovered_within(prom, ind, T0, ECC, interval=1.0, clock=lambda: clock[0], sleep=sleep)
     assert v.ok and v.details["breach_after"] == 5.0 and v.details["recovered_after"] == 15.0
     assert clock[0] == T0 + 25.0  # decided as soon as held: 15 s + 10 s
+
+
+def test_error_ratio_and_a_query_of_ones_own():
+    ratio = slo.indicator(Prom({"kilocard_sim_requests_total"}), "error_ratio", "m", "ns", window="1m")
+    assert ratio.query == ('(sum(rate(kilocard_sim_requests_failed_total{model_name="m",namespace="ns"}[1m])) '
+                           'or vector(0)) / sum(rate(kilocard_sim_requests_total{model_name="m",namespace="ns"}[1m]))')
+    assert ratio.by is None  # the gateway counts per model
+    own = slo.indicator(Prom(set()), "promql", "m", query="max(my_queue_depth)", by=None)
+    assert own.query == "max(my_queue_depth)"
+    with pytest.raises(slo.SloError, match="needs a query"):
+        slo.indicator(Prom(set()), "promql", "m")
