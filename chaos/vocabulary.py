@@ -35,6 +35,17 @@ SYSTEM_NAMESPACE = "kilocard-system"
 # --- quarantine by a remediator (NVIDIA NVSentinel's names) ----------------------------------
 QUARANTINE_TAINTS = ("nvidia.com/gpu-error",)
 QUARANTINE_LABELS = ("dgxc.nvidia.com/nvsentinel-state",)
+STATE_LABEL = QUARANTINE_LABELS[0]
+# The states in which NVSentinel holds a node cordoned (it uncordons on remediation-succeeded).
+HOLDING_STATES = ("quarantined", "draining", "drain-succeeded", "drain-failed", "remediating",
+                  "remediation-failed")
+
+
+def cordon_held_by_other(labels: dict[str, str], taint_keys: list[str]) -> str | None:
+    """Who else, known by its markers, holds this node cordoned (None: nobody we know of)."""
+    if labels.get(STATE_LABEL) in HOLDING_STATES:
+        return f"{STATE_LABEL}={labels[STATE_LABEL]}"
+    return next((t for t in taint_keys if t in QUARANTINE_TAINTS), None)
 
 
 

@@ -29,8 +29,8 @@ from prometheus_api_client import PrometheusConnect
 
 from chaos.errors import NotFound, TooManyRequests
 from chaos.kube import Kube
+from chaos.vocabulary import HOLDING_STATES, STATE_LABEL
 
-STATE_LABEL = "dgxc.nvidia.com/nvsentinel-state"
 EVENT_ANNOTATION = "kilocard.io/quarantine-event"
 TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
 OPT_OUT_LABEL = "k8saas.nvidia.com/ManagedByNVSentinel"  # "false": leave this node alone
@@ -54,6 +54,11 @@ def fatal_cards(prom: Any) -> dict[str, list[str]]:
     return found
 
 
+def _taints_but_ours(node: Any) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.to_dict().items() if v is not None} for t in (node.spec.taints or [])
+            if t.key != TAINT["key"]]
+
+
 class Remediator:
     def __init__(self, kube: Kube, prom: Any, max_fraction: float = 0.5,
                  for_seconds: float = 10.0, say: Any = print) -> None:
@@ -71,7 +76,7 @@ class Remediator:
         fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
         nodes = self.kube.list_nodes()
         quarantined = {n.metadata.name: n for n in nodes if (n.metadata.labels or {}).get(STATE_LABEL)
-                       in ("quarantined", "draining", "drain-succeeded", "drain-failed")}
+                       in HOLDING_STATES}
         managed = {n.metadata.name for n in nodes if (n.metadata.labels or {}).get(OPT_OUT_LABEL) != "false"}
         for name, cards in sorted(fatal.items()):
             if name in quarantined or name not in managed:
@@ -89,11 +94,10 @@ class Remediator:
                 self.drain(name)
 
     def quarantine(self, name: str, cards: list[str]) -> None:
-        node = self.kube.read_node(name)
-        taints = [t.to_dict() for t in (node.spec.taints or []) if t.key != TAINT["key"]] + [TAINT]
         event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self.kube.patch_node(name, {
-            "spec": {"unschedulable": True, "taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
+        # Read-modify-write with the node's resourceVersion: a taint someone adds meanwhile stays.
+        self.kube.update_node(name, lambda node: {
+            "spec": {"unschedulable": True, "taints": _taints_but_ours(node) + [TAINT]},
             "metadata": {"labels": {STATE_LABEL: "quarantined"}, "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
         })
         self.say(f"quarantined {name} (cards {', '.join(cards)})")
@@ -114,10 +118,10 @@ class Remediator:
         self.kube.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}})
 
     def release(self, node: Any) -> None:
+        """As NVSentinel after a successful remediation: uncordon and lift its own taint."""
         name = node.metadata.name
-        taints = [t.to_dict() for t in (node.spec.taints or []) if t.key != TAINT["key"]]
-        self.kube.patch_node(name, {
-            "spec": {"unschedulable": False, "taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
+        self.kube.update_node(name, lambda current: {
+            "spec": {"unschedulable": False, "taints": _taints_but_ours(current)},
             "metadata": {"labels": {STATE_LABEL: "remediation-succeeded"}, "annotations": {EVENT_ANNOTATION: None}},
         })
         self.say(f"released {name}: its cards are healthy again")

@@ -11,7 +11,8 @@ one annotation (`kilocard.io/isolation`), written in the same patch as the taint
   (someone else's) is never ours to remove.
 - `cordoned`: kilocard set the cordon (the node was schedulable before the first holder).
 A revert removes its run from the holders; a taint goes only when no holder still wants its
-effect, and the cordon is lifted only by the last holder and only if kilocard set it. Every
+effect, and the cordon is lifted only by the last holder, only if kilocard set it, and not while
+a remediator we know of holds the node (NVSentinel's state label or taint: it lifts its own). Every
 change is a read-modify-write carrying the resourceVersion it was computed from (409: read again),
 so a taint the node lifecycle controller or a remediator writes at the same moment survives.
 """
@@ -26,7 +27,7 @@ from chaos.errors import NotFound
 from chaos.faults import Context, pod_kill
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
-from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT
+from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT, cordon_held_by_other
 
 KINDS = ("node-isolate",)
 REVERTIBLE = True
@@ -112,7 +113,8 @@ def release(node: Any, run_id: str) -> dict[str, Any] | None:
     annotation: str | None = json.dumps(state, sort_keys=True)
     if not state["holders"]:
         annotation = None
-        if state["cordoned"] and node.spec.unschedulable:
+        other = cordon_held_by_other(node.metadata.labels or {}, [t["key"] for t in taints])
+        if state["cordoned"] and node.spec.unschedulable and other is None:
             spec["unschedulable"] = False
     return {"spec": spec, "metadata": {"annotations": {ISOLATION_ANNOTATION: annotation}}}
 

@@ -179,3 +179,28 @@ def test_card_isolated_by_another_open_run_is_refused_naming_it(kube, testbed, p
         assert [f["run_id"] for f in agents.list(agents.endpoint(node))] == [holder.run_id]
     finally:
         assert revert.revert(holder, book, held.records) == []
+
+
+def test_a_remediator_sharing_the_node_keeps_its_cordon_and_lifts_it_itself(kube, pool, tmp_path):
+    (node,) = pool(1).node_names
+    before = state(kube, node)
+    ctx = context(kube)
+    book, records = isolate(ctx, tmp_path, node)
+    agents = AgentClient(kube)
+    sick = agents.create(agents.endpoint(node), "ecc", {"card": 0}, {}, 120, "other-actor")
+
+    def quarantined(items):
+        return any(t.key == "nvidia.com/gpu-error" for t in items[0].spec.taints or [])
+
+    try:
+        kube.wait_until("nodes", quarantined, timeout=40, label_selector=f"kubernetes.io/hostname={node}")
+        # Our run ends first: our taint goes, but the remediator still holds the node cordoned.
+        assert revert.revert(ctx, book, records) == []
+        cordoned, taints, annotations = state(kube, node)
+        assert cordoned and not annotations and ISOLATION_TAINT not in {k for k, _v, _e in taints}
+        assert ("nvidia.com/gpu-error", "fatal", "NoSchedule") in taints
+    finally:
+        agents.delete(agents.endpoint(node), sick["id"])  # the card is reset: the remediator releases it
+    kube.wait_until("nodes", lambda items: not items[0].spec.unschedulable and not quarantined(items), timeout=40,
+                    label_selector=f"kubernetes.io/hostname={node}")
+    assert state(kube, node) == before

@@ -34,6 +34,10 @@ class FakeKube:
             node.metadata.labels[key] = value
         return node
 
+    def update_node(self, name, change):
+        patch = change(self.nodes[name])
+        return self.nodes[name] if patch is None else self.patch_node(name, patch)
+
     def list_pods(self, field_selector):
         node = field_selector.split("=", 1)[1]
         return SimpleNamespace(items=[client.V1Pod(metadata=client.V1ObjectMeta(name=p, namespace="ns"))
