@@ -38,9 +38,16 @@ __all__ = [
 _PROCESS_RUN_ID = ledger.new_run_id()
 
 
+def run_id_of(configuration: Optional[Dict[str, Any]]) -> str:
+    """The run this experiment's faults belong to: configured, else $KILOCARD_RUN_ID, else one
+    per process (the probes of probes.chaostoolkit read the same one)."""
+    cfg = configuration or {}
+    return cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
+
+
 def _session(configuration: Optional[Dict[str, Any]]) -> tuple:
     cfg = configuration or {}
-    run_id = cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
+    run_id = run_id_of(cfg)
     kube = Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
     directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else None
     ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None,

@@ -142,18 +142,30 @@ def cmd_fault(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    hold = args.duration if args.duration is not None else min(
-        [f.spec.ttl_seconds for f in planned.faults if f.spec.ttl_seconds > 0], default=0.0)
+    shortest = min([f.spec.ttl_seconds for f in planned.faults if f.module.REVERTIBLE], default=None)
+    hold = args.duration if args.duration is not None else (shortest or 0.0)
+    if shortest is not None and hold > shortest:
+        ctx.kube.close()
+        raise SpecError(f"--duration: {hold:g} s is longer than the shortest ttl_seconds ({shortest:g} s): that "
+                        "fault would expire, and be reverted by its TTL, in the middle of the hold")
     try:
         outcome = lifecycle.run(ctx, book, planned, hold, stop)
     finally:
         ctx.kube.close()
+    if outcome.error is not None:
+        print(f"kilocard: {outcome.error}", file=sys.stderr)
+    for fault in outcome.skipped:
+        print(f"kilocard: stopped before applying {fault.where} ({fault.kind})", file=sys.stderr)
     for record in outcome.left:
         print(f"kilocard: revert incomplete: {record.kind} {json.dumps(record.target)}: {record.error}; "
               f"run 'kilocard recover --run {run_id}'", file=sys.stderr)
     if outcome.left:
         return Exit.REVERT_INCOMPLETE
     print(f"{run_id}: reverted", flush=True)
+    if outcome.error is not None:
+        return exit_code(outcome.error)
+    if outcome.skipped:
+        return Exit.ABORTED
     return Exit.FAILED if outcome.failed else Exit.PASSED
 
 

@@ -265,18 +265,24 @@ class Kube:
             patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
         return self._call(f"patch node {name}", self.core.patch_node, name, patch)
 
-    def update_node(self, name: str, change: Callable[[client.V1Node], dict[str, Any] | None],
-                    attempts: int = 20) -> client.V1Node | None:
-        """Read-modify-write with optimistic concurrency: `change(node)` returns the patch to make
-        from what it read (None: nothing to do); the patch carries the resourceVersion it was
-        computed from, and a 409 (someone wrote in between) reads and recomputes."""
+    def read_node_raw(self, name: str) -> dict[str, Any]:
+        """A node as the API's plain JSON (taints keep `timeAdded`, which typed models rename)."""
+        return json.loads(self._call(f"get node {name}", self.core.read_node, name, _preload_content=False).data)
+
+    def update_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
+                    attempts: int = 20) -> dict[str, Any]:
+        """Read-modify-write with optimistic concurrency: `change(node)` (plain JSON) returns the
+        patch to make from what it read (None: nothing to do); the patch carries the
+        resourceVersion it was computed from, and a 409 (someone wrote in between) reads and
+        recomputes."""
         for _ in range(attempts):
-            node = self.read_node(name)
+            node = self.read_node_raw(name)
             patch = change(node)
             if patch is None:
                 return node
             try:
-                return self.patch_node(name, patch, node.metadata.resource_version)
+                self.patch_node(name, patch, node["metadata"]["resourceVersion"])
+                return node
             except Conflict:
                 continue
         raise Conflict(f"patch node {name}: still conflicting after {attempts} attempts", status=409)

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chaos import ledger, revert
+from chaos.errors import KilocardError
 from chaos.faults import Context
-from chaos.plan import Plan, execute_one
+from chaos.plan import Plan, Planned, execute_one
 
 Phase = Literal["injected", "recovered"]
 
@@ -41,6 +42,8 @@ class Outcome:
     plan: Plan
     held_since: float | None = None
     left: list[ledger.Record] = field(default_factory=list)  # still open after the revert
+    skipped: list[Planned] = field(default_factory=list)  # never applied: a stop came first
+    error: KilocardError | None = None  # what ended the run early (a ledger write that failed)
 
     @property
     def failed(self) -> list[ledger.Record]:
@@ -54,12 +57,14 @@ def line(record: ledger.Record) -> str:
 
 def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float, stop: threading.Event,
         clock: Callable[[], float] = time.time) -> Outcome:
-    """Apply the plan, hold it for `duration` seconds (or until `stop`), revert from the ledger."""
+    """Apply the plan, hold it for `duration` seconds (or until `stop`), revert from the ledger.
+    A stop before every fault is applied skips the rest (`skipped`)."""
     outcome = Outcome(plan)
     try:
-        for fault in plan.faults:
+        for i, fault in enumerate(plan.faults):
             if desired_phase(clock(), None, duration, stop.is_set()) == "recovered":
-                break
+                outcome.skipped = plan.faults[i:]
+                return outcome
             execute_one(ctx, book, fault)
             for record in fault.records:
                 ctx.say(line(record))
@@ -68,6 +73,8 @@ def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float, stop: th
             ctx.say(f"{plan.run_id}: holding for {duration:g} s (Ctrl-C reverts now)")
         while desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected":
             stop.wait(max(0.0, outcome.held_since + duration - clock()))
+    except KilocardError as exc:
+        outcome.error = exc  # reverted below all the same; the caller reports it
     finally:
         still_open = ledger.open_records(ctx.kube, book.dir if book.on_disk else None, plan.run_id)
         outcome.left = revert.revert(ctx, book, still_open)

@@ -79,36 +79,42 @@ def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
             raise SpecError(f"{where}: no targets: the selectors match nothing (set allow_empty: true to accept that)")
         check = getattr(module, "check", None)
         if check is not None and found:
-            check(ctx, spec, found, where)
+            check(ctx, spec, found, where, [(p.where, r) for p in planned for r in p.records])
         planned.append(Planned(where, module, spec, _records(ctx, module, spec, found)))
     return Plan(ctx.run_id, planned)
 
 
 def _records(ctx: Context, module: ModuleType, spec: Any, found: list[dict[str, Any]]) -> list[ledger.Record]:
     """One ledger record per target, with the undo data read now, before anything changes."""
-    expires = ledger.iso(time.time() + max(spec.ttl_seconds, 0))
 
     def prepared(target: dict[str, Any]) -> ledger.Record:
         fault_id = uuid.uuid4().hex[:12]
-        undo = {**module.prepare(ctx, spec, target), "fault_id": fault_id}
-        return ledger.Record(run_id=ctx.run_id, fault_id=fault_id, kind=spec.kind, target=target,
-                             expires_at=expires, undo=undo)
+        undo = {**module.prepare(ctx, spec, target, fault_id), "fault_id": fault_id}
+        return ledger.Record(run_id=ctx.run_id, fault_id=fault_id, kind=spec.kind, target=target, expires_at="",
+                             undo=undo)
 
     return ctx.kube.batch(prepared, found)
 
 
 def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
-    """Record, then apply, one planned fault."""
+    """Record, then apply, one planned fault. A target whose apply raised is `failed` (it may have
+    half-happened, so it is still reverted); the others go on."""
     module, spec = fault.module, fault.spec
+    expires = ledger.iso(time.time() + max(spec.ttl_seconds, 0))  # the TTL runs from now, as the agent's does
+    for record in fault.records:
+        record.expires_at = expires
     book.write(fault.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
 
     def applied(record: ledger.Record) -> ledger.Record:
+        started = time.time()  # the fault's time: the first change comes at the start of its apply
         try:
             record.undo = module.apply(ctx, spec, record.target, record.undo)
             record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
-            record.applied_at = time.time()
+            record.applied_at = started
         except KilocardError as exc:
             record.state, record.error = "failed", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must not cost the other targets their ledger entry
+            record.state, record.error = "failed", f"unexpected {type(exc).__name__}: {exc}"
         return record
 
     fault.records = ctx.kube.batch(applied, fault.records)

@@ -28,6 +28,8 @@ def revert(ctx: Context, book: ledger.Ledger, records: list[ledger.Record]) -> l
             record.state, record.error = "reverted", ""
         except KilocardError as exc:
             record.error = f"revert failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a bug must not stop the other reverts
+            record.error = f"revert failed: unexpected {type(exc).__name__}: {exc}"
         return record
 
     done = ctx.kube.batch(one, todo)

@@ -25,7 +25,7 @@ SHAPE_LABELS = ("kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-
 
 # --- what kilocard places on the cluster ---------------------------------------------------
 ISOLATION_TAINT = "kilocard.io/isolated"
-ISOLATION_ANNOTATION = "kilocard.io/isolation"  # JSON: which runs hold the node, what was there before
+ISOLATION_ANNOTATION = "kilocard.io/isolation"  # JSON: which faults hold the node, what kilocard placed
 AGENT_ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
 FAULT_LABEL = "kilocard.io/fault"  # on objects a fault creates (NetworkPolicy), value: the run id
 RUN_LABEL = "kilocard.io/run-id"

@@ -8,12 +8,12 @@ Configuration keys (optional): `kilocard_kubeconfig`, `kilocard_context`,
 applied, unless given `fault_at`), `kilocard_scrape_interval` (seconds; else read from Prometheus).
 """
 
-import os
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from chaos import ledger
+from chaos.actions import run_id_of
 from chaos.kube import Kube
 from chaos.vocabulary import local_testbed_kubeconfig
 from probes import capacity, placement, remediation, slo, snapshot, tp_groups
@@ -114,15 +114,13 @@ def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95
         fault_at = _fault_time(cfg)
     scrape = float(cfg["kilocard_scrape_interval"]) if cfg.get("kilocard_scrape_interval") else slo.scrape_interval(
         cfg.get("kilocard_prometheus_url", PROMETHEUS_URL), _job(prom, ind))
-    recovery = slo.Recovery(threshold, deadline, hold, ind.window_seconds + scrape, expect_impact)
+    recovery = slo.Recovery(threshold, deadline, hold, ind.window_seconds + scrape, expect_impact, scrape)
     verdict = slo.recovered_within(prom, ind, fault_at, recovery, interval=min(scrape, 5.0))
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
 
 
 def _fault_time(cfg: Dict[str, Any]) -> float:
-    run_id = cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID")
-    if not run_id:
-        raise ProbeError("no fault_at given and no kilocard_run_id to read it from the ledger")
+    run_id = run_id_of(cfg)
     kube = _kube(cfg)
     try:
         directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()

@@ -49,6 +49,7 @@ GATEWAY_REQUESTS = "kilocard_sim_requests_total"  # the testbed's gateway; a par
 GATEWAY_FAILED = "kilocard_sim_requests_failed_total"
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio", "promql")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+MAX_POINTS = 10_000
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -118,6 +119,14 @@ def p95_ttft(prom: Any, model: str, namespace: str | None = None, window: str = 
     return indicator(prom, "ttft_p95", model, namespace, window, by=None).query
 
 
+def _one_unless_by(result: list[dict[str, Any]], ind: Indicator) -> list[dict[str, Any]]:
+    """A query judged as one series must return one: several would be silently cut to the last."""
+    if ind.by is None and len(result) > 1:
+        raise SloError(f"PromQL {ind.query!r} returned {len(result)} series where one was expected; aggregate it "
+                       "to one (or judge per replica)")
+    return result
+
+
 def _rows(result: list[dict[str, Any]], ind: Indicator) -> dict[str, float]:
     values: dict[str, float] = {}
     for row in result:
@@ -136,17 +145,15 @@ def _series_name(metric: dict[str, str], ind: Indicator) -> str:
 def values(prom: Any, ind: Indicator) -> dict[str, float]:
     """Series name -> value now; NaN dropped. A failed query is an error, never an empty answer."""
     try:
-        return _rows(prom.custom_query(ind.query), ind)
+        result = prom.custom_query(ind.query)
     except Exception as exc:  # noqa: BLE001 - the client raises many kinds; all mean "could not ask"
         raise SloError(f"PromQL {ind.query!r} failed: {exc}") from None
+    return _rows(_one_unless_by(result, ind), ind)
 
 
 def value(prom: Any, query: str) -> float | None:
     """One number from an instant query; None when there are no samples or the result is NaN."""
-    found = values(prom, Indicator("value", query, "1m"))
-    if len(found) > 1:
-        raise SloError(f"PromQL {query!r} returned {len(found)} series; aggregate it to one")
-    return next(iter(found.values()), None)
+    return next(iter(values(prom, Indicator("value", query, "1m")).values()), None)
 
 
 def under(prom: Any, query: str | Indicator, threshold: float) -> Verdict:
@@ -197,22 +204,55 @@ class Recovery:
     hold: float  # seconds it must stay healthy to count as recovered
     blind: float  # seconds after the fault before a healthy sample may count (rate window + scrape)
     expect_impact: bool = True  # the fault should hurt: a pass needs a breach, then a recovery
+    scrape: float = 0.0  # a breach seen sooner than one scrape after the fault was there before it
+    absent_for: float | None = None  # no series for this long is a breach (default: `blind`)
+
+    def __post_init__(self) -> None:
+        if self.deadline <= 0 or self.hold < 0 or self.blind < 0:
+            raise SloError(f"deadline must be positive and hold, blind not negative (got {self})")
+        if self.blind + self.hold > self.deadline:
+            raise SloError(f"deadline {self.deadline:g} s is shorter than the blind window ({self.blind:g} s: rate "
+                           f"window + scrape interval) plus hold ({self.hold:g} s): no verdict could ever pass")
+
+
+def _breach(seen: list[Sample], fault_at: float, r: Recovery) -> Sample | None:
+    """The first sample that shows the fault: a series over the threshold, or no series at all for
+    `absent_for` seconds (every replica gone). One missing scrape is not impact; a failed query
+    is not knowing, never impact."""
+    absent_for = r.blind if r.absent_for is None else r.absent_for
+    absent_since: Sample | None = None
+    for s in seen:
+        if s.error:
+            absent_since = None
+        elif not s.values:
+            absent_since = absent_since or s
+            if s.at - absent_since.at >= absent_for:
+                return absent_since
+        else:
+            absent_since = None
+            if not s.healthy(r.threshold) and s.at >= fault_at + r.scrape:
+                return s
+    return None
 
 
 def judge(samples: list[Sample], fault_at: float, r: Recovery, final: bool) -> Verdict | None:
-    """The verdict over the samples so far; None while undecided (`final`: the deadline is here)."""
-    seen = sorted((s for s in samples if s.at >= fault_at), key=lambda s: s.at)
-    breach = next((s for s in seen if s.breached(r.threshold)), None)
+    """The verdict over the samples so far; None while undecided (`final`: the deadline is here).
+    Only samples from the fault to its deadline count."""
+    due = fault_at + r.deadline
+    seen = sorted((s for s in samples if fault_at <= s.at <= due), key=lambda s: s.at)
+    breach = _breach(seen, fault_at, r)
     good_since: float | None = None  # start of the current healthy streak that may count
     last_bad: Sample | None = None
-    for s in seen:
+    for i, s in enumerate(seen):
         if not s.healthy(r.threshold):
             good_since, last_bad = None, s
         elif good_since is None and s.at >= fault_at + r.blind and (
                 not r.expect_impact or (breach is not None and s.at > breach.at)):
             good_since = s.at
+        if good_since is not None and s.at - good_since >= r.hold:
+            seen = seen[:i + 1]  # decided here, as a probe following it live would have been
+            break
     now = seen[-1].at if seen else fault_at
-    due = fault_at + r.deadline
     peak = _peak(seen)
     details: dict[str, Any] = {
         "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, "deadline": r.deadline,
@@ -222,7 +262,12 @@ def judge(samples: list[Sample], fault_at: float, r: Recovery, final: bool) -> V
         "series": [{"at": s.at, "values": dict(s.values), **({"error": s.error} if s.error else {})} for s in seen],
     }
     worst = f"; worst {peak[0]}, peak {peak[1]:.3f}" if peak and peak[1] > r.threshold else ""
-    if good_since is not None and now - good_since >= r.hold and good_since + r.hold <= due:
+    already = next((s for s in seen if s.at < fault_at + r.scrape and not s.healthy(r.threshold) and s.values), None)
+    if r.expect_impact and already is not None:
+        name, value = already.worst() or ("?", math.nan)
+        return failed(f"already over {r.threshold:g} when the fault was applied ({name} at {value:.3f}): its impact "
+                      "cannot be told apart; is the steady state met?", outcome="unknown", **details)
+    if good_since is not None and now - good_since >= r.hold:
         details["recovered_after"] = round(good_since - fault_at, 3)
         if breach is None:
             return passed(f"held under {r.threshold:g} for {r.hold:g} s from {r.blind:g} s after the fault "
@@ -240,12 +285,17 @@ def judge(samples: list[Sample], fault_at: float, r: Recovery, final: bool) -> V
         peak_text = f" (worst {peak[0]}, peak {peak[1]:.3f})" if peak else ""
         return failed(f"no impact observed: under {r.threshold:g} for {r.deadline:g} s after the fault{peak_text}; "
                       "did the fault land?", outcome="no_impact", **details)
-    state = ("never back under" if good_since is None
-             else f"under since {good_since - fault_at:.1f} s, not held {r.hold:g} s in time")
+    state = (f"never back under {r.threshold:g}" if good_since is None
+             else f"under {r.threshold:g} since {good_since - fault_at:.1f} s, not held {r.hold:g} s in time")
     bad = last_bad.worst() if last_bad is not None else None
-    last = f"; {bad[0]} last at {bad[1]:.3f}" if bad else "; last: no series" if last_bad is not None else ""
-    return failed(f"not recovered within {r.deadline:g} s ({state} {r.threshold:g}){last}{worst}",
-                  outcome="not_recovered", **details)
+    if bad:
+        last = f"; {bad[0]} last at {bad[1]:.3f}"
+    elif last_bad is not None:
+        last = f"; last: {'query failed' if last_bad.error else 'no series'}"
+    else:
+        last = ""
+    return failed(f"not recovered within {r.deadline:g} s ({state}){last}{worst}", outcome="not_recovered",
+                  **details)
 
 
 def _peak(seen: list[Sample]) -> tuple[str, float] | None:
@@ -274,13 +324,14 @@ def history(prom: Any, ind: Indicator, start: float, end: float, step: float) ->
     first, last = round(start), round(end)  # the client sends whole seconds; Prometheus steps from there
     if last - first < step:
         return []
+    step = max(step, (last - first) / MAX_POINTS)  # Prometheus answers at most 11,000 points a series
     try:
         result = prom.custom_query_range(ind.query, start_time=dt.datetime.fromtimestamp(first, dt.UTC),
-                                         end_time=dt.datetime.fromtimestamp(last, dt.UTC), step=f"{step:g}s")
+                                         end_time=dt.datetime.fromtimestamp(last, dt.UTC), step=f"{step:g}")
     except Exception as exc:  # noqa: BLE001
         raise SloError(f"PromQL range {ind.query!r} failed: {exc}") from None
     by_time: dict[float, dict[str, float]] = {}
-    for row in result:
+    for row in _one_unless_by(result, ind):
         name = _series_name(row["metric"], ind)
         for at, text in row["values"]:
             if not math.isnan(float(text)):
@@ -294,14 +345,16 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
     """Judge the indicator from the fault on: its history first, then live every `interval` s,
     until the verdict is decided (at the latest at the deadline)."""
     values(prom, ind)  # bad PromQL or an unreachable Prometheus is an error now, not a red verdict later
-    samples = history(prom, ind, fault_at, clock(), interval)
+    due = fault_at + r.deadline
+    samples = history(prom, ind, fault_at, min(clock(), due), interval)
     while True:
         now = clock()
-        try:
-            samples.append(Sample(now, values(prom, ind)))
-        except SloError as exc:
-            samples.append(Sample(now, {}, str(exc)))  # no data is never healthy
-        verdict = judge(samples, fault_at, r, final=now >= fault_at + r.deadline)
+        if now <= due:  # a probe started late judges what the deadline saw, from the history
+            try:
+                samples.append(Sample(now, values(prom, ind)))
+            except SloError as exc:
+                samples.append(Sample(now, {}, str(exc)))  # no data is never healthy
+        verdict = judge(samples, fault_at, r, final=now >= due)
         if verdict is not None:
             return verdict
-        sleep(max(0.0, min(interval, fault_at + r.deadline - now)))
+        sleep(max(0.0, min(interval, due - now)))

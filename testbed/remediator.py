@@ -54,9 +54,9 @@ def fatal_cards(prom: Any) -> dict[str, list[str]]:
     return found
 
 
-def _taints_but_ours(node: Any) -> list[dict[str, Any]]:
-    return [{k: v for k, v in t.to_dict().items() if v is not None} for t in (node.spec.taints or [])
-            if t.key != TAINT["key"]]
+def _taints_but_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node's taints (plain JSON, `timeAdded` kept) without the remediator's own."""
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t["key"] != TAINT["key"]]
 
 
 class Remediator:

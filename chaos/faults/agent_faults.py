@@ -26,6 +26,7 @@ from chaos.agent.client import AgentError
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context
 from chaos.faults._spec import MAX_CARD, Fields
+from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
 
 AGENT_KINDS = {fault: kind.NAME for fault, kind in sorted(kinds.BY_FAULT.items())}
@@ -93,9 +94,11 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     return [{"node": node, **t} for node in nodes for t in _agent_targets(spec)]
 
 
-def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str) -> None:
+def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
+          earlier: list[tuple[str, Record]]) -> None:
     """What only the cluster knows: the cards exist on each node, each node's agent answers, and
-    no other open run holds a target this kind cannot share."""
+    neither another open run nor an earlier entry of this plan holds a target this kind cannot
+    share."""
     nodes = sorted({t["node"] for t in found})
     if spec.cards is not None:
         capacity = {n["metadata"]["name"]: int(((n.get("status") or {}).get("capacity") or {}).get(
@@ -108,11 +111,17 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str) -> 
                 raise SpecError(f"{where}.{spec.card_field}: node {node} {has} ({ctx.card_resource}), "
                                 f"got {wrong[0]}")
     held = dict(zip(nodes, ctx.kube.batch(lambda n: _reachable(ctx, n, where), nodes), strict=True))
+    for entry, r in earlier:  # this plan's own, as the agent will hold them
+        if r.kind in AGENT_KINDS and r.target["node"] in held:
+            held[r.target["node"]].append({"kind": AGENT_KINDS[r.kind], "target": r.undo["target"], "entry": entry})
     kind = AGENT_KINDS[spec.kind]
     for target in found:
         place = {k: v for k, v in target.items() if k != "node"}
         for other in held[target["node"]]:
             if not kinds.stackable(kind, place, other["kind"], other.get("target") or {}):
+                if "entry" in other:
+                    raise TargetConflict(f"{where}: {target['node']} {json.dumps(place)} cannot stack with "
+                                         f"{other['entry']} of this plan ({other['kind']} on the same target)")
                 raise TargetConflict(
                     f"{where}: {target['node']} {json.dumps(place)} is held by run {other.get('run_id') or '?'} "
                     f"({other['kind']}, fault {other['id']}, until {other.get('expires_at')}); "
@@ -127,7 +136,7 @@ def _reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
         raise SpecError(f"{where}: the agent of node {node} does not answer ({exc})") from None
 
 
-def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
+def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
     agent_target = {k: v for k, v in target.items() if k != "node"}
     return {"node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
             "agent_kind": AGENT_KINDS[spec.kind], "target": agent_target, "run_id": ctx.run_id, "agent_id": None}

@@ -57,9 +57,10 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
             for n in nodes for c in spec.cards]
 
 
-def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
-    name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{target['pool']}-{target['device']}".lower())[:253]
-    return {"name": name.strip("-.")}
+def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
+    # The fault's own id in the name: two faults of one run on one device are two rules.
+    name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{fault_id}-{target['pool']}-{target['device']}".lower())
+    return {"name": name[:253].strip("-.")}
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

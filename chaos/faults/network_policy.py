@@ -62,8 +62,9 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     return [{"namespace": spec.namespace, "pod_selector": spec.pod_selector, "pods": len(pods)}] if pods else []
 
 
-def prepare(ctx: Context, spec: Spec, target: dict[str, Any]) -> dict[str, Any]:
-    return {"namespace": spec.namespace, "name": f"kilocard-partition-{ctx.run_id}"[:63].rstrip("-")}
+def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
+    # The fault's own id in the name: two partitions of one run are two policies, reverted apart.
+    return {"namespace": spec.namespace, "name": f"kilocard-partition-{fault_id}-{ctx.run_id}"[:63].rstrip("-")}
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 
 
-def prepare(ctx: Context, spec: Any, target: dict[str, Any]) -> dict[str, Any]:
+def prepare(ctx: Context, spec: Any, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
     return {}
 
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.agent import kinds
 from chaos.agent.protocol import Fault, FaultError, validate
 from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
 from probes.capacity import KV_BYTES_PER_CARD, kv_bytes_per_token
@@ -352,8 +353,10 @@ class World:
             card = spec["target"].get("card")
             if card is not None and not 0 <= card < self.node_cards[node]:
                 raise FaultError("target.card", f"node {node} has cards 0-{self.node_cards[node] - 1}, got {card}")
-            if spec["kind"] == "card-isolate" and card in self.isolated[node]:
-                raise FaultError("target.card", f"card {card} of {node} is already isolated", status=409)
+            for other in self.faults.values():  # what cannot stack, as the node agent refuses it
+                if other.node == node and not kinds.stackable(spec["kind"], spec["target"], other.kind, other.target):
+                    raise FaultError("target", f"{spec['target']} of {node} already has a {other.kind} fault "
+                                               f"({other.id}, run {other.run_id or '?'})", status=409)
             f = Fault.create(node, spec)
             self._apply(f)
             self.faults[f.id] = f

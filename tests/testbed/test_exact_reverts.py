@@ -40,23 +40,26 @@ def state(kube, node):
 
 
 def add_taints(kube, node, *taints):
-    current = [t.to_dict() for t in kube.read_node(node).spec.taints or []]
-    kube.patch_node(node, {"spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in current]
-                                    + list(taints)}})
+    current = kube.read_node_raw(node)["spec"].get("taints") or []
+    kube.patch_node(node, {"spec": {"taints": current + list(taints)}})
 
 
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
 def test_a_foreign_taint_with_our_key_is_kept(kube, pool, tmp_path, effect):
     (node,) = pool(1).node_names
     add_taints(kube, node, {"key": ISOLATION_TAINT, "value": "ops-ticket-42", "effect": "NoSchedule"},
-               {"key": "example.com/maintenance", "value": "true", "effect": "PreferNoSchedule"})
+               {"key": "example.com/maintenance", "value": "true", "effect": "PreferNoSchedule"},
+               {"key": "example.com/draining", "value": "x", "effect": "NoExecute", "timeAdded": "2026-12-01T00:00:00Z"})
     before = state(kube, node)
+    raw_before = kube.read_node_raw(node)["spec"]["taints"]
+    assert any(t.get("timeAdded") for t in raw_before)
     ctx = context(kube)
     book, records = isolate(ctx, tmp_path, node, effect)
     cordoned, taints, _ = state(kube, node)
     assert cordoned and any(k == ISOLATION_TAINT and e == effect for k, _v, e in taints)
     assert revert.revert(ctx, book, records) == []
     assert state(kube, node) == before
+    assert kube.read_node_raw(node)["spec"]["taints"] == raw_before  # timeAdded and order kept
 
 
 @pytest.mark.parametrize("effects", [("NoSchedule", "NoSchedule"), ("NoSchedule", "NoExecute")])
@@ -84,16 +87,19 @@ def test_a_writer_changing_the_taints_at_the_same_moment_is_not_lost(kube, testb
     (node,) = pool(1).node_names
     before = state(kube, node)
     mine = testbed.kube()  # the run's own connection; `kube` plays the other writer
-    read = mine.read_node
     armed: list[dict] = []  # the other writer's next taint, written right after our next read
 
-    def read_then_someone_writes(name):
-        node_seen = read(name)
-        if armed:
-            add_taints(kube, name, armed.pop())
-        return node_seen
+    def then_someone_writes(read):
+        def reading(name):
+            node_seen = read(name)
+            if armed:
+                add_taints(kube, name, armed.pop())
+            return node_seen
+        return reading
 
-    mine.read_node = read_then_someone_writes
+    for reader in ("read_node", "read_node_raw"):  # however the fault reads the node
+        if hasattr(mine, reader):
+            setattr(mine, reader, then_someone_writes(getattr(mine, reader)))
     try:
         ctx = context(mine)
         armed.append({"key": "example.com/health", "value": "degraded", "effect": "NoSchedule"})
@@ -163,6 +169,38 @@ def test_plan_resolves_and_checks_but_changes_nothing(kube, testbed, pool, tmp_p
     assert state(kube, a) == before and not (tmp_path / "ledger").exists()
     agents = AgentClient(kube)
     assert agents.list(agents.endpoint(b)) == []
+
+
+def test_two_faults_of_one_run_on_one_node_are_two_holders(kube, pool, tmp_path):
+    (node,) = pool(1).node_names
+    before = state(kube, node)
+    ctx = context(kube)
+    book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
+    planned = plan.plan(ctx, [({"kind": "node-isolate", "nodes": [node], "ttl_seconds": 60}, "f[0]"),
+                              ({"kind": "node-isolate", "nodes": [node], "effect": "NoExecute", "ttl_seconds": 60},
+                               "f[1]")])
+    for fault in planned.faults:
+        plan.execute_one(ctx, book, fault)
+    taints = state(kube, node)[1]
+    assert (ISOLATION_TAINT, "kilocard", "NoSchedule") in taints and (ISOLATION_TAINT, "kilocard", "NoExecute") in taints
+    first, second = planned.faults
+    assert revert.revert(ctx, book, first.records) == []
+    assert (ISOLATION_TAINT, "kilocard", "NoExecute") in state(kube, node)[1] and state(kube, node)[0]
+    assert revert.revert(ctx, book, second.records) == []
+    assert state(kube, node) == before
+
+
+def test_entries_of_one_plan_that_cannot_stack_and_a_hold_past_the_ttl_are_refused(kube, testbed, pool, tmp_path):
+    (node,) = pool(1).node_names
+    code, out, err, spec = run_faults(testbed, tmp_path, [
+        {"kind": "network-bandwidth", "nodes": [node], "params": {"rate_mbit": 100}, "ttl_seconds": 60},
+        {"kind": "network-delay", "nodes": [node], "params": {"ms": 20}, "ttl_seconds": 60}])
+    assert code == 2 and err.startswith(f"kilocard: {spec}[1]: {node} {{}} cannot stack with {spec}[0] of this plan")
+    code, out, err, spec = run_faults(testbed, tmp_path, [{"kind": "node-isolate", "nodes": [node], "ttl_seconds": 5}],
+                                      "--duration", "10")
+    assert code == 2 and "--duration: 10 s is longer than the shortest ttl_seconds (5 s)" in err, err
+    agents = AgentClient(kube)
+    assert agents.list(agents.endpoint(node)) == [] and not kube.read_node(node).spec.unschedulable
 
 
 def test_card_isolated_by_another_open_run_is_refused_naming_it(kube, testbed, pool, tmp_path):

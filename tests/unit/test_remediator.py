@@ -35,8 +35,9 @@ class FakeKube:
         return node
 
     def update_node(self, name, change):
-        patch = change(self.nodes[name])
-        return self.nodes[name] if patch is None else self.patch_node(name, patch)
+        patch = change(client.ApiClient().sanitize_for_serialization(self.nodes[name]))
+        if patch is not None:
+            self.patch_node(name, patch)
 
     def list_pods(self, field_selector):
         node = field_selector.split("=", 1)[1]

@@ -53,7 +53,7 @@ def test_a_budget_shorter_than_the_recovery_fails_naming_the_replica():
     short = Recovery(threshold=0.5, deadline=45, hold=10, blind=6)
     v = judge(series(sick[:46]), T0, short, final=True)
     assert not v.ok and v.details["outcome"] == "not_recovered"
-    assert "not recovered within 45 s (under since 40.0 s, not held 10 s in time 0.5)" in v.reason
+    assert "not recovered within 45 s (under 0.5 since 40.0 s, not held 10 s in time); b last at 0.740" in v.reason
     assert "worst b, peak 0.740" in v.reason
     # The same series with a budget the recovery fits in passes: the failure is the budget's.
     assert judge(series(sick), T0, ECC, final=False).ok
@@ -64,9 +64,58 @@ def test_hopeless_is_decided_before_the_deadline():
     assert v is not None and not v.ok and "never back under" in v.reason and "b last at 0.900" in v.reason
 
 
-def test_no_series_is_a_breach_and_failed_queries_are_unknown():
-    gone = [None] * 10 + healthy(20)  # every replica gone, then back
+def test_no_series_for_a_while_is_a_breach_one_missing_scrape_is_not():
+    gone = [None] * 10 + healthy(20)  # every replica gone for 10 s (longer than the 6 s blind window), then back
     assert judge(series(gone), T0, ECC, final=False).details["breach_after"] == 0.0
+    blip = healthy(20) + [None] + healthy(40)  # one scrape missing: not the fault's impact
+    v = judge(series(blip), T0, ECC, final=True)
+    assert not v.ok and v.details["outcome"] == "no_impact"
+
+
+def test_a_breach_already_there_when_the_fault_came_is_not_its_impact():
+    late = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, scrape=1)
+    v = judge(series([{"a": 0.9}] * 3 + healthy(40)), T0, late, final=False)
+    assert not v.ok and v.details["outcome"] == "unknown" and v.reason.startswith("already over 0.5 when the fault")
+
+
+def test_only_samples_up_to_the_deadline_count():
+    recovered_then_blip = [{"a": 0.9}] * 40 + healthy(40) + [{"a": 0.9}] * 5 + healthy(60)
+    budget = Recovery(threshold=0.5, deadline=120, hold=10, blind=6)
+    v = judge(series(recovered_then_blip), T0, budget, final=True)  # a probe started long after the deadline
+    assert v.ok and v.details["recovered_after"] == 40.0 and v.details["series"][-1]["at"] == T0 + 50
+    breach_too_late = judge(series(healthy(130) + [{"a": 0.9}] * 5), T0, budget, final=True)
+    assert breach_too_late.details["outcome"] == "no_impact"
+
+
+def test_settings_no_verdict_could_pass_are_refused():
+    with pytest.raises(slo.SloError, match="shorter than the blind window"):
+        Recovery(threshold=0.5, deadline=30, hold=10, blind=31)
+
+
+def test_one_series_expected_means_one():
+    class Two(Prom):
+        def custom_query(self, query):
+            return [{"metric": {"pod": "a"}, "value": [0, "0.9"]}, {"metric": {"pod": "b"}, "value": [0, "0.1"]}]
+
+    with pytest.raises(slo.SloError, match="returned 2 series where one was expected"):
+        slo.under(Two(set()), slo.Indicator("m", "q", "1m", by=None), 0.5)
+    assert slo.under(Two(set()), slo.Indicator("m", "q", "1m", by="pod"), 0.5).details["worst"] == "a"
+
+
+def test_history_asks_whole_steps_within_the_point_limit():
+    asked = {}
+
+    class Ranged(Prom):
+        def custom_query_range(self, query, start_time, end_time, step):
+            asked.update(start=start_time.timestamp(), end=end_time.timestamp(), step=step)
+            return []
+
+    samples = slo.history(Ranged(set()), slo.Indicator("m", "q", "1m"), T0 + 0.4, T0 + 30_000.2, 2.5)
+    assert asked == {"start": T0, "end": T0 + 30_000, "step": "3"}  # 30000 s / 10000 points
+    assert len(samples) == 10_001 and samples[0] == Sample(T0, {})
+
+
+def test_failed_queries_are_unknown():
     down = [Sample(T0 + i, {}, "connection refused") for i in range(61)]
     v = judge(down, T0, ECC, final=True)
     assert not v.ok and v.details["outcome"] == "unknown"
