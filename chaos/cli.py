@@ -12,7 +12,6 @@ import argparse
 import json
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -139,9 +138,8 @@ def cmd_fault(args: argparse.Namespace) -> int:
     run_id = ledger.check_run_id(args.run_id) if args.run_id else ledger.new_run_id()
     ctx, planned = _planned(args, run_id)
     book = ledger.Ledger(run_id, ctx.kube, args.ledger_dir)
-    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: ctx.stop.set())
     shortest = min([f.spec.ttl_seconds for f in planned.faults if f.module.REVERTIBLE], default=None)
     hold = args.duration if args.duration is not None else (shortest or 0.0)
     if shortest is not None and hold > shortest:
@@ -149,7 +147,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
         raise SpecError(f"--duration: {hold:g} s is longer than the shortest ttl_seconds ({shortest:g} s): that "
                         "fault would expire, and be reverted by its TTL, in the middle of the hold")
     try:
-        outcome = lifecycle.run(ctx, book, planned, hold, stop)
+        outcome = lifecycle.run(ctx, book, planned, hold)
     finally:
         ctx.kube.close()
     if outcome.error is not None:

@@ -13,7 +13,6 @@ and a replay agree on when a fault should be in place.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,11 +54,11 @@ def line(record: ledger.Record) -> str:
     return f"{record.run_id} {record.kind} {json.dumps(record.target)}: {record.state}{error}"
 
 
-def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float, stop: threading.Event,
+def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,
         clock: Callable[[], float] = time.time) -> Outcome:
-    """Apply the plan, hold it for `duration` seconds (or until `stop`), revert from the ledger.
-    A stop before every fault is applied skips the rest (`skipped`)."""
-    outcome = Outcome(plan)
+    """Apply the plan, hold it for `duration` seconds (or until `ctx.stop` is set), revert from the
+    ledger. A stop before every fault is applied skips the rest (`skipped`)."""
+    outcome, stop = Outcome(plan), ctx.stop
     try:
         for i, fault in enumerate(plan.faults):
             if desired_phase(clock(), None, duration, stop.is_set()) == "recovered":

@@ -8,8 +8,9 @@ what this run placed, and a vanished target counts as reverted.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -25,9 +26,11 @@ class Context:
     run_id: str
     say: Callable[[str], None] = print
     card_resource: str = "nvidia.com/gpu"
+    # Set by Ctrl-C, SIGTERM or a stop condition: a fault waiting (an eviction a PDB blocks) gives up.
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def for_run(self, run_id: str) -> Context:
-        return Context(self.kube, self.agents, run_id, self.say, self.card_resource)
+        return Context(self.kube, self.agents, run_id, self.say, self.card_resource, self.stop)
 
 
 def registry() -> dict[str, ModuleType]:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.errors import KilocardError, NotFound, TooManyRequests
+from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
 from chaos.faults import Context
 from chaos.faults._spec import Fields
 from chaos.targets import how_many, live_pods, sample
@@ -89,7 +89,9 @@ def kill(ctx: Context, target: dict[str, Any], mode: str, grace_seconds: int | N
                 if time.monotonic() + wait > deadline:
                     raise BlockedByPDB(f"evicting {namespace}/{name}: blocked by a PodDisruptionBudget "
                                        f"for {deadline_seconds:.0f} s") from None
-                time.sleep(wait)
+                if ctx.stop.wait(wait):
+                    raise Aborted(f"evicting {namespace}/{name}: stopped while a PodDisruptionBudget "
+                                  "blocked it") from None
                 wait = min(wait * 2, 5.0)
     except NotFound:
         pass

@@ -5,6 +5,8 @@ stacking node isolation (see the closing note of the hardening issue)."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 import uuid
 
 import pytest
@@ -14,7 +16,7 @@ from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, ISOLATION_TAINT
-from tests.testbed.helpers import markers, run_cli
+from tests.testbed.helpers import eventually, markers, run_cli, wait_ready
 
 pytestmark = pytest.mark.testbed
 
@@ -242,3 +244,27 @@ def test_a_remediator_sharing_the_node_keeps_its_cordon_and_lifts_it_itself(kube
     kube.wait_until("nodes", lambda items: not items[0].spec.unschedulable and not quarantined(items), timeout=40,
                     label_selector=f"kubernetes.io/hostname={node}")
     assert state(kube, node) == before
+
+
+def test_a_stop_during_apply_skips_the_rest_and_exits_3(kube, testbed, pool, tmp_path):
+    p = pool(2)
+    for o in p.fleet("llama-3-70b", replicas={"llama-3-70b": 3}):  # one Pending: the PDB allows no eviction
+        kube.apply(o)
+    wait_ready(kube, p.namespace, "llama-3-70b", 2)
+    kube.wait_until("poddisruptionbudgets", lambda items: bool(items) and items[0].status.expected_pods == 3
+                    and items[0].status.disruptions_allowed == 0, timeout=30, namespace=p.namespace)
+    spec = tmp_path / "faults.yaml"
+    spec.write_text(yaml.safe_dump([
+        {"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model=llama-3-70b",
+         "field_selector": "status.phase=Running", "mode": "evict", "eviction_deadline_seconds": 300},
+        {"kind": "node-isolate", "nodes": [p.node_names[0]], "ttl_seconds": 60}]))
+    proc = run_cli(testbed, tmp_path / "ledger", "fault", "-f", str(spec), "--duration", "30")
+    ledger_file = tmp_path / "ledger"
+    assert eventually(lambda: any(ledger_file.glob("*.jsonl")), 30)  # the eviction is recorded, then waits
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)  # not the 300 s the eviction would have waited
+    assert proc.returncode == 3, (out, err)
+    assert f"kilocard: stopped before applying {spec}[1] (node-isolate)" in err
+    assert "stopped while a PodDisruptionBudget blocked it" in out
+    assert not kube.read_node(p.node_names[0]).spec.unschedulable
