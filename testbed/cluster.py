@@ -297,7 +297,12 @@ class Testbed:
         if name == "kwok":
             return [
                 binary, f"--kubeconfig={kubeconfig}", f"--config={self.paths.kwok_config}",
+                # A lost node (label kilocard.io/node-lost=true) stops matching: kwok lets go of it
+                # as a dead kubelet would. Its Lease is no longer renewed (the controller manager
+                # then calls it lost), and its pods get no more updates: evicted ones stay
+                # Terminating until PodGC (out-of-service taint, node deleted) removes them.
                 "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
+                f"--manage-nodes-with-label-selector={stages.LOST_LABEL}!=true",
                 f"--node-lease-duration-seconds={c.node_lease_seconds}", f"--cidr={POD_CIDR}",
                 "--node-ip=10.255.0.1", f"--server-address=127.0.0.1:{ports.kwok}",
             ]

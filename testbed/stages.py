@@ -1,5 +1,5 @@
-"""kwok's behaviour as data: the stage files that make fake nodes and pods act like kubelets.
-Most ship in the kwok module (copied beside its binary at build time); testbed/kwok/ holds ours.
+"""kwok's behaviour as data: the stage files that make fake nodes and pods act like kubelets,
+as they ship in the kwok module (copied beside its binary at build time).
 
 kwok v0.8.0 has no built-in stages, so the testbed always passes this set with `-c`."""
 
@@ -17,9 +17,10 @@ PROFILE = (
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 )
-OWN = Path(__file__).parent / "kwok"
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # Ready=False: not-ready taint
-LOST_LABEL = "kilocard.io/node-lost"  # Ready=Unknown: unreachable taint (testbed/kwok/node-lost.yaml)
+# A dead kubelet: kwok stops managing the node (see cluster.py), so its Lease lapses, the controller
+# manager marks it Unknown and taints it unreachable, and its pods are never confirmed deleted.
+LOST_LABEL = "kilocard.io/node-lost"
 
 
 def write_config(stage_dir: Path, target: Path) -> Path:
@@ -30,6 +31,5 @@ def write_config(stage_dir: Path, target: Path) -> Path:
         if not path.is_file():
             raise FileNotFoundError(f"kwok stage {rel} not found in {stage_dir}: rebuild with 'kilocard testbed build'")
         docs.append(path.read_text().strip())
-    docs += [path.read_text().strip() for path in sorted(OWN.glob("*.yaml"))]
     target.write_text("\n---\n".join(docs) + "\n")
     return target

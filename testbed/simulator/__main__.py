@@ -28,6 +28,7 @@ from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
+from testbed.stages import LOST_LABEL
 
 REAP_SECONDS = 2.0
 
@@ -36,17 +37,20 @@ def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event)
     def capacity(node: dict[str, Any]) -> int:
         return int((node.get("status", {}).get("capacity") or {}).get(resource, 0))
 
+    def lost(node: dict[str, Any]) -> bool:
+        return (node["metadata"].get("labels") or {}).get(LOST_LABEL) == "true"
+
     for kind, obj in kube.events("nodes", stop=stop, raw=True):
         if kind == "SYNC":
             names = {n["metadata"]["name"] for n in obj}
             for name in set(world.node_cards) - names:
                 world.remove_node(name)
             for n in obj:
-                world.upsert_node(n["metadata"]["name"], capacity(n))
+                world.upsert_node(n["metadata"]["name"], capacity(n), lost(n))
         elif kind == "DELETED":
             world.remove_node(obj["metadata"]["name"])
         else:
-            world.upsert_node(obj["metadata"]["name"], capacity(obj))
+            world.upsert_node(obj["metadata"]["name"], capacity(obj), lost(obj))
 
 
 def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:

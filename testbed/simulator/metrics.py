@@ -87,8 +87,8 @@ class VllmCollector(Collector):
             for key, members in w.replicas().items():
                 lead = members[0]
                 s = w.series.get(key)
-                if s is None or not all(p.ready for p in members):
-                    continue  # an engine exports once it serves; a replacement pod starts from zero
+                if s is None or not all(p.ready for p in members) or any(p.node in w.lost for p in members):
+                    continue  # an engine exports once it serves (a replacement starts from zero), and not once dead
                 f, e = families[s.engine.name], s.engine
                 labels = [lead.served_name, "0", lead.namespace, lead.name]
                 f["ttft"].add_metric(labels, _buckets(e.ttft_buckets, s.ttft_buckets, s.ttft_count), s.ttft_sum)
@@ -146,6 +146,8 @@ def render_dcgm(world: World, hostname_label: str = "Hostname") -> str:
     with world.lock:
         rows: list[tuple[dict[str, str], Any]] = []
         for (node, index), card in sorted(world.cards.items()):
+            if node in world.lost:
+                continue  # a dead node's exporter is not scraped: its series go stale
             labels = {
                 "gpu": str(index), "UUID": card.uuid, "pci_bus_id": f"00000000:{0x18 + 0x10 * index:02X}:00.0",
                 "device": f"nvidia{index}", "modelName": world.product, hostname_label: node,

@@ -120,6 +120,7 @@ class World:
         self.load = load
         self.lock = threading.RLock()
         self.node_cards: dict[str, int] = {}  # capacity per node
+        self.lost: set[str] = set()  # nodes whose kubelet is dead
         self.cards: dict[tuple[str, int], Card] = {}
         self.pods: dict[str, Pod] = {}
         self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
@@ -140,9 +141,12 @@ class World:
         self.last_tick = time.monotonic()
 
     # --- cluster view (from watches) ------------------------------------------------------------
-    def upsert_node(self, name: str, capacity: int) -> None:
+    def upsert_node(self, name: str, capacity: int, lost: bool = False) -> None:
+        """A node and its cards; `lost`: its kubelet is dead (label kilocard.io/node-lost), so its
+        exporters are not scraped and its replicas answer nothing."""
         with self.lock:
             self.node_cards[name] = capacity
+            (self.lost.add if lost else self.lost.discard)(name)
             for i in range(capacity):
                 if (name, i) not in self.cards:
                     card_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{i}.cards.kilocard.io")
@@ -155,6 +159,7 @@ class World:
                 del self.cards[key]
             self.assignment.pop(name, None)
             self.isolated.pop(name, None)
+            self.lost.discard(name)
 
     def upsert_pod(self, obj: dict[str, Any]) -> None:
         """Take a pod as the API's JSON; only scheduled pods of a model matter."""
@@ -220,6 +225,8 @@ class World:
         nodes = {p.node for p in members}
         delay = 0.0
         reachable = True
+        if nodes & self.lost:
+            reachable = False  # the engine died with its node, though its pod may still read Ready
         for node in nodes:
             net = self.net(node)
             # The client path to the replica (gateway -> pod and the first token back).

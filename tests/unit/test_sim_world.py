@@ -137,3 +137,23 @@ def test_unknown_card_or_node_changes_nothing():
         w.add_fault("ghost", {"kind": "ecc", "target": {"card": 0}, "ttl_seconds": 5})
     assert err.value.status == 404
     assert w.faults == {} and all(c.speed == 1.0 and c.dbe_vol == 0 for c in w.cards.values())
+
+
+def test_a_lost_node_serves_nothing_and_exports_nothing():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from testbed.simulator.metrics import VllmCollector, render_dcgm
+
+    w = world_with(pod("a", "n0", "llama-2-7b", 1), pod("b", "n1", "llama-2-7b", 1))
+    run(w, 2)
+    w.upsert_node("n0", 8, lost=True)
+    run(w, 5)
+    assert w.failed[("ns", "llama-2-7b", "replica_unreachable")] > 0  # its pod still reads Ready: traffic fails
+    dcgm = render_dcgm(w)
+    assert 'Hostname="n1"' in dcgm and 'Hostname="n0"' not in dcgm
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(VllmCollector(w))
+    engine = generate_latest(registry).decode()
+    assert 'pod="b"' in engine and 'pod="a"' not in engine
+    w.upsert_node("n0", 8, lost=False)
+    assert "n0" not in w.lost
