@@ -31,6 +31,7 @@ __all__ = [
     "kill_rank",
     "kill_tp_groups",
     "limit_bandwidth",
+    "mark_out_of_service",
     "partition_network",
     "partition_pods",
     "revert_faults",
@@ -112,6 +113,13 @@ def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: st
     """Cordon and taint nodes (NoExecute evicts), optionally drain them."""
     return apply_fault(_drop_none(kind="node-isolate", nodes=nodes, node_selector=node_selector, count=count,
                                   effect=effect, drain=drain, seed=seed, ttl_seconds=ttl_seconds), configuration)
+
+
+def mark_out_of_service(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                        configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Non-graceful node shutdown: taint dead nodes out-of-service, so PodGC frees their stuck pods."""
+    return apply_fault(_drop_none(kind="node-out-of-service", nodes=nodes, node_selector=node_selector,
+                                  ttl_seconds=ttl_seconds), configuration)
 
 
 def _agent(kind: str, ttl_seconds: float, nodes: Optional[List[str]], node_selector: Optional[str],

@@ -26,6 +26,9 @@ SHAPE_LABELS = ("kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-
 # --- what kilocard places on the cluster ---------------------------------------------------
 ISOLATION_TAINT = "kilocard.io/isolated"
 ISOLATION_ANNOTATION = "kilocard.io/isolation"  # JSON: which faults hold the node, what kilocard placed
+# Non-graceful node shutdown: PodGC force-deletes the pods stuck on a dead node carrying this taint.
+OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
+OUT_OF_SERVICE_ANNOTATION = "kilocard.io/out-of-service"  # as ISOLATION_ANNOTATION, for that taint
 AGENT_ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
 FAULT_LABEL = "kilocard.io/fault"  # on objects a fault creates (NetworkPolicy), value: the run id
 RUN_LABEL = "kilocard.io/run-id"

@@ -39,12 +39,14 @@ def registry() -> dict[str, ModuleType]:
         dra_card_isolation,
         network_policy,
         node_isolation,
+        node_out_of_service,
         pod_kill,
         tp_group_kill,
     )
 
     kinds: dict[str, ModuleType] = {}
-    for module in (pod_kill, tp_group_kill, node_isolation, network_policy, agent_faults, dra_card_isolation):
+    for module in (pod_kill, tp_group_kill, node_isolation, node_out_of_service, network_policy, agent_faults,
+                   dra_card_isolation):
         for kind in module.KINDS:
             kinds[kind] = module
     return kinds

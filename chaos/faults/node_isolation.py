@@ -1,37 +1,23 @@
 """node-isolate: cordon nodes and taint them `kilocard.io/isolated=kilocard:<effect>` (NoSchedule,
 or NoExecute, which evicts what does not tolerate it), optionally draining them through the
-Eviction API.
-
-Runs stack on a node. Which runs hold it, and what kilocard itself placed, is kept on the node in
-one annotation (`kilocard.io/isolation`), written in the same patch as the taint and the cordon:
-
-    {"holders": {"<run>/<fault id>": "NoSchedule", ...}, "placed": ["NoSchedule"], "cordoned": true}
-
-- `placed`: the effects whose taint kilocard added. A taint with our key that was there before
-  (someone else's) is never ours to remove.
-- `cordoned`: kilocard set the cordon (the node was schedulable before the first holder).
-A revert removes its fault from the holders; a taint goes only when no holder still wants its
-effect, and the cordon is lifted only by the last holder, only if kilocard set it, and not while
-a remediator we know of holds the node (NVSentinel's state label or taint: it lifts its own). Every
-change is a read-modify-write carrying the resourceVersion it was computed from (409: read again),
-so a taint the node lifecycle controller or a remediator writes at the same moment survives.
-"""
+Eviction API. Runs stack on a node, each revert lifting only its own part (chaos/faults/_node_hold.py,
+annotation `kilocard.io/isolation`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
 from chaos.faults import Context, pod_kill
+from chaos.faults._node_hold import Mark, hold, release
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
-from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT, cordon_held_by_other
+from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT
 
 KINDS = ("node-isolate",)
 REVERTIBLE = True
-TAINT_VALUE = "kilocard"
+MARK = Mark(ISOLATION_TAINT, "kilocard", ISOLATION_ANNOTATION, cordon=True)
 
 
 @dataclass(frozen=True)
@@ -66,69 +52,10 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> 
     return {"node": target["node"], "effect": spec.effect, "run_id": ctx.run_id, "holder": f"{ctx.run_id}/{fault_id}"}
 
 
-def _state(node: dict[str, Any]) -> dict[str, Any]:
-    text = (node["metadata"].get("annotations") or {}).get(ISOLATION_ANNOTATION)
-    try:
-        state = json.loads(text) if text else {}
-    except ValueError:
-        state = {}
-    return {"holders": dict(state.get("holders") or {}), "placed": list(state.get("placed") or []),
-            "cordoned": bool(state.get("cordoned"))}
-
-
-def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dict(t) for t in (node.get("spec") or {}).get("taints") or []]
-
-
-def _has(taints: list[dict[str, Any]], effect: str) -> bool:
-    return any(t["key"] == ISOLATION_TAINT and t["effect"] == effect for t in taints)
-
-
-def _cordoned(node: dict[str, Any]) -> bool:
-    return bool((node.get("spec") or {}).get("unschedulable"))
-
-
-def hold(node: dict[str, Any], holder: str, effect: str) -> dict[str, Any] | None:
-    """The patch that adds `holder` to the node's holders (None: it holds it already)."""
-    state, taints = _state(node), _taints(node)
-    if holder in state["holders"]:
-        return None
-    state["holders"][holder] = effect
-    if not _has(taints, effect):
-        taints.append({"key": ISOLATION_TAINT, "value": TAINT_VALUE, "effect": effect})
-        state["placed"].append(effect)
-    spec: dict[str, Any] = {"taints": taints}
-    if not _cordoned(node):
-        spec["unschedulable"] = True
-        state["cordoned"] = True
-    return {"spec": spec, "metadata": {"annotations": {ISOLATION_ANNOTATION: json.dumps(state, sort_keys=True)}}}
-
-
-def release(node: dict[str, Any], holder: str) -> dict[str, Any] | None:
-    """The patch that takes `holder` off the node, and what kilocard placed once nobody needs it."""
-    state, taints = _state(node), _taints(node)
-    if holder not in state["holders"]:
-        return None  # nothing of this fault's is here (reverted already, or never applied)
-    del state["holders"][holder]
-    wanted = set(state["holders"].values())
-    gone = [e for e in state["placed"] if e not in wanted]
-    taints = [t for t in taints if not (t["key"] == ISOLATION_TAINT and t["effect"] in gone
-                                        and t.get("value") == TAINT_VALUE)]
-    state["placed"] = [e for e in state["placed"] if e in wanted]
-    spec: dict[str, Any] = {"taints": taints}
-    annotation: str | None = json.dumps(state, sort_keys=True)
-    if not state["holders"]:
-        annotation = None
-        other = cordon_held_by_other(node["metadata"].get("labels") or {}, [t["key"] for t in taints])
-        if state["cordoned"] and _cordoned(node) and other is None:
-            spec["unschedulable"] = False
-    return {"spec": spec, "metadata": {"annotations": {ISOLATION_ANNOTATION: annotation}}}
-
-
 def release_legacy(node: dict[str, Any], run_id: str, prior_unschedulable: bool) -> dict[str, Any] | None:
     """A record written before runs could stack (undo {node, unschedulable}): its taint carried the
     run id as value, its marker was `kilocard.io/isolated-by`."""
-    taints = _taints(node)
+    taints = [dict(t) for t in (node.get("spec") or {}).get("taints") or []]
     mine = [t for t in taints if t["key"] == ISOLATION_TAINT and t.get("value") == run_id]
     if not mine:
         return None
@@ -145,7 +72,7 @@ def _drained(pod: dict[str, Any]) -> bool:
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
-    ctx.kube.update_node(target["node"], lambda node: hold(node, undo["holder"], spec.effect))
+    ctx.kube.update_node(target["node"], lambda node: hold(node, MARK, undo["holder"], spec.effect))
     if spec.drain:
         for pod in ctx.kube.list_pods_raw(field_selector=f"spec.nodeName={target['node']}"):
             if _drained(pod):
@@ -158,7 +85,7 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
 def revert(ctx: Context, undo: dict[str, Any]) -> None:
     if "holder" in undo:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
-            return release(node, undo["holder"])
+            return release(node, MARK, undo["holder"])
     else:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             return release_legacy(node, ctx.run_id, bool(undo.get("unschedulable")))

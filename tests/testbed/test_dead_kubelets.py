@@ -6,20 +6,24 @@ is tainted out-of-service (non-graceful node shutdown)."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
+from chaos import ledger, plan, revert
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
 from chaos.kube import pod_ready
+from chaos.vocabulary import OUT_OF_SERVICE_ANNOTATION, OUT_OF_SERVICE_TAINT
 from probes import snapshot, tp_groups
 from testbed import fleet, stages
 from tests.testbed.helpers import wait_ready
 
 pytestmark = pytest.mark.testbed
 BIG, SMALL = "llama-3-405b", "llama-2-7b-fragile"
-OUT_OF_SERVICE = {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
 
 
-def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(kube, pool, testbed):
+def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(kube, pool, testbed, tmp_path):
     p = pool(7)  # two TP=16 groups on four nodes, the 7B replica on a fifth, two free
     fleet.deploy(kube, p.fleet(BIG, SMALL, replicas={SMALL: 1}), timeout=60, say=lambda _m: None)
     ranks = wait_ready(kube, p.namespace, BIG, 4)
@@ -49,14 +53,21 @@ def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(ku
     assert time.monotonic() - started >= 59
     group = tp_groups.check(snapshot.fetch(kube, namespace=p.namespace), BIG, p.namespace)
     assert not group.ok, group.reason
-    # Non-graceful node shutdown: the out-of-service taint lets PodGC remove the stuck pod, and the
-    # StatefulSet creates the rank again on a live node.
-    node = kube.read_node(rank.spec.node_name)
-    taints = [{k: v for k, v in t.to_dict().items() if v is not None} for t in node.spec.taints or []]
-    kube.patch_node(rank.spec.node_name, {"spec": {"taints": taints + [OUT_OF_SERVICE]}})
-    back = kube.wait_until("pods", lambda items: any(
-        x.metadata.name == rank.metadata.name and x.metadata.uid != rank.metadata.uid and pod_ready(x) for x in items),
-        timeout=90, namespace=p.namespace, label_selector=f"kilocard.io/model={BIG}")
+    # The remediation, non-graceful node shutdown: the out-of-service fault lets PodGC remove the
+    # stuck pod, and the StatefulSet creates the rank again on a live node.
+    ctx = Context(kube, AgentClient(kube), f"oos-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
+    book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
+    remediation = plan.inject(ctx, book, {"kind": "node-out-of-service", "nodes": [rank.spec.node_name],
+                                          "ttl_seconds": 300})
+    try:
+        back = kube.wait_until("pods", lambda items: any(
+            x.metadata.name == rank.metadata.name and x.metadata.uid != rank.metadata.uid and pod_ready(x)
+            for x in items), timeout=90, namespace=p.namespace, label_selector=f"kilocard.io/model={BIG}")
+    finally:
+        assert revert.revert(ctx, book, remediation.records) == []
     (new_rank,) = [x for x in back if x.metadata.name == rank.metadata.name]
     assert new_rank.spec.node_name not in lost
     assert tp_groups.check(snapshot.fetch(kube, namespace=p.namespace), BIG, p.namespace).ok
+    node = kube.read_node(rank.spec.node_name)
+    assert OUT_OF_SERVICE_TAINT not in {t.key for t in node.spec.taints or []}
+    assert OUT_OF_SERVICE_ANNOTATION not in (node.metadata.annotations or {})
