@@ -12,7 +12,7 @@ import argparse
 import json
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -103,20 +103,28 @@ def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
     return (data if isinstance(data, list) else [data]), str(args.file)
 
 
-def _planned(args: argparse.Namespace, run_id: str) -> tuple[Any, Any]:
-    """(context, plan): every entry parsed first (no cluster), then resolved and checked."""
+def _planned(args: argparse.Namespace, run_id: str, duration: float | None = None) -> tuple[Any, Any]:
+    """(context, plan): every entry parsed first (no cluster), then resolved and checked. With a
+    `duration`, a hold the shortest TTL would cut short is refused before connecting too."""
     from chaos import plan
 
     raws, source = _load_faults(args)
-    items = plan.entries(raws, source)
-    for raw, where in items:  # bad input is found before connecting anywhere
-        plan.parse(raw, where)
+    parsed = plan.parse_all(plan.entries(raws, source))  # bad input is found before connecting anywhere
+    shortest = _shortest_ttl((module, spec) for _, module, spec in parsed)
+    if duration is not None and shortest is not None and duration > shortest:
+        raise SpecError(f"--duration: {duration:g} s is longer than the shortest ttl_seconds ({shortest:g} s): "
+                        "that fault would expire, and be reverted by its TTL, in the middle of the hold")
     ctx = _context(args, run_id)
     try:
-        return ctx, plan.plan(ctx, items)
+        return ctx, plan.resolve(ctx, parsed)
     except BaseException:
         ctx.kube.close()
         raise
+
+
+def _shortest_ttl(faults: Iterable[tuple[Any, Any]]) -> float | None:
+    """The shortest TTL of the revertible faults among (kind module, spec) pairs; None: none."""
+    return min((spec.ttl_seconds for module, spec in faults if module.REVERTIBLE), default=None)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -136,16 +144,12 @@ def cmd_fault(args: argparse.Namespace) -> int:
     from chaos import lifecycle
 
     run_id = ledger.check_run_id(args.run_id) if args.run_id else ledger.new_run_id()
-    ctx, planned = _planned(args, run_id)
+    ctx, planned = _planned(args, run_id, args.duration)
     book = ledger.Ledger(run_id, ctx.kube, args.ledger_dir)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ctx.stop.set())
-    shortest = min([f.spec.ttl_seconds for f in planned.faults if f.module.REVERTIBLE], default=None)
-    hold = args.duration if args.duration is not None else (shortest or 0.0)
-    if shortest is not None and hold > shortest:
-        ctx.kube.close()
-        raise SpecError(f"--duration: {hold:g} s is longer than the shortest ttl_seconds ({shortest:g} s): that "
-                        "fault would expire, and be reverted by its TTL, in the middle of the hold")
+    hold = args.duration if args.duration is not None else (
+        _shortest_ttl((f.module, f.spec) for f in planned.faults) or 0.0)
     try:
         outcome = lifecycle.run(ctx, book, planned, hold)
     finally:

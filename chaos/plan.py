@@ -68,11 +68,20 @@ def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
     return [(raw, f"{source}[{i}]" if len(raws) > 1 else source) for i, raw in enumerate(raws)]
 
 
+def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any]]:
+    """(where, kind module, spec) of every entry: all bad input found before any cluster is asked."""
+    return [(where, *parse(raw, where)) for raw, where in items]
+
+
 def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
-    """Parse everything first (no cluster needed), then resolve and check each fault. Nothing is
-    written; a SpecError means nothing will have been applied."""
-    parsed = [(where, *parse(raw, where)) for raw, where in items]
-    planned = []
+    """Parse everything first (no cluster needed), then resolve and check each fault."""
+    return resolve(ctx, parse_all(items))
+
+
+def resolve(ctx: Context, parsed: list[tuple[str, ModuleType, Any]]) -> Plan:
+    """Resolve and check each parsed fault against the cluster. Nothing is written; a SpecError
+    means nothing will have been applied."""
+    planned: list[Planned] = []
     for where, module, spec in parsed:
         found = module.targets(ctx, spec, where)
         if not found and not spec.allow_empty:

@@ -52,7 +52,7 @@ def recover(ctx: Context, directory: Path | None, run_id: str | None = None,
     reverted, left = [], []
     for run, records in sorted(by_run.items()):
         book = ledger.Ledger(run, ctx.kube, directory, on_disk=directory is not None)
-        failed = revert(ctx.for_run(run), book, records)
+        failed = revert(ctx, book, records)  # each record is reverted as its own run
         left += failed
         reverted += [r for r in records if r not in failed]
     return reverted, left

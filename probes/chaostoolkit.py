@@ -136,10 +136,9 @@ def _fault_time(cfg: Dict[str, Any]) -> float:
 
 def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
     """The scrape job behind the indicator's series, for its scrape interval."""
-    name = ind.query.split("rate(", 1)[-1].split("{", 1)[0] if "rate(" in ind.query else None
-    if not name:
-        return None
-    found = prom.custom_query(f"count by (job) ({name})")
+    if not ind.metric:
+        return None  # a query of one's own: the global interval
+    found = prom.custom_query(f"count by (job) ({ind.metric})")
     return found[0]["metric"].get("job") if found else None
 
 

@@ -78,6 +78,7 @@ class Indicator:
     query: str
     window: str
     by: str | None = None
+    metric: str | None = None  # the stored series it reads, as resolved (its scrape job sets the interval)
 
     @property
     def window_seconds(self) -> float:
@@ -100,13 +101,13 @@ def indicator(prom: Any, kind: str, model: str | None = None, namespace: str | N
         name = metric_names.resolve_any(prom, TTFT_NAMES if kind == "ttft_p95" else ITL_NAMES, matchers)
         group = f"le, {by}" if by else "le"
         promql = f"histogram_quantile({quantile:g}, sum by ({group}) (rate({name}{{{matchers}}}[{window}])))"
-        return Indicator(model or kind, promql, window, by)
+        return Indicator(model or kind, promql, window, by, name)
     if kind == "error_ratio":
         # The failures counter may not exist until the first failure: no failures is 0, not "no data".
         total = metric_names.resolve(prom, requests_metric, matchers)
         promql = (f"(sum(rate({failed_metric}{{{matchers}}}[{window}])) or vector(0)) / "
                   f"sum(rate({total}{{{matchers}}}[{window}]))")
-        return Indicator(model or kind, promql, window, None)  # the gateway knows models, not replicas
+        return Indicator(model or kind, promql, window, None, total)  # the gateway knows models, not replicas
     if kind == "promql":
         if not query:
             raise SloError("indicator promql needs a query")
