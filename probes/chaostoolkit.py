@@ -143,10 +143,15 @@ def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
 
 
 def remediated_within(node: str, models: List[str], budget: float, namespace: str = None,
-                      configuration: Dict[str, Any] = None) -> Dict[str, Any]:
-    """The node is quarantined and drained, and the models' replicas Ready elsewhere, within budget."""
+                      path: str = "quarantine", configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """Within budget, on `path`: `quarantine` (the node cordoned and tainted or labelled, and
+    drained) or `out-of-service` (a lost node tainted out of service or deleted, its stuck pods
+    removed, TP groups whole); either way the models' replicas Ready elsewhere."""
+    if path not in remediation.PATHS:
+        raise ProbeError(f"path: expected one of {', '.join(remediation.PATHS)}, got {path!r}")
     kube = _kube(configuration)
     try:
-        return remediation.within(kube, node, tuple(models), budget, namespace).to_json()
+        cards = (configuration or {}).get("kilocard_card_resource", "nvidia.com/gpu")
+        return remediation.within(kube, node, tuple(models), budget, namespace, cards, path).to_json()
     finally:
         kube.close()

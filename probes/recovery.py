@@ -1,7 +1,8 @@
 """Recovery timelines from watch events as they arrive (not from polling): for each killed or
-evicted replica pod, when it was deleted, when its replacement was created, scheduled (on which
-node) and Ready. Times are wall-clock at arrival; the API's own timestamps (1 s resolution) ride
-along to cross-check them."""
+evicted replica pod, when it was deleted and when it was gone (its drain over, its cards free),
+and when its replacement was created, scheduled (on which node), started (image pulled) and Ready
+(weights loaded, warmed up). Times are wall-clock at arrival; the API's own timestamps (1 s
+resolution) ride along to cross-check them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Event:
     at: float  # wall-clock seconds when the watch event arrived
-    phase: str  # deleted | created | scheduled | ready
+    phase: str  # deleted | gone | created | scheduled | started | ready
     pod: str
     uid: str
     node: str | None
@@ -31,6 +32,14 @@ class Event:
 def _ts(value: str | None) -> float | None:
     """An API timestamp (RFC 3339, whole seconds) as epoch seconds."""
     return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))) if value else None
+
+
+def _running(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The running state of the first container that has started, if one has."""
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if (c.get("state") or {}).get("running") is not None:
+            return dict(c["state"]["running"])
+    return None
 
 
 def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
@@ -72,7 +81,8 @@ class Recorder:
         for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop, raw=True):
             if kind == "SYNC":
                 for pod in obj:  # what exists at the start is the "before", not an event
-                    self.seen[pod["metadata"]["uid"]] = {"created", "scheduled", "ready"} if ready(pod) else {"created"}
+                    self.seen[pod["metadata"]["uid"]] = (
+                        {"created", "scheduled", "started", "ready"} if ready(pod) else {"created"})
                 self.synced.set()
                 continue
             meta = obj["metadata"]
@@ -81,10 +91,15 @@ class Recorder:
                 ends = _ts(meta.get("deletionTimestamp"))
                 grace = meta.get("deletionGracePeriodSeconds") or 0
                 self._emit("deleted", obj, ends - grace if ends is not None else None)
+                if kind == "DELETED":
+                    self._emit("gone", obj, None)
                 continue
             self._emit("created", obj, _ts(meta.get("creationTimestamp")))
             if (obj.get("spec") or {}).get("nodeName"):
                 self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
+            running = _running(obj)
+            if running is not None:
+                self._emit("started", obj, _ts(running.get("startedAt")))
             if ready(obj):
                 self._emit("ready", obj, _condition_time(obj, "Ready"))
 
@@ -102,12 +117,16 @@ def timeline(events: list[Event], fault_at: float) -> dict[str, Any]:
     for d in sorted(deleted, key=lambda e: e.at):
         new = next((c for c in sorted(created, key=lambda e: e.at) if c.uid not in used and c.uid != d.uid), None)
         entry: dict[str, Any] = {"pod": d.pod, "deleted": d.at - fault_at}
+        if "gone" in by_uid[d.uid]:
+            entry["gone"] = by_uid[d.uid]["gone"].at - fault_at
         if new is not None:
             used.add(new.uid)
             phases = by_uid[new.uid]
             entry.update(replacement=new.pod, created=new.at - fault_at)
             if "scheduled" in phases:
                 entry.update(scheduled=phases["scheduled"].at - fault_at, node=phases["scheduled"].node)
+            if "started" in phases:
+                entry.update(started=phases["started"].at - fault_at)
             if "ready" in phases:
                 entry.update(ready=phases["ready"].at - fault_at)
         replicas.append(entry)

@@ -1,13 +1,18 @@
-"""Remediation: after a card fault, was the node quarantined (cordoned, tainted or labelled by the
-remediator) within budget, its pods moved off it, and the other replicas left healthy?"""
+"""Remediation, on one of two paths, within budget:
+- quarantine (a card fault): was the node quarantined (cordoned, tainted or labelled by the
+  remediator), its pods moved off it, and the other replicas left healthy?
+- out of service (a lost node, whose dead kubelet confirms nothing): does the node carry
+  `node.kubernetes.io/out-of-service` (or is it deleted), have its stuck Terminating pods been
+  removed, and is every replica, TP groups whole, Ready elsewhere?"""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING
 
-from chaos.vocabulary import MODEL_LABEL, QUARANTINE_LABELS, QUARANTINE_TAINTS
+from chaos.vocabulary import MODEL_LABEL, OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
 from probes import snapshot as snap
+from probes import tp_groups
 from probes.snapshot import ClusterSnapshot, NodeView
 from probes.verdict import Verdict, failed, passed
 
@@ -38,14 +43,42 @@ def check(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str
     return passed(f"node {node} quarantined, drained, other replicas Ready", node=node)
 
 
+def out_of_service(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str | None = None) -> Verdict:
+    view = s.node(node)
+    if view is not None and not any(t.split(":")[0].split("=")[0] == OUT_OF_SERVICE_TAINT for t in view.taints):
+        return failed(f"node {node} is not out of service (no {OUT_OF_SERVICE_TAINT} taint, node not deleted): "
+                      f"its pods stay Terminating while its kubelet is dead", node=node)
+    stuck = sorted(p.name for p in s.pods if p.node == node and p.model in models
+                   and (namespace is None or p.namespace == namespace))
+    if stuck:
+        return failed(f"node {node} out of service, but pods still bound to it: {', '.join(stuck)}",
+                      node=node, stuck=stuck)
+    for model in models:
+        groups = tp_groups.check(s, model, namespace)
+        if not groups.ok:
+            return failed(f"node {node} out of service and emptied, but {groups.reason}", node=node)
+    unhealthy = sorted(p.name for m in models for p in s.replicas(m, namespace) if not p.ready)
+    if unhealthy:
+        return failed(f"node {node} out of service and emptied, but replicas not Ready elsewhere: "
+                      f"{', '.join(unhealthy)}", node=node, unhealthy=unhealthy)
+    return passed(f"node {node} {'out of service' if view else 'deleted'}, its pods removed, every replica "
+                  f"Ready elsewhere", node=node)
+
+
+PATHS = {"quarantine": check, "out-of-service": out_of_service}
+
+
 def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namespace: str | None = None,
-           card_resource: str = "nvidia.com/gpu") -> Verdict:
-    """Follow the cluster (by watch) until `check` passes or the budget runs out."""
+           card_resource: str = "nvidia.com/gpu", path: str = "quarantine") -> Verdict:
+    """Follow the cluster (by watch) until the path's check passes or the budget runs out."""
+    if path not in PATHS:
+        raise ValueError(f"remediation path: expected one of {', '.join(PATHS)}, got {path!r}")
+    judge = PATHS[path]
     started = time.monotonic()
     deadline = started + budget
     verdict = failed(f"nothing observed within {budget:g} s")
     for _kind, _obj in kube.events("pods", namespace, MODEL_LABEL, until=deadline, raw=True):
-        verdict = check(snap.fetch(kube, card_resource, namespace), node, models, namespace)
+        verdict = judge(snap.fetch(kube, card_resource, namespace), node, models, namespace)
         if verdict.ok:
             return passed(f"{verdict.reason} after {time.monotonic() - started:.1f} s (budget {budget:g} s)",
                           **verdict.details, seconds=time.monotonic() - started)

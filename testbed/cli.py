@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from testbed import build, fleet
+from testbed import build, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import MAX_CARDS_PER_NODE, MAX_NODES, TestbedConfig, default_state_dir
 
@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=6443,
                     help="apiserver port; etcd, controllers and kwok take the next five")
     up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
+    up.add_argument("--timing", choices=timing.NAMES, default="default",
+                    help="how long the --fleet's replicas take to start and stop: fast (at once), default "
+                         f"(production's timeline {timing.DEFAULT_FACTOR:g}x faster) or production")
     up.add_argument("--not-ready-toleration-seconds", type=_int_in(1, 3600), default=15)
     up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
     up.add_argument("--no-remediation", action="store_true",
@@ -105,7 +108,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.fleet:
         kube = testbed.kube()
         try:
-            fleet.deploy(kube, fleet.load(args.fleet, testbed.config.card_resource), timeout=args.timeout, say=_say)
+            objects = timing.stamp(fleet.load(args.fleet, testbed.config.card_resource), args.timing)
+            # --timeout is the wait beyond the replicas' own start-up time.
+            fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=_say)
         finally:
             kube.close()
     _say(f"export KUBECONFIG={testbed.paths.kubeconfig}")

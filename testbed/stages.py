@@ -1,22 +1,26 @@
-"""kwok's behaviour as data: the stage files that make fake nodes and pods act like kubelets,
-as they ship in the kwok module (copied beside its binary at build time).
+"""kwok's behaviour as data: the stage files that make fake nodes and pods act like kubelets.
 
-kwok v0.8.0 has no built-in stages, so the testbed always passes this set with `-c`."""
+Node stages are kwok's own, as they ship in the kwok module (copied beside its binary at build
+time); kwok v0.8.0 has no built-in stages, so the testbed always passes the set with `-c`. Pod
+stages are kilocard's (testbed/stages/): a pod starts, becomes Ready and goes away after delays
+its annotations give (testbed/timing.py writes them from the model's shape), and at once without
+them, as kwok's "fast" profile does.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-# Relative to kwok's kustomize/stage folder. "fast" pods become Ready at once; the chaos stage
-# turns a node NotReady while it carries the label node-not-ready.stage.kwok.x-k8s.io=true.
-PROFILE = (
+OWN_STAGES = Path(__file__).parent / "stages"
+# Relative to kwok's kustomize/stage folder. The chaos stage turns a node NotReady while it
+# carries the label node-not-ready.stage.kwok.x-k8s.io=true.
+KWOK_PROFILE = (
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "node/chaos/node-not-ready.yaml",
-    "pod/fast/pod-ready.yaml",
     "pod/fast/pod-complete.yaml",
-    "pod/fast/pod-delete.yaml",
 )
+OWN_PROFILE = ("pod-start.yaml", "pod-ready.yaml", "pod-delete.yaml")
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # Ready=False: not-ready taint
 # A dead kubelet: kwok stops managing the node (see cluster.py), so its Lease lapses, the controller
 # manager marks it Unknown and taints it unreachable, and its pods are never confirmed deleted.
@@ -25,11 +29,9 @@ LOST_LABEL = "kilocard.io/node-lost"
 
 def write_config(stage_dir: Path, target: Path) -> Path:
     """Concatenate the profile's stages into one multi-document kwok config file."""
-    docs = []
-    for rel in PROFILE:
-        path = stage_dir / rel
+    paths = [stage_dir / rel for rel in KWOK_PROFILE] + [OWN_STAGES / name for name in OWN_PROFILE]
+    for path in paths:
         if not path.is_file():
-            raise FileNotFoundError(f"kwok stage {rel} not found in {stage_dir}: rebuild with 'kilocard testbed build'")
-        docs.append(path.read_text().strip())
-    target.write_text("\n---\n".join(docs) + "\n")
+            raise FileNotFoundError(f"kwok stage {path} not found: rebuild with 'kilocard testbed build'")
+    target.write_text("\n---\n".join(path.read_text().strip() for path in paths) + "\n")
     return target

@@ -64,6 +64,7 @@ class Pod:
     ready: bool
     labels: dict[str, str]
     engine: str = "vllm"  # which engine's metrics the replica exports (label kilocard.io/engine)
+    terminating: bool = False  # draining: keeps its cards, gets no new requests
 
 
 @dataclass
@@ -162,12 +163,13 @@ class World:
             self.lost.discard(name)
 
     def upsert_pod(self, obj: dict[str, Any]) -> None:
-        """Take a pod as the API's JSON; only scheduled pods of a model matter."""
+        """Take a pod as the API's JSON; only scheduled pods of a model matter. A terminating pod
+        stays until it is gone: it holds its cards while it drains (or forever, on a dead node)."""
         meta, spec = obj["metadata"], obj.get("spec") or {}
         labels = meta.get("labels") or {}
         model = labels.get(MODEL_LABEL)
         node = spec.get("nodeName")
-        if not model or not node or meta.get("deletionTimestamp"):
+        if not model or not node:
             self.remove_pod(meta["uid"])
             return
         # A TP group as the toolkit reads it (kilocard's label or LWS's); a pod alone is keyed by
@@ -183,6 +185,7 @@ class World:
             group=group, rank=rank,
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
             engine=labels.get(ENGINE_LABEL) if labels.get(ENGINE_LABEL) in m.ENGINES else "vllm",
+            terminating=bool(meta.get("deletionTimestamp")),
         )
         with self.lock:
             self.pods[pod.uid] = pod
@@ -277,13 +280,14 @@ class World:
         for service in sorted(set(by_service) | set(self.replicas_seen)):
             groups = by_service.get(service, [])
             profile = m.profile_for(service[1])
-            qps = self.model_qps(service, len(groups), now)
+            live = sum(1 for _key, members in groups if not any(p.terminating for p in members))
+            qps = self.model_qps(service, live, now)
             self.requests[service] += qps * seconds
             serving, stalled = [], 0
             for key, members in groups:
                 size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
-                if not (len(members) == size and all(p.ready for p in members)):
-                    continue  # the gateway routes to Ready replicas only
+                if not (len(members) == size and all(p.ready and not p.terminating for p in members)):
+                    continue  # the gateway routes to Ready replicas only, and not to draining ones
                 speed, delay, reachable = self.replica_speed(members)
                 if reachable and speed > 0:
                     serving.append((key, members, speed, delay))

@@ -15,7 +15,7 @@ from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from chaos.kube import pod_ready
 from chaos.vocabulary import OUT_OF_SERVICE_ANNOTATION, OUT_OF_SERVICE_TAINT
-from probes import snapshot, tp_groups
+from probes import remediation, snapshot, tp_groups
 from testbed import fleet, stages
 from tests.testbed.helpers import wait_ready
 
@@ -53,20 +53,25 @@ def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(ku
     assert time.monotonic() - started >= 59
     group = tp_groups.check(snapshot.fetch(kube, namespace=p.namespace), BIG, p.namespace)
     assert not group.ok, group.reason
+    # The remediation probe's negative twin: without the out-of-service step it is red.
+    unremediated = remediation.within(kube, rank.spec.node_name, (BIG,), budget=3, namespace=p.namespace,
+                                      path="out-of-service")
+    assert not unremediated.ok and "not out of service" in unremediated.reason, unremediated.reason
     # The remediation, non-graceful node shutdown: the out-of-service fault lets PodGC remove the
-    # stuck pod, and the StatefulSet creates the rank again on a live node.
+    # stuck pod, the StatefulSet creates the rank again on a live node, and the probe turns green.
     ctx = Context(kube, AgentClient(kube), f"oos-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
-    remediation = plan.inject(ctx, book, {"kind": "node-out-of-service", "nodes": [rank.spec.node_name],
+    step = plan.inject(ctx, book, {"kind": "node-out-of-service", "nodes": [rank.spec.node_name],
                                           "ttl_seconds": 300})
     try:
-        back = kube.wait_until("pods", lambda items: any(
-            x.metadata.name == rank.metadata.name and x.metadata.uid != rank.metadata.uid and pod_ready(x)
-            for x in items), timeout=90, namespace=p.namespace, label_selector=f"kilocard.io/model={BIG}")
+        verdict = remediation.within(kube, rank.spec.node_name, (BIG,), budget=90, namespace=p.namespace,
+                                     path="out-of-service")
     finally:
-        assert revert.revert(ctx, book, remediation.records) == []
-    (new_rank,) = [x for x in back if x.metadata.name == rank.metadata.name]
-    assert new_rank.spec.node_name not in lost
+        assert revert.revert(ctx, book, step.records) == []
+    assert verdict.ok, verdict.reason
+    (new_rank,) = [x for x in kube.list_pods(p.namespace, f"kilocard.io/model={BIG}").items
+                   if x.metadata.name == rank.metadata.name]
+    assert new_rank.metadata.uid != rank.metadata.uid and new_rank.spec.node_name not in lost
     assert tp_groups.check(snapshot.fetch(kube, namespace=p.namespace), BIG, p.namespace).ok
     node = kube.read_node(rank.spec.node_name)
     assert OUT_OF_SERVICE_TAINT not in {t.key for t in node.spec.taints or []}

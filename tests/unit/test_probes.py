@@ -200,3 +200,43 @@ def test_room_to_reschedule_a_lost_replica_and_fragmentation_named():
     pending = ClusterSnapshot(big + (tp8("r3", None),), fragmented.nodes)
     verdict = capacity.room(pending, "m")
     assert not verdict.ok and verdict.reason.startswith("m: now, ns/r3 (8 cards) has nowhere to go"), verdict.reason
+
+
+def test_recovery_timeline_shows_the_drain_and_the_start_up():
+    from probes.recovery import Event, timeline
+
+    t0 = 100.0
+    events = [Event(t0 + 0.1, "deleted", "v", "u1", "a", None), Event(t0 + 0.2, "created", "r", "u2", None, None),
+              Event(t0 + 6.1, "gone", "v", "u1", "a", None), Event(t0 + 6.2, "scheduled", "r", "u2", "a", None),
+              Event(t0 + 12.2, "started", "r", "u2", "a", None), Event(t0 + 30.8, "ready", "r", "u2", "a", None)]
+    (replica,) = timeline(events, t0)["replicas"]
+    assert replica == {"pod": "v", "deleted": pytest.approx(0.1), "gone": pytest.approx(6.1), "replacement": "r",
+                       "created": pytest.approx(0.2), "scheduled": pytest.approx(6.2), "node": "a",
+                       "started": pytest.approx(12.2), "ready": pytest.approx(30.8)}
+
+
+def test_out_of_service_remediation_needs_the_taint_the_stuck_pods_gone_and_whole_groups():
+    from probes import remediation
+
+    group = {"kilocard.io/tp-group": "g", "kilocard.io/group-size": "2", "kilocard.io/tp-size": "16"}
+    rank0 = pod("g-0", "a", cards=8, group="ns/g", **group)
+    stuck = PodView("ns", "g-1", "uid-old", "lost", "m", True, True, 8, "ns/g", 1,
+                    {"kilocard.io/model": "m", **group})
+    lost = node("lost", ready=False)
+    oos = NodeView("lost", lost.labels, ready=False, cards_capacity=8, cards_allocatable=8,
+                   taints=("node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",))
+    nodes = (node("a"), node("b"))
+
+    v = remediation.out_of_service(ClusterSnapshot((rank0, stuck), (*nodes, lost)), "lost", ("m",))
+    assert not v.ok and "is not out of service" in v.reason
+    v = remediation.out_of_service(ClusterSnapshot((rank0, stuck), (*nodes, oos)), "lost", ("m",))
+    assert not v.ok and v.details["stuck"] == ["g-1"]
+    v = remediation.out_of_service(ClusterSnapshot((rank0,), (*nodes, oos)), "lost", ("m",))
+    assert not v.ok and "1 of 2 ranks present" in v.reason  # PodGC did its part, the StatefulSet not yet
+    starting = pod("g-1", "b", cards=8, group="ns/g", rank=1, ready=False, **group)
+    v = remediation.out_of_service(ClusterSnapshot((rank0, starting), (*nodes, oos)), "lost", ("m",))
+    assert not v.ok and "partially Ready" in v.reason
+    back = pod("g-1", "b", cards=8, group="ns/g", rank=1, **group)
+    assert remediation.out_of_service(ClusterSnapshot((rank0, back), (*nodes, oos)), "lost", ("m",)).ok
+    v = remediation.out_of_service(ClusterSnapshot((rank0, back), nodes), "lost", ("m",))
+    assert v.ok and "deleted" in v.reason  # deleting the node object is the other way out

@@ -157,3 +157,23 @@ def test_a_lost_node_serves_nothing_and_exports_nothing():
     assert 'pod="b"' in engine and 'pod="a"' not in engine
     w.upsert_node("n0", 8, lost=False)
     assert "n0" not in w.lost
+
+
+def test_a_terminating_replica_keeps_its_cards_and_gets_no_new_requests():
+    w = world_with(pod("a", "n0", "llama-3-70b", 8), pod("b", "n1", "llama-3-70b", 8))
+    run(w, 5)
+    draining = pod("a", "n0", "llama-3-70b", 8)
+    draining["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    w.upsert_pod(draining)
+    # Its replacement cannot have the cards while the old engine still holds them.
+    w.upsert_pod(pod("a2", "n0", "llama-3-70b", 8, ready=False))
+    assert [w.pod_on_card("n0", i).name for i in range(8)] == ["a"] * 8
+    served = w.series["ns/uid-a"].ttft_count
+    run(w, 10)
+    assert w.series["ns/uid-a"].ttft_count == served  # the gateway stopped routing to it
+    # Demand stays what two replicas carry: the terminating one and its replacement are one replica.
+    # 5 s at half the 10 req/s each, then 10 s carrying all of it (three replicas seen would be 15 req/s).
+    assert w.series["ns/uid-b"].ttft_count == pytest.approx(5 * 5 + 10 * 10, rel=0.02)
+    w.remove_pod("uid-a")
+    w.upsert_pod(pod("a2", "n0", "llama-3-70b", 8, ready=False))
+    assert [w.pod_on_card("n0", i).name for i in range(8)] == ["a2"] * 8
