@@ -8,8 +8,9 @@ Every fault lands in the run's write-ahead ledger, so `revert_faults` (or `kiloc
 """
 
 import os
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
@@ -37,6 +38,8 @@ __all__ = [
     "revert_faults",
 ]
 _PROCESS_RUN_ID = ledger.new_run_id()
+# While set (by `faults_of`), actions hand over the fault they would apply instead of applying it.
+_COLLECTING: ContextVar[Optional[List[Dict[str, Any]]]] = ContextVar("kilocard_collecting", default=None)
 
 
 def run_id_of(configuration: Optional[Dict[str, Any]]) -> str:
@@ -46,7 +49,20 @@ def run_id_of(configuration: Optional[Dict[str, Any]]) -> str:
     return cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
 
 
-def _session(configuration: Optional[Dict[str, Any]]) -> tuple:
+def faults_of(func: Callable[..., Any], arguments: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The fault mappings a call of one of these actions would apply, with nothing connected or
+    applied: what the strict runner checks before an experiment starts."""
+    found: List[Dict[str, Any]] = []
+    token = _COLLECTING.set(found)
+    try:
+        func(**arguments)
+    finally:
+        _COLLECTING.reset(token)
+    return found
+
+
+def session(configuration: Optional[Dict[str, Any]]) -> tuple:
+    """(Context, Ledger) of this experiment's run, connected as its configuration says."""
     cfg = configuration or {}
     run_id = run_id_of(cfg)
     kube = Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
@@ -58,7 +74,11 @@ def _session(configuration: Optional[Dict[str, Any]]) -> tuple:
 
 def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Apply any kilocard fault given as data (`kind` plus its fields); return its records."""
-    ctx, book = _session(configuration)
+    collecting = _COLLECTING.get()
+    if collecting is not None:
+        collecting.append(fault)
+        return []
+    ctx, book = session(configuration)
     try:
         injection = plan.inject(ctx, book, fault, where=f"fault {fault.get('kind', '?')}")
     finally:
@@ -70,7 +90,9 @@ def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] =
 
 def revert_faults(configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
     """Rollback: revert every fault this run still has open (ledger and in-cluster markers)."""
-    ctx, book = _session(configuration)
+    if _COLLECTING.get() is not None:
+        return []
+    ctx, book = session(configuration)
     try:
         reverted, left = revert.recover(ctx, book.dir, book.run_id)
     finally:

@@ -69,12 +69,89 @@ def build_parser(with_testbed: bool = False) -> Parser:
     _cluster_flags(r)
     r.set_defaults(handler=cmd_recover)
 
+    run = commands.add_parser("run", help="run Chaos Toolkit experiments strictly (exit 0 passed, 1 failed, "
+                                          "2 invalid, 3 aborted, 4 revert incomplete)")
+    _experiment_flags(run)
+    run.add_argument("--journal", type=Path, default=None,
+                     help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
+    run.add_argument("--prometheus-url", help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
+    run.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
+    run.add_argument("--context", help="kubeconfig context")
+    run.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
+    run.set_defaults(handler=cmd_run)
+
+    v = commands.add_parser("validate", help="check experiments without a cluster: every error at once, exit 2")
+    _experiment_flags(v)
+    v.set_defaults(handler=cmd_validate)
+
     testbed = commands.add_parser("testbed", help="the local thousand-card testbed (build, up, down, status)")
     if with_testbed:  # a separate package, loaded for this command only
         from testbed import cli as testbed_cli
 
         testbed_cli.add_arguments(testbed)
     return parser
+
+
+def _experiment_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiments", nargs="+", type=Path, metavar="EXPERIMENT",
+                   help="Chaos Toolkit experiment files (YAML or JSON), or folders of them")
+    p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+                   help="configuration value, as chaos run --var (type str, int, float or bytes)")
+    p.add_argument("--var-file", action="append", default=[], help="configuration/secrets file, as chaos run")
+
+
+def _experiment_files(paths: list[Path]) -> list[Path]:
+    """Files as given; folders give their *.yaml, *.yml and *.json files, sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        else:
+            found.append(path)
+    return found
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from chaos import run
+
+    worst = Exit.PASSED
+    for path in _experiment_files(args.experiments):
+        try:
+            experiment = run.load(path, args.var, args.var_file)
+        except SpecError as exc:
+            print(exc, file=sys.stderr)
+            worst = Exit.INVALID
+        else:
+            print(f"{path}: valid ({len(experiment.faults)} kilocard fault(s))")
+    return worst
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from chaos import actions, run
+
+    variables = list(args.var)
+    for key, value in (("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
+                       ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir)):
+        if value is not None:
+            variables.append(f"{key}={value}")
+    files = _experiment_files(args.experiments)
+    results = []
+    for path in files:
+        result = run.run_file(path, variables, args.var_file, actions.session)
+        results.append(result)
+        journal = _journal_path(args.journal, result, several=len(files) > 1)
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        journal.write_text(json.dumps(result.journal, indent=2, default=str))
+        print(f"{path}: {result.exit.name.lower()} (exit {int(result.exit)}): {result.reason}\n  journal {journal}",
+              flush=True)
+    return max((r.exit for r in results), default=Exit.PASSED)
+
+
+def _journal_path(given: Path | None, result: Any, several: bool) -> Path:
+    name = f"journal-{result.path.stem}-{result.run_id or 'invalid'}.json"
+    if given is None:
+        return Path(name)
+    return given / name if several or given.is_dir() else given
 
 
 def _context(args: argparse.Namespace, run_id: str) -> Any:

@@ -4,6 +4,7 @@ expected ...`). Kinds build their frozen Spec dataclasses from these readers."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from chaos.agent.protocol import MAX_TTL_SECONDS
@@ -12,6 +13,28 @@ from chaos.targets import NodeSelection
 
 _MISSING = object()
 MAX_CARD = 1023
+# Kubernetes label selector syntax (apimachinery labels.Parse): requirements joined by commas.
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_KEY = rf"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_NAME}"
+_VALUE = rf"(?:{_NAME})?"
+_REQUIREMENT = re.compile(
+    rf"^\s*(?:!\s*{_KEY}|{_KEY}(?:\s*(?:==|=|!=)\s*{_VALUE}"
+    rf"|\s+(?:in|notin)\s*\(\s*{_VALUE}(?:\s*,\s*{_VALUE})*\s*\)|\s*[<>]\s*-?\d+)?)\s*$")
+
+
+def selector_problem(text: str) -> str | None:
+    """The first requirement of a label selector that is not valid syntax, or None. (The
+    apiserver would refuse it too, but only once the run has started.)"""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return next((part.strip() for part in parts if not _REQUIREMENT.match(part)), None)
 
 
 class Fields:
@@ -38,6 +61,14 @@ class Fields:
             raise self._fail(name, "a non-empty string", value)
         if choices and value not in choices:
             raise self._fail(name, f"one of {', '.join(choices)}", value)
+        return value
+
+    def selector(self, name: str, default: Any = _MISSING) -> Any:
+        value = self.str(name, default)
+        bad = None if value is default and default is not _MISSING else selector_problem(value)
+        if bad is not None:
+            part = "" if bad == value.strip() else f" ({bad!r} is not)"
+            raise self._fail(name, f"a label selector like 'a=b,c!=d,e in (f,g),!h'{part}", value)
         return value
 
     def int(self, name: str, default: Any = _MISSING, low: int = 0, high: int = 2**31) -> Any:
@@ -100,7 +131,7 @@ class Fields:
     def nodes(self) -> NodeSelection:
         """`nodes: [names]` or `node_selector`, with an optional count/percent and seed."""
         names = self.str_list("nodes", None)
-        selector = self.str("node_selector", None)
+        selector = self.selector("node_selector", None)
         if (names is None) == (selector is None):
             raise self._fail("nodes", "either a list of node names or a node_selector (one of the two)", names)
         count, percent = self.blast_radius()

@@ -41,7 +41,7 @@ class Spec:
 def read_selection(f: Fields) -> dict[str, Any]:
     """The selector fields pod-kill and tp-group-kill share."""
     namespace = f.str("namespace", None)
-    label_selector = f.str("label_selector", None)
+    label_selector = f.selector("label_selector", None)
     if namespace is None and label_selector is None:
         raise f._fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
     count, percent = f.blast_radius()

@@ -48,3 +48,19 @@ def test_good_specs_parse_into_frozen_specs():
     assert spec.cards == (3, 1) and spec.params == {"speed": 0.25} and spec.ttl_seconds == 30.0
     with pytest.raises(AttributeError):
         spec.ttl_seconds = 1  # frozen
+
+
+@pytest.mark.parametrize("selector", ["app=x", "a,b", "kilocard.io/model=llama-3-70b,!foo", "x notin (a, b),y!=z",
+                                      "k>3", "a==", "kilocard.io/model in (llama-3-70b, llama-2-7b)"])
+def test_label_selectors_kubernetes_accepts_parse(selector):
+    from chaos.faults._spec import selector_problem
+
+    assert selector_problem(selector) is None
+
+
+@pytest.mark.parametrize(("selector", "bad"), [("app in (x", "app in (x"), ("=x", "=x"), ("a b", "a b"),
+                                               ("app=x,", ""), ("a=b,-c=d", "-c=d"), ("a=b c", "a=b c")])
+def test_bad_label_selectors_are_refused_before_the_apiserver_sees_them(selector, bad):
+    from chaos.faults._spec import selector_problem
+
+    assert selector_problem(selector) == bad

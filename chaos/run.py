@@ -1,0 +1,310 @@
+"""The strict runner: Chaos Toolkit experiments on chaoslib's engine, with verdicts CI can trust.
+
+chaoslib's own run semantics are traps (../shared/reference/chaostoolkit-notes.md), so here:
+- a steady state not met before the method fails the run (chaoslib ends it "completed");
+- a failed action fails the run (chaoslib goes on and may end "completed");
+- an activity's `timeout` is enforced: a Python activity in the main thread is interrupted when
+  it runs out (SIGALRM), and any activity that ran past it fails the run;
+- every fault the run applied is reverted from its ledger at the end, whatever the rollback
+  strategy did, on success, failure, Ctrl-C and SIGTERM alike;
+- bad input is found before anything runs: chaoslib's validation, then every kilocard fault the
+  method would apply, parsed, and resolved against the cluster. All of a file's errors are
+  reported at once, and nothing is applied.
+
+Exit codes (chaos.errors.Exit): 0 passed, 1 deviated or failed, 2 invalid input, 3 aborted,
+4 revert incomplete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from chaoslib import convert_vars, merge_vars, substitute
+from chaoslib.configuration import load_configuration
+from chaoslib.exceptions import ChaosException
+from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
+from chaoslib.loader import load_experiment
+from chaoslib.run import RunEventHandler
+from chaoslib.secret import load_secrets
+
+from chaos import actions, ledger, plan, revert
+from chaos.errors import Exit, KilocardError, SpecError
+
+ACTIONS_MODULE = "chaos.actions"
+_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
+REDACTED = "***"
+
+
+@dataclass
+class Experiment:
+    path: Path
+    data: dict[str, Any]
+    config_vars: dict[str, Any]
+    secret_vars: dict[str, Any]
+    sha256: str
+    faults: list[tuple[Any, str]] = field(default_factory=list)  # (fault mapping, where)
+
+
+@dataclass
+class Result:
+    path: Path
+    run_id: str
+    exit: Exit
+    reason: str
+    journal: dict[str, Any]
+
+
+def _activities(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, activity) of the steady state's probes, the method and the rollbacks."""
+    for i, probe in enumerate((data.get("steady-state-hypothesis") or {}).get("probes") or []):
+        yield f"steady-state-hypothesis.probes[{i}]", probe
+    for section in ("method", "rollbacks"):
+        for i, activity in enumerate(data.get(section) or []):
+            yield f"{section}[{i}]", activity
+
+
+def _named(where: str, activity: dict[str, Any]) -> str:
+    return f"{where} ({activity['name']!r})" if isinstance(activity, dict) and activity.get("name") else where
+
+
+def load(path: Path, variables: list[str] | None = None, var_files: list[str] | None = None) -> Experiment:
+    """Read, validate and check an experiment without a cluster; SpecError lists every problem."""
+    where = str(path)
+    if not path.is_file():
+        raise SpecError(f"{where}: no such file")
+    raw = path.read_bytes()
+    try:
+        data = load_experiment(str(path))
+    except (ChaosException, ValueError) as exc:  # YAML/JSON syntax (with its line), an unknown file type
+        lines = (line.strip() for line in str(exc).splitlines())
+        raise SpecError(f"{where}: " + "; ".join(line for line in lines if line)) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected an experiment (a mapping), got {type(data).__name__}")
+    bad = next((v for v in variables or [] if "=" not in v or v.startswith(("=", ":"))), None)
+    if bad is not None:
+        raise SpecError(f"--var: expected KEY[:TYPE]=VALUE, got {bad!r}")
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(variables or []), var_files or [])
+    except (ValueError, ChaosException) as exc:
+        raise SpecError(f"--var: {_first_line(exc)}") from None
+    if config_vars:
+        data["configuration"] = {**(data.get("configuration") or {}), **config_vars}
+    experiment = Experiment(path, data, config_vars, secret_vars, hashlib.sha256(raw).hexdigest())
+    problems: list[str] = []
+    try:
+        ensure_experiment_is_valid(data)
+    except (ChaosException, TypeError, ValueError, KeyError) as exc:
+        problems.append(_first_line(exc))
+    else:
+        problems.extend(_kilocard_faults(experiment))
+        problems.extend(_timeouts(data))
+    if problems:
+        raise SpecError("\n".join(f"{where}: {p}" for p in problems))
+    return experiment
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _kilocard_faults(experiment: Experiment) -> list[str]:
+    """Collect the faults kilocard's actions would apply, and parse each one (no cluster)."""
+    data = experiment.data
+    try:
+        configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
+        secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
+    except ChaosException as exc:
+        return [f"configuration: {_first_line(exc)}"]
+    problems: list[str] = []
+    for where, activity in _activities(data):
+        provider = activity.get("provider") or {} if isinstance(activity, dict) else {}
+        if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
+            continue
+        named = _named(where, activity)
+        func = getattr(importlib.import_module(ACTIONS_MODULE), provider["func"])
+        arguments = substitute(dict(provider.get("arguments") or {}), configuration, secrets)
+        try:
+            found = actions.faults_of(func, arguments)
+        except TypeError as exc:
+            problems.append(f"{named}: {exc}")
+            continue
+        for i, fault in enumerate(found):
+            fault_where = f"{named}: fault" + (f"[{i}]" if len(found) > 1 else "")
+            try:
+                plan.parse(fault, fault_where)
+            except SpecError as exc:
+                problems.append(str(exc))
+            else:
+                experiment.faults.append((fault, fault_where))
+    return problems
+
+
+def _timeouts(data: dict[str, Any]) -> list[str]:
+    problems = []
+    for where, activity in _activities(data):
+        timeout = activity.get("timeout") if isinstance(activity, dict) else None
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            problems.append(f"{_named(where, activity)}: timeout: expected seconds above 0, got {timeout!r}")
+    return problems
+
+
+def check(ctx: Any, experiment: Experiment) -> plan.Plan:
+    """Resolve the experiment's faults against the cluster (no change): selectors that match
+    nothing, cards a node does not have and conflicts with other runs are found before the run."""
+    return plan.plan(ctx, experiment.faults)
+
+
+class ActivityTimeout(Exception):
+    """An activity ran out of its `timeout`."""
+
+
+class _Timeouts(RunEventHandler):  # type: ignore[misc]
+    """Arms SIGALRM for an activity with a `timeout` that runs in the main thread (chaoslib runs
+    background activities in threads, which no signal can interrupt: their overrun is judged
+    from the journal)."""
+
+    def __init__(self) -> None:
+        self.previous: Any = None
+
+    def start_activity(self, activity: dict[str, Any]) -> None:
+        timeout = activity.get("timeout")
+        if timeout and not activity.get("background") and _main_thread():
+            def expired(_signum: int, _frame: Any) -> None:
+                raise ActivityTimeout(f"timed out after {timeout} s")
+
+            self.previous = signal.signal(signal.SIGALRM, expired)
+            signal.setitimer(signal.ITIMER_REAL, float(timeout))
+
+    def activity_completed(self, activity: dict[str, Any], run: Any) -> None:
+        if activity.get("timeout") and not activity.get("background") and _main_thread():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if self.previous is not None:
+                signal.signal(signal.SIGALRM, self.previous)
+                self.previous = None
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
+    """Pure: the strict verdict of a chaoslib journal (before the ledger's revert is counted)."""
+    status = journal.get("status")
+    if status == "interrupted":
+        return Exit.ABORTED, "interrupted (a signal or a control stopped the run)"
+    before = (journal.get("steady_states") or {}).get("before")
+    if before is not None and before.get("steady_state_met") is False:
+        return Exit.FAILED, f"steady state not met before the method: {_probe_failures(before)}"
+    for run in journal.get("run") or []:
+        name = (run.get("activity") or {}).get("name", "?")
+        timeout = (run.get("activity") or {}).get("timeout")
+        if run.get("status") == "failed":
+            return Exit.FAILED, f"{(run.get('activity') or {}).get('type', 'activity')} {name!r} failed: {_reason(run)}"
+        if timeout and run.get("duration") is not None and run["duration"] > timeout:
+            return Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s timeout"
+    if status != "completed":
+        return Exit.FAILED, f"run {status}"
+    if journal.get("deviated"):
+        after = (journal.get("steady_states") or {}).get("after") or {}
+        return Exit.FAILED, f"steady state deviated after the method: {_probe_failures(after)}"
+    if (journal.get("steady_states") or {}).get("after") is None and before is None:
+        return Exit.PASSED, "method ran; no steady-state hypothesis to check"
+    return Exit.PASSED, "steady state met before and after the method"
+
+
+def _probe_failures(state: dict[str, Any]) -> str:
+    failed = [p for p in state.get("probes") or [] if not p.get("tolerance_met")]
+    return "; ".join(f"{(p.get('activity') or {}).get('name', '?')}: {_reason(p)}" for p in failed) or "?"
+
+
+def _reason(run: dict[str, Any]) -> str:
+    """What a run entry says went wrong: a kilocard verdict's reason, else the exception."""
+    output = run.get("output")
+    if isinstance(output, dict) and output.get("reason"):
+        return str(output["reason"])
+    exception = run.get("exception")
+    if exception:
+        lines = [line.strip() for line in (exception if isinstance(exception, list) else [exception]) if line.strip()]
+        return lines[-1] if lines else "exception"
+    return f"output {json.dumps(output, default=str)[:200]}"
+
+
+def redact(value: Any, secret: bool = False) -> Any:
+    """A copy with secret-looking values (by key, or anything under `secrets`) replaced."""
+    if isinstance(value, dict):
+        return {k: redact(v, secret or k == "secrets" or bool(_SECRET_KEY.search(str(k)))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, secret) for v in value]
+    return REDACTED if secret and value is not None else value
+
+
+def _kilocard_version() -> str:
+    try:
+        return version("kilocard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]],
+            run_id: str | None = None) -> Result:
+    """Run a loaded experiment: resolve its faults (exit 2 on a problem, nothing applied), run it
+    on chaoslib, revert what the ledger still holds, and judge."""
+    data = experiment.data
+    run_id = run_id or ledger.new_run_id()
+    data["configuration"] = {**(data.get("configuration") or {}), "kilocard_run_id": run_id}
+    ctx, book = session(data["configuration"])
+    try:
+        check(ctx, experiment)
+        journal: dict[str, Any] = {}
+        try:
+            journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
+                                                                         experiment.secret_vars),
+                                     event_handlers=[_Timeouts()])
+        finally:  # whatever chaoslib did (or if it raised), the ledger's faults are undone
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            reverted, left = revert.recover(ctx, book.dir, run_id)
+        code, reason = verdict(journal)
+        if left:
+            code = Exit.REVERT_INCOMPLETE
+            reason = (f"{reason}; revert incomplete: {len(left)} fault(s) still in place: "
+                      f"run 'kilocard recover --run {run_id}'")
+        records = ledger.records(ctx.kube, book.dir, run_id)
+    finally:
+        ctx.kube.close()
+    journal = redact(journal)
+    journal["kilocard"] = {
+        "run_id": run_id, "exit_code": int(code), "verdict": code.name.lower(), "reason": reason,
+        "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
+        "kilocard_version": _kilocard_version(), "finished_at": time.time(),
+        "faults": [json.loads(r.to_json()) for r in records],
+        "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
+        "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
+    }
+    return Result(experiment.path, run_id, code, reason, journal)
+
+
+def run_file(path: Path, variables: list[str] | None, var_files: list[str] | None,
+             session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]]) -> Result:
+    """Load, check, run and judge one experiment file. Invalid input gives exit 2 and a journal
+    that says so; nothing was applied."""
+    try:
+        return execute(load(path, variables, var_files), session)
+    except SpecError as exc:
+        return Result(path, "", Exit.INVALID, str(exc), {"kilocard": {
+            "exit_code": int(Exit.INVALID), "verdict": "invalid", "reason": str(exc), "experiment_file": str(path)}})
+    except KilocardError as exc:
+        return Result(path, "", Exit.FAILED, str(exc), {"kilocard": {
+            "exit_code": int(Exit.FAILED), "verdict": "failed", "reason": str(exc), "experiment_file": str(path)}})

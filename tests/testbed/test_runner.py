@@ -1,0 +1,123 @@
+"""`kilocard run` against the real control plane: Chaos Toolkit's traps turned into failures, and
+every fault reverted from the ledger whatever chaoslib did. Runs the CLI as a process (chaoslib's
+runner owns the main thread's signals), so exit codes are the real ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from chaos.vocabulary import ISOLATION_TAINT
+from testbed import fleet
+from tests.testbed.helpers import wait_ready
+
+pytestmark = pytest.mark.testbed
+BIG = "llama-3-70b"
+KILOCARD = [sys.executable, "-m", "chaos.cli"]
+
+
+def isolate(node: str) -> dict[str, Any]:
+    return {"type": "action", "name": "isolate", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "isolate_nodes",
+        "arguments": {"nodes": [node], "ttl_seconds": 120}}}
+
+
+def placement(namespace: str) -> dict[str, Any]:
+    return {"type": "probe", "name": "placement", "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+            "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "placement_holds",
+                         "arguments": {"model": BIG, "namespace": namespace}}}
+
+
+def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str) -> tuple[int, dict, float]:
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump({"title": "t", "description": "d", **experiment}))
+    journal = tmp_path / "journal.json"
+    started = time.monotonic()
+    done = subprocess.run([*KILOCARD, "run", str(path), "--kubeconfig", str(testbed.paths.kubeconfig),
+                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(journal), *extra],
+                          capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - started
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(journal.read_text()), seconds
+
+
+def isolated(kube: Any, node: str) -> bool:
+    n = kube.read_node(node)
+    return bool(n.spec.unschedulable) or any(t.key == ISOLATION_TAINT for t in n.spec.taints or [])
+
+
+@pytest.fixture
+def two_replicas(kube, pool):
+    """A 70B model with two replicas on a three-node pool: the third node is free to isolate."""
+    p = pool(3)
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
+    used = {x.spec.node_name for x in wait_ready(kube, p.namespace, BIG, 2)}
+    (free,) = set(p.node_names) - used
+    return p, free
+
+
+def test_a_passing_experiment_exits_0_and_reverts_its_fault(kube, testbed, tmp_path, two_replicas):
+    p, free = two_replicas
+    code, journal, _ = kilocard_run(testbed, tmp_path, {
+        "steady-state-hypothesis": {"title": "spread", "probes": [placement(p.namespace)]},
+        "method": [isolate(free)]})
+    assert code == 0, journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"] == "steady state met before and after the method"
+    assert [f["state"] for f in journal["kilocard"]["faults"]] == ["reverted"]
+    assert not isolated(kube, free)
+
+
+def test_a_steady_state_not_met_before_the_method_exits_1_with_nothing_applied(kube, testbed, tmp_path,
+                                                                               two_replicas):
+    p, free = two_replicas
+    unmet = {"type": "probe", "name": "marker-file", "tolerance": True,
+             "provider": {"type": "python", "module": "os.path", "func": "exists",
+                          "arguments": {"path": str(tmp_path / "absent")}}}
+    code, journal, _ = kilocard_run(testbed, tmp_path, {
+        "steady-state-hypothesis": {"title": "precondition", "probes": [unmet]}, "method": [isolate(free)]})
+    # Plain chaos run ends this "completed" and exits 0.
+    assert journal["status"] == "completed" and not journal["deviated"]
+    assert code == 1 and journal["kilocard"]["reason"].startswith("steady state not met before the method")
+    assert journal["kilocard"]["faults"] == [] and not isolated(kube, free)
+
+
+def test_a_failed_action_exits_1_and_the_fault_before_it_is_reverted(kube, testbed, tmp_path, two_replicas):
+    _p, free = two_replicas
+    boom = {"type": "action", "name": "boom", "provider": {
+        "type": "python", "module": "os", "func": "remove", "arguments": {"path": str(tmp_path / "absent")}}}
+    code, journal, _ = kilocard_run(testbed, tmp_path, {"method": [isolate(free), boom]})
+    assert journal["status"] == "completed"  # chaoslib itself does not fail the run
+    assert code == 1 and journal["kilocard"]["reason"].startswith("action 'boom' failed: ")
+    assert "No such file or directory" in journal["kilocard"]["reason"]
+    assert [f["state"] for f in journal["kilocard"]["faults"]] == ["reverted"]  # no rollbacks declared
+    assert not isolated(kube, free)
+
+
+def test_a_timed_out_activity_is_cut_short_and_exits_1(kube, testbed, tmp_path, two_replicas):
+    _p, free = two_replicas
+    hang = {"type": "action", "name": "hang", "timeout": 2, "provider": {
+        "type": "python", "module": "subprocess", "func": "run", "arguments": {"args": ["sleep", "60"]}}}
+    code, journal, seconds = kilocard_run(testbed, tmp_path, {"method": [isolate(free), hang]})
+    assert code == 1 and "'hang' failed" in journal["kilocard"]["reason"], journal["kilocard"]["reason"]
+    assert "timed out after 2 s" in journal["kilocard"]["reason"]
+    assert seconds < 30  # not the minute the activity asked for
+    assert not isolated(kube, free)
+
+
+def test_a_selector_that_matches_nothing_is_invalid_and_nothing_is_applied(kube, testbed, tmp_path, two_replicas):
+    p, free = two_replicas
+    nothing = {"type": "action", "name": "kill", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": {
+            "kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model=no-such-model"}}}}
+    code, journal, _ = kilocard_run(testbed, tmp_path, {"method": [isolate(free), nothing]})
+    assert code == 2
+    assert "method[1] ('kill'): fault: no targets: the selectors match nothing" in journal["kilocard"]["reason"]
+    assert not isolated(kube, free)  # the first action never ran either
+    assert not (tmp_path / "ledger").exists() or not any((tmp_path / "ledger").iterdir())

@@ -1,0 +1,107 @@
+"""The strict runner's pure parts: what a journal means, and what bad input says (no cluster)."""
+
+import re
+
+import pytest
+
+from chaos import run
+from chaos.errors import Exit, SpecError
+
+
+def journal(status="completed", before=True, after=True, deviated=False, runs=()):
+    def state(met):
+        return None if met is None else {"steady_state_met": met, "probes": [
+            {"activity": {"name": "p"}, "tolerance_met": met, "output": {"verdict": "ok" if met else "failed",
+                                                                         "reason": "two replicas on one node"}}]}
+
+    return {"status": status, "deviated": deviated, "steady_states": {"before": state(before), "after": state(after)},
+            "run": list(runs)}
+
+
+def test_a_steady_state_not_met_before_the_method_fails_the_run():
+    # chaoslib ends this run "completed", not deviated: chaos run exits 0 on it.
+    code, reason = run.verdict(journal(before=False, after=None))
+    assert code == Exit.FAILED and reason == "steady state not met before the method: p: two replicas on one node"
+
+
+def test_a_failed_action_fails_a_completed_run():
+    failed = {"activity": {"name": "kill", "type": "action"}, "status": "failed",
+              "exception": ["Traceback ...\n", "chaoslib.exceptions.ActivityFailed: FileNotFoundError: x\n"]}
+    code, reason = run.verdict(journal(runs=[failed]))
+    assert code == Exit.FAILED
+    assert reason == "action 'kill' failed: chaoslib.exceptions.ActivityFailed: FileNotFoundError: x"
+
+
+def test_an_activity_past_its_timeout_fails_even_when_it_succeeded():
+    slow = {"activity": {"name": "wait", "type": "action", "timeout": 2}, "status": "succeeded", "duration": 2.5}
+    assert run.verdict(journal(runs=[slow])) == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")
+
+
+def test_deviation_interruption_and_a_pass():
+    assert run.verdict(journal(after=False, deviated=True))[0] == Exit.FAILED
+    assert run.verdict(journal(status="interrupted"))[0] == Exit.ABORTED
+    assert run.verdict(journal(status="aborted"))[0] == Exit.FAILED
+    assert run.verdict(journal()) == (Exit.PASSED, "steady state met before and after the method")
+
+
+def test_secrets_are_redacted_by_key_and_under_secrets():
+    data = {"configuration": {"kilocard_context": "prod", "api_token": "abc"},
+            "secrets": {"k8s": {"KUBERNETES_API_KEY": "xyz"}}, "run": [{"output": "fine"}]}
+    assert run.redact(data) == {"configuration": {"kilocard_context": "prod", "api_token": "***"},
+                                "secrets": {"k8s": {"KUBERNETES_API_KEY": "***"}}, "run": [{"output": "fine"}]}
+
+
+def write(tmp_path, text, name="e.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BASE = """title: t
+description: d
+method:
+- type: action
+  name: kill
+  provider:
+    type: python
+    module: chaos.actions
+    func: {func}
+    arguments: {arguments}
+"""
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    path = write(tmp_path, BASE.format(func="apply_fault", arguments="{fault: {kind: pod-kil}}") + """- type: action
+  name: isolate
+  timeout: -3
+  provider: {type: python, module: chaos.actions, func: isolate_nodes, arguments: {ttl_seconds: -5, nodes: [a]}}
+""")
+    with pytest.raises(SpecError) as err:
+        run.load(path)
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith(f"{path}: method[0] ('kill'): fault.kind: unknown fault kind 'pod-kil'")
+    assert lines[1] == f"{path}: method[1] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5"
+    assert lines[2] == f"{path}: method[1] ('isolate'): timeout: expected seconds above 0, got -3"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("title: x\ndescription: [unclosed\n", "line 2, column 14"),
+    ("- just\n- a list\n", "expected an experiment"),
+    ("title: t\n", "experiment requires a description"),
+    (BASE.format(func="kill_pods", arguments="{label_selector: 'app=x', nope: 1}"),
+     "argument 'nope' is not part of the function signature in activity 'kill_pods'"),
+    (BASE.format(func="apply_fault", arguments="{fault: {kind: pod-kill, label_selector: 'app in (x'}}"),
+     "method[0] ('kill'): fault.label_selector: expected a label selector"),
+])
+def test_bad_experiments_name_the_place(tmp_path, text, message):
+    with pytest.raises(SpecError, match=r"e\.yaml: .*" + re.escape(message)):
+        run.load(write(tmp_path, text))
+
+
+def test_vars_substitute_into_fault_arguments(tmp_path):
+    path = write(tmp_path, BASE.format(func="apply_fault",
+                                       arguments="{fault: {kind: pod-kill, label_selector: '${selector}'}}"))
+    experiment = run.load(path, ["selector=kilocard.io/model=llama-3-70b"])
+    assert [f for f, _ in experiment.faults] == [{"kind": "pod-kill", "label_selector": "kilocard.io/model=llama-3-70b"}]
+    with pytest.raises(SpecError, match="--var: expected KEY\\[:TYPE\\]=VALUE, got 'no-equals-sign'"):
+        run.load(path, ["no-equals-sign"])
