@@ -36,6 +36,7 @@ __all__ = [
     "partition_network",
     "partition_pods",
     "revert_faults",
+    "stop_kubelet",
 ]
 _PROCESS_RUN_ID = ledger.new_run_id()
 # While set (by `faults_of`), actions hand over the fault they would apply instead of applying it.
@@ -138,10 +139,19 @@ def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: st
 
 
 def mark_out_of_service(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                        nodes_of: Dict[str, str] = None,
                         configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Non-graceful node shutdown: taint dead nodes out-of-service, so PodGC frees their stuck pods."""
     return apply_fault(_drop_none(kind="node-out-of-service", nodes=nodes, node_selector=node_selector,
-                                  ttl_seconds=ttl_seconds), configuration)
+                                  nodes_of=nodes_of, ttl_seconds=ttl_seconds), configuration)
+
+
+def stop_kubelet(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                 nodes_of: Dict[str, str] = None, count: int = None,
+                 configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Stop nodes' kubelets (through the agent, where allowed): to the control plane, lost machines
+    (`nodes_of: {namespace, label_selector}` picks the nodes of given pods)."""
+    return _agent("node-kubelet-stop", ttl_seconds, nodes, node_selector, count, configuration, nodes_of=nodes_of)
 
 
 def _agent(kind: str, ttl_seconds: float, nodes: Optional[List[str]], node_selector: Optional[str],

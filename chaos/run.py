@@ -2,7 +2,8 @@
 
 chaoslib's own run semantics are traps (../shared/reference/chaostoolkit-notes.md), so here:
 - a steady state not met before the method fails the run (chaoslib ends it "completed");
-- a failed action fails the run (chaoslib goes on and may end "completed");
+- a failed action fails the run (chaoslib goes on and may end "completed"), and so does a method
+  probe out of its tolerance (chaoslib does not even look);
 - an activity's `timeout` is enforced: a Python activity in the main thread is interrupted when
   it runs out (SIGALRM), and any activity that ran past it fails the run;
 - every fault the run applied is reverted from its ledger at the end, whatever the rollback
@@ -33,6 +34,7 @@ from chaoslib import convert_vars, merge_vars, substitute
 from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
+from chaoslib.hypothesis import within_tolerance
 from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
@@ -213,6 +215,10 @@ def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
         timeout = (run.get("activity") or {}).get("timeout")
         if run.get("status") == "failed":
             return Exit.FAILED, f"{(run.get('activity') or {}).get('type', 'activity')} {name!r} failed: {_reason(run)}"
+        # chaoslib ignores a method probe's tolerance; here a probe out of it fails the run.
+        tolerance = (run.get("activity") or {}).get("tolerance")
+        if tolerance is not None and not within_tolerance(tolerance, run.get("output"), configuration={}, secrets={}):
+            return Exit.FAILED, f"probe {name!r} failed: {_reason(run)}"
         if timeout and run.get("duration") is not None and run["duration"] > timeout:
             return Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s timeout"
     if status != "completed":

@@ -75,17 +75,27 @@ def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
 
 @dataclass(frozen=True)
 class NodeSelection:
-    """Named nodes (all of them, unless count/percent samples them) or a label selector."""
+    """Named nodes (all of them, unless count/percent samples them), a label selector, or the
+    nodes the pods matching (namespace, label selector) are bound to."""
 
     names: tuple[str, ...] | None
     selector: str | None
     count: int | None
     percent: float | None
     seed: int | None
+    pods: tuple[str | None, str] | None = None
 
 
 def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
-    if selection.names:
+    if selection.pods is not None:
+        namespace, label_selector = selection.pods
+        try:  # terminating pods count: a dead node still holds them, and that is the node wanted
+            bound = kube.list_pods_raw(namespace, label_selector)
+        except KubeError as exc:
+            raise refused_selector(exc, where, "nodes_of.label_selector") from None
+        pool = sorted({p["spec"]["nodeName"] for p in bound if (p.get("spec") or {}).get("nodeName")
+                       and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")})
+    elif selection.names:
         existing = {n["metadata"]["name"] for n in kube.list_nodes_raw()}
         missing = [n for n in selection.names if n not in existing]
         if missing:

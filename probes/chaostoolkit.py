@@ -26,6 +26,7 @@ __all__ = [
     "room_to_reschedule",
     "slo_recovered_within",
     "slo_under",
+    "tp_groups_recovered_within",
     "tp_groups_whole",
 ]
 
@@ -61,6 +62,24 @@ def tp_groups_whole(model: str = None, namespace: str = None,
                     configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Every TP group on as few nodes as its size needs, complete, not partially Ready."""
     return tp_groups.check(_snapshot(configuration, namespace), model, namespace).to_json()
+
+
+def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
+                               configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """Within `budget` s of the run's first fault (from its ledger), every TP group of the model
+    is whole, Ready, and off every node the run's faults hit: a group still waiting for a rank
+    stuck on a dead node fails, and none is judged before the fault could show."""
+    cfg = configuration or {}
+    records = [r for r in _records(cfg) if r.applied_at]
+    if not records:
+        raise ProbeError(f"run {run_id_of(cfg)} has applied no fault yet: nothing to time a recovery from")
+    faulted = {str(r.target["node"]) for r in records if r.target.get("node")}
+    kube = _kube(cfg)
+    try:
+        return tp_groups.recovered_within(kube, model, faulted, min(r.applied_at for r in records), budget,
+                                          namespace, cfg.get("kilocard_card_resource", "nvidia.com/gpu")).to_json()
+    finally:
+        kube.close()
 
 
 def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int, latency_seconds: float,
@@ -119,12 +138,23 @@ def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
 
 
+def _ledger_dir(cfg: Dict[str, Any]) -> Path:
+    return Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()
+
+
+def _records(cfg: Dict[str, Any]) -> List[ledger.Record]:
+    kube = _kube(cfg)
+    try:
+        return ledger.records(kube, _ledger_dir(cfg), run_id_of(cfg))
+    finally:
+        kube.close()
+
+
 def _fault_time(cfg: Dict[str, Any]) -> float:
     run_id = run_id_of(cfg)
     kube = _kube(cfg)
     try:
-        directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()
-        at = ledger.last_applied(kube, directory, run_id)
+        at = ledger.last_applied(kube, _ledger_dir(cfg), run_id)
     finally:
         kube.close()
     if at is None:

@@ -1,15 +1,22 @@
 """Tensor-parallel groups: a group that fits in one node must sit in one node (its traffic then
 never crosses the network); a declared multi-node group must be complete (every rank present);
 and no group may be partially Ready (a group with one rank down serves nothing while looking
-half alive)."""
+half alive). After a fault on some nodes, a model's groups have recovered when each is whole,
+wholly Ready, and off those nodes: judged from watch events up to a deadline."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from chaos.vocabulary import GROUP_SIZE_LABEL, TP_SIZE_LABEL
+from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL
+from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
 from probes.verdict import Verdict, failed, passed
+
+if TYPE_CHECKING:
+    from chaos.kube import Kube
 
 
 def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | None = None) -> Verdict:
@@ -38,3 +45,35 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
         return failed(f"{scope}: " + "; ".join(problems), model=model, problems=problems)
     return passed(f"{scope}: {len(groups)} TP groups whole, each on as few nodes as its size needs",
                   model=model, groups=len(groups))
+
+
+def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespace: str | None = None) -> Verdict:
+    """Every group of `model` whole, every member Ready, and none on a `faulted` node."""
+    whole = check(snapshot, model, namespace)
+    if not whole.ok:
+        return whole
+    members = snapshot.replicas(model, namespace)
+    stuck = sorted(p.name for p in members if p.node in faulted)
+    if stuck:
+        return failed(f"{model}: still on the faulted nodes: {', '.join(stuck)}", model=model, stuck=stuck)
+    unready = sorted(p.name for p in members if not p.ready)
+    if unready:
+        return failed(f"{model}: not Ready: {', '.join(unready)}", model=model, unready=unready)
+    return passed(f"{model}: {whole.details['groups']} TP groups whole and Ready, off the faulted nodes",
+                  model=model, groups=whole.details["groups"])
+
+
+def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float, budget: float,
+                     namespace: str | None = None, card_resource: str = "nvidia.com/gpu") -> Verdict:
+    """Follow the model's pods (by watch) until `recovered` holds or `budget` seconds after the
+    fault have passed."""
+    deadline = fault_at + budget
+    verdict = failed(f"{model}: not observed")
+    for _kind, _obj in kube.events("pods", namespace, f"{MODEL_LABEL}={model}",
+                                   until=time.monotonic() + max(0.0, deadline - time.time()), raw=True):
+        verdict = recovered(snap.fetch(kube, card_resource, namespace), model, faulted, namespace)
+        if verdict.ok:
+            after = time.time() - fault_at
+            return passed(f"{verdict.reason}, {after:.1f} s after the fault (budget {budget:g} s)",
+                          **verdict.details, recovered_after=after)
+    return failed(f"{budget:g} s after the fault: {verdict.reason}", **verdict.details, recovered_after=None)

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from chaos.agent.backends import Backends, Tools
-from chaos.agent.server import ALL_KINDS, AgentServer, Store
+from chaos.agent.server import ALL_KINDS, DEFAULT_KINDS, AgentServer, Store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-file", type=Path, required=True, help="bearer token (from the agent Secret)")
     parser.add_argument("--interface", default="eth0", help="default interface of network faults")
     parser.add_argument("--node", default=os.environ.get("NODE_NAME", socket.gethostname()))
-    parser.add_argument("--allow", default=",".join(sorted(ALL_KINDS)),
-                        help="comma-separated fault kinds this agent may apply")
+    parser.add_argument("--allow", default=",".join(sorted(DEFAULT_KINDS)),
+                        help=f"comma-separated fault kinds this agent may apply (of {', '.join(sorted(ALL_KINDS))}); "
+                             "default all but kubelet-stop")
     parser.add_argument("--state-file", type=Path, help="where active faults are kept across a crash")
     args = parser.parse_args(argv)
     allow = frozenset(k for k in args.allow.split(",") if k)

@@ -2,8 +2,9 @@
 once at start (never a shell string); every value in it passed the protocol's validation.
 
 `Backends` offers the few operations the kinds are made of (a root qdisc, an nftables table of
-our own, a DCGM field injection, a GPU drain) and dispatches each fault to its kind's module in
-chaos.agent.kinds, which says what to run to apply and to revert it. A fault scoped to a network
+our own, a DCGM field injection, a GPU drain, stopping and starting the kubelet) and dispatches
+each fault to its kind's module in chaos.agent.kinds, which says what to run to apply and to
+revert it. A fault scoped to a network
 namespace (`target.netns`, e.g. a pod's) runs its commands under `ip netns exec <ns>`.
 """
 
@@ -13,7 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from chaos.agent import kinds
 from chaos.agent.schema import FaultError
@@ -36,10 +37,11 @@ class Tools:
     nft: str | None
     dcgmi: str | None
     nvidia_smi: str | None
+    systemctl: str | None = None  # the host's systemd, through its socket mounted into the agent
 
     @classmethod
     def find(cls) -> Tools:
-        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi")))
+        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi", "systemctl")))
 
 
 Run = Callable[[list[str]], str]
@@ -146,6 +148,11 @@ class Backends:
         smi = self._need(self.tools.nvidia_smi, "nvidia-smi", fault.kind)
         bus = self.run([smi, "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", str(fault.target["card"])])
         self.run([smi, "drain", "-p", bus.strip(), "-m", mode])
+
+    # --- systemd ----------------------------------------------------------------------------------
+    def kubelet(self, action: Literal["stop", "start"]) -> None:
+        systemctl = self._need(self.tools.systemctl, "systemctl", "kubelet-stop")
+        self.run([systemctl, action, "kubelet.service"])
 
     # --- dispatch ----------------------------------------------------------------------------------
     def apply(self, fault: Any) -> None:

@@ -86,7 +86,7 @@ def validate(body: Any) -> dict[str, Any]:
     run_id = body.get("run_id", "")
     if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
         raise FaultError("run_id", "expected up to 128 letters, digits or ._:-")
-    allowed = {"card"} if kind.TARGET == "card" else {"interface", "netns"}
+    allowed = set(kinds.TARGET_KEYS[kind.TARGET])
     unknown_target = set(target) - allowed
     if unknown_target:
         raise FaultError("target", f"unknown keys {sorted(unknown_target)} for {kind.NAME}; expected {sorted(allowed)}")

@@ -147,3 +147,6 @@ class AgentHandler(JsonHandler):
 
 
 ALL_KINDS = frozenset(kinds.REGISTRY)
+# Stopping the kubelet takes the node away from the control plane: an agent does it only when
+# told to (--allow), never by default.
+DEFAULT_KINDS = ALL_KINDS - {"kubelet-stop"}

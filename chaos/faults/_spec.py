@@ -129,14 +129,26 @@ class Fields:
         return count, percent
 
     def nodes(self) -> NodeSelection:
-        """`nodes: [names]` or `node_selector`, with an optional count/percent and seed."""
+        """`nodes: [names]`, `node_selector`, or `nodes_of: {namespace, label_selector}` (the
+        nodes those pods are on), with an optional count/percent and seed."""
         names = self.str_list("nodes", None)
         selector = self.selector("node_selector", None)
-        if (names is None) == (selector is None):
-            raise self._fail("nodes", "either a list of node names or a node_selector (one of the two)", names)
+        pods = self._nodes_of()
+        if sum(x is not None for x in (names, selector, pods)) != 1:
+            raise self._fail("nodes", "one of: a list of node names, a node_selector, or nodes_of "
+                                      "{namespace, label_selector}", names)
         count, percent = self.blast_radius()
         return NodeSelection(tuple(names) if names else None, selector, count, percent,
-                             self.int("seed", None, high=2**62))
+                             self.int("seed", None, high=2**62), pods)
+
+    def _nodes_of(self) -> tuple[str | None, str] | None:
+        raw = self._get("nodes_of", None)
+        if raw is None:
+            return None
+        inner = Fields(raw, f"{self.where}.nodes_of")
+        found = inner.str("namespace", None), inner.selector("label_selector")
+        inner.done()
+        return found
 
     def _get(self, name: str, default: Any) -> Any:
         self.seen.add(name)

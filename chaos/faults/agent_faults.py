@@ -7,6 +7,7 @@ runs to apply and revert it).
     gpu-xid             an XID on a card
     network-bandwidth   tbf rate limit        network-loss   nftables random drop
     network-partition   nftables drop         network-delay  netem delay (where the kernel has it)
+    node-kubelet-stop   the kubelet stops: to the control plane, a lost machine
 
 The toolkit only speaks the agent protocol (chaos/agent/protocol.py): on the testbed the fleet
 simulator answers for fake nodes; on a real cluster the agent DaemonSet does. The request is
@@ -55,14 +56,15 @@ def parse(raw: Any, where: str) -> Spec:
     cards: tuple[int, ...] | None = None
     interface = netns = None
     card_field = "cards"
-    if kinds.get(agent_kind).TARGET == "card":
+    target_kind = kinds.get(agent_kind).TARGET
+    if target_kind == "card":
         if f.has("card") == f.has("cards"):
             raise f._fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
         if f.has("card"):
             card_field, cards = "card", (f.int("card", high=MAX_CARD),)
         else:
             cards = f.cards("cards")
-    else:
+    elif target_kind == "node":
         interface = f.str("interface", None)
         netns = f.str("netns", None)
     params = raw.get("params", {})

@@ -74,6 +74,8 @@ def actuate(kube: Kube, world: World, resource: str) -> None:
                 kube.patch_node_status(a, {"status": {"allocatable": {resource: str(b)}}})
             elif action == "delete-pod":
                 kube.delete_pod(a, b, grace_seconds=0)
+            elif action == "labels":
+                kube.patch_node(a, {"metadata": {"labels": b}})
         except NotFound:
             pass  # the node or pod has gone: nothing left to do
         except KubeError as exc:

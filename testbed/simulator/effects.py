@@ -8,6 +8,8 @@
     bandwidth, loss, partition, delay   the node's network (`Net`): groups spanning nodes slow
                   down or stall, every replica on the node sees the client-path delay (or,
                   partitioned, no traffic at all)
+    kubelet-stop  the node: labelled lost (testbed/stages.py), so kwok lets go of it as of a dead
+                  kubelet and its replicas answer nothing; the revert brings the kubelet back
 An effect changes the world on apply and undoes it on revert (a card reset: volatile counters
 clear, lifetime ones stay), and says how it shapes the node's network while active.
 """
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.agent.kinds import ecc, xid
 from chaos.agent.protocol import Fault
+from testbed.stages import LOST_LABEL
 
 if TYPE_CHECKING:
     from testbed.simulator.world import World
@@ -132,5 +135,14 @@ class Delay(Effect):
         net.delay_ms += float(f.params["ms"])
 
 
+class KubeletStop(Effect):
+    def apply(self, world: World, f: Fault) -> None:
+        world.actions.append(("labels", f.node, {LOST_LABEL: "true"}))
+
+    def revert(self, world: World, f: Fault) -> None:
+        if f.node in world.node_cards:
+            world.actions.append(("labels", f.node, {LOST_LABEL: None}))
+
+
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
-                              "loss": Loss(), "partition": Partition(), "delay": Delay()}
+                              "loss": Loss(), "partition": Partition(), "delay": Delay(), "kubelet-stop": KubeletStop()}

@@ -137,7 +137,7 @@ class World:
         self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
-        # ("allocatable", node, cards) and ("delete-pod", namespace, name).
+        # ("allocatable", node, cards), ("delete-pod", namespace, name) and ("labels", node, {k: v}).
         self.actions: list[tuple[str, str, Any]] = []
         self.last_tick = time.monotonic()
 

@@ -13,7 +13,7 @@ from testbed.simulator.effects import EFFECTS
 
 def test_every_kind_module_is_complete_and_known_everywhere():
     for name, module in kinds.REGISTRY.items():
-        assert module.NAME == name and module.TARGET in ("card", "node") and isinstance(module.REFRESH, bool)
+        assert module.NAME == name and module.TARGET in kinds.TARGET_KEYS and isinstance(module.REFRESH, bool)
         assert callable(module.params) and callable(module.apply) and callable(module.revert)
     assert set(agent_faults.KINDS) == set(kinds.BY_FAULT)
     assert set(EFFECTS) == set(kinds.REGISTRY)  # the simulator models every kind
@@ -25,6 +25,7 @@ def test_every_kind_module_is_complete_and_known_everywhere():
     ({"kind": "ecc", "target": {"card": 0, "interface": "eth0"}, "ttl_seconds": 5}, "target"),
     ({"kind": ["ecc"], "ttl_seconds": 5}, "kind"),
     ({"kind": "partition", "params": {"protocol": "icmp"}, "ttl_seconds": 5}, "params.protocol"),
+    ({"kind": "kubelet-stop", "target": {"interface": "eth0"}, "ttl_seconds": 5}, "target"),
 ])
 def test_a_kind_refuses_what_it_does_not_know(body, field):
     with pytest.raises(FaultError) as err:
@@ -39,6 +40,8 @@ def test_slots_decide_what_stacks():
     assert not kinds.stackable("bandwidth", {"interface": "eth0"}, "delay", {"interface": "eth0"})
     assert kinds.stackable("bandwidth", {"interface": "eth0"}, "delay", {"interface": "eth1"})
     assert kinds.stackable("loss", {}, "partition", {})
+    assert not kinds.stackable("kubelet-stop", {}, "kubelet-stop", {})  # one dead kubelet per node
+    assert kinds.stackable("kubelet-stop", {}, "partition", {})
 
 
 def recording_backends():
@@ -76,3 +79,15 @@ def test_only_fading_faults_are_refreshed():
     b.refresh(Fault.create("n", validate({"kind": "ecc", "target": {"card": 1}, "ttl_seconds": 5})))
     b.refresh(Fault.create("n", validate({"kind": "bandwidth", "params": {"rate_mbit": 1}, "ttl_seconds": 5})))
     assert calls == [["/dcgmi", "test", "--inject", "--gpuid", "1", "-f", "311", "-v", "1"]]
+
+
+def test_a_kubelet_stop_is_systemctl_stop_and_start_of_the_kubelet():
+    calls = []
+    b = Backends(Tools("/ip", "/tc", "/nft", "/dcgmi", "/smi", "/bin/systemctl"), "eth0", lambda argv: calls.append(argv))
+    f = Fault.create("n", validate({"kind": "kubelet-stop", "ttl_seconds": 60}))
+    b.apply(f)
+    b.revert(f)
+    assert calls == [["/bin/systemctl", "stop", "kubelet.service"], ["/bin/systemctl", "start", "kubelet.service"]]
+    without = Backends(Tools("/ip", "/tc", "/nft", None, None), "eth0", lambda argv: calls.append(argv))
+    with pytest.raises(FaultError, match="kubelet-stop needs systemctl"):
+        without.apply(f)

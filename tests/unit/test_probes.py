@@ -240,3 +240,19 @@ def test_out_of_service_remediation_needs_the_taint_the_stuck_pods_gone_and_whol
     assert remediation.out_of_service(ClusterSnapshot((rank0, back), (*nodes, oos)), "lost", ("m",)).ok
     v = remediation.out_of_service(ClusterSnapshot((rank0, back), nodes), "lost", ("m",))
     assert v.ok and "deleted" in v.reason  # deleting the node object is the other way out
+
+
+def test_tp_groups_recovered_only_when_whole_ready_and_off_the_faulted_nodes():
+    group = {"kilocard.io/tp-group": "g", "kilocard.io/group-size": "2", "kilocard.io/tp-size": "16"}
+    rank0 = pod("g-0", "a", cards=8, group="ns/g", **group)
+    nodes = (node("a"), node("b"), node("c"))
+    on_lost = pod("g-1", "b", cards=8, group="ns/g", rank=1, **group)
+    # Before the fault shows, the group looks whole: on the faulted node, that is not recovery.
+    v = tp_groups.recovered(ClusterSnapshot((rank0, on_lost), nodes), "m", {"b"})
+    assert not v.ok and v.details["stuck"] == ["g-1"]
+    v = tp_groups.recovered(ClusterSnapshot((rank0,), nodes), "m", {"b"})
+    assert not v.ok and "1 of 2 ranks present" in v.reason
+    starting = pod("g-1", "c", cards=8, group="ns/g", rank=1, ready=False, **group)
+    assert not tp_groups.recovered(ClusterSnapshot((rank0, starting), nodes), "m", {"b"}).ok
+    back = pod("g-1", "c", cards=8, group="ns/g", rank=1, **group)
+    assert tp_groups.recovered(ClusterSnapshot((rank0, back), nodes), "m", {"b"}).ok

@@ -32,6 +32,15 @@ def test_a_failed_action_fails_a_completed_run():
     assert reason == "action 'kill' failed: chaoslib.exceptions.ActivityFailed: FileNotFoundError: x"
 
 
+def test_a_method_probe_out_of_its_tolerance_fails_the_run():
+    probe = {"activity": {"name": "recovered", "type": "probe",
+                          "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"}},
+             "status": "succeeded", "output": {"verdict": "failed", "reason": "1 of 2 ranks present"}}
+    assert run.verdict(journal(runs=[probe])) == (Exit.FAILED, "probe 'recovered' failed: 1 of 2 ranks present")
+    probe["output"] = {"verdict": "ok"}
+    assert run.verdict(journal(runs=[probe]))[0] == Exit.PASSED
+
+
 def test_an_activity_past_its_timeout_fails_even_when_it_succeeded():
     slow = {"activity": {"name": "wait", "type": "action", "timeout": 2}, "status": "succeeded", "duration": 2.5}
     assert run.verdict(journal(runs=[slow])) == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")

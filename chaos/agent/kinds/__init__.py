@@ -1,5 +1,5 @@
 """The agent fault kinds, one module each: its name in the protocol (`NAME`), the toolkit's name
-for it (`FAULT`), what it targets (`TARGET`: a card, or the node's network), the slot it holds on
+for it (`FAULT`), what it targets (`TARGET`: a card, the node's network, or the host itself), the slot it holds on
 that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on one interface),
 whether the agent re-applies it while active (`REFRESH`), its parameter schema (`params`), and what
 the node agent does to apply and revert it (`apply`, `revert`: argument lists through the Host in
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from chaos.agent.kinds import bandwidth, card_isolate, delay, ecc, loss, partition, xid
+from chaos.agent.kinds import bandwidth, card_isolate, delay, ecc, kubelet_stop, loss, partition, xid
 from chaos.agent.schema import FaultError
 
-REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, bandwidth, loss, partition, delay)}
+REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, bandwidth, loss, partition, delay,
+                                                        kubelet_stop)}
 BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values()}
+# What names a target of each kind on its node: a card; an interface (in a network namespace); or
+# nothing, the host itself.
+TARGET_KEYS: dict[str, tuple[str, ...]] = {"card": ("card",), "node": ("interface", "netns"), "host": ()}
 
 
 def get(name: str) -> ModuleType:
@@ -31,8 +35,8 @@ def stackable(kind: str, target: dict[str, object], other_kind: str, other_targe
     mine, theirs = get(kind), get(other_kind)
     if mine.SLOT is None or mine.SLOT != theirs.SLOT:
         return True
-    keys = ("card",) if mine.TARGET == "card" else ("interface", "netns")
+    keys = TARGET_KEYS[mine.TARGET]
     return any(target.get(k) != other_target.get(k) for k in keys)
 
 
-__all__ = ["BY_FAULT", "REGISTRY", "get", "stackable"]
+__all__ = ["BY_FAULT", "REGISTRY", "TARGET_KEYS", "get", "stackable"]

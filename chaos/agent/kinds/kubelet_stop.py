@@ -1,0 +1,33 @@
+"""kubelet-stop (toolkit kind node-kubelet-stop): the node's kubelet dies while the machine stays
+up, which is what the control plane sees of a lost machine: the node's Lease lapses, the
+controller manager marks it Unknown and taints it unreachable, its pods are evicted but nothing
+confirms their end, so they stay Terminating (a StatefulSet rank is not recreated until the node
+is out of service or deleted). Engines on a real node keep running until the node controller
+marks their pods NotReady; the testbed plays a whole machine lost (its engines stop too).
+
+    params   none
+    apply    systemctl stop kubelet
+    revert   systemctl start kubelet (the kubelet comes back, reports, and finishes its pods)
+One stop per node: a second one (any run) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.agent import schema
+
+NAME, FAULT, TARGET, SLOT, REFRESH = "kubelet-stop", "node-kubelet-stop", "host", "kubelet", False
+
+
+def params(p: dict[str, Any]) -> dict[str, Any]:
+    schema.only(p)
+    return p
+
+
+def apply(fault: Any, host: Any) -> None:
+    host.kubelet("stop")
+
+
+def revert(fault: Any, host: Any) -> None:
+    host.kubelet("start")
