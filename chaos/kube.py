@@ -301,6 +301,9 @@ class Kube:
     def delete_namespace(self, name: str) -> None:
         self._call(f"delete namespace {name}", self.core.delete_namespace, name)
 
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        return dict(self._call(f"get namespace {name}", self.core.read_namespace, name).metadata.labels or {})
+
     def list_namespaces(self, label_selector: str | None = None) -> list[client.V1Namespace]:
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return list(self._call("list namespaces", self.core.list_namespace, **kwargs).items)

@@ -9,7 +9,8 @@ chaoslib's own run semantics are traps (../shared/reference/chaostoolkit-notes.m
 - every fault the run applied is reverted from its ledger at the end, whatever the rollback
   strategy did, on success, failure, Ctrl-C and SIGTERM alike;
 - bad input is found before anything runs: chaoslib's validation, then every kilocard fault the
-  method would apply, parsed, and resolved against the cluster. All of a file's errors are
+  method would apply, parsed, and resolved against the cluster, and the guards (chaos/guards.py:
+  blast radius, Ready replicas left, room, namespace opt-in). All of a file's errors are
   reported at once, and nothing is applied.
 
 Exit codes (chaos.errors.Exit): 0 passed, 1 deviated or failed, 2 invalid input, 3 aborted,
@@ -23,6 +24,7 @@ import importlib
 import json
 import re
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import actions, ledger, plan, revert
+from chaos import actions, guards, ledger, plan, revert
 from chaos.errors import Exit, KilocardError, SpecError
 
 ACTIONS_MODULE = "chaos.actions"
@@ -54,6 +56,7 @@ class Experiment:
     config_vars: dict[str, Any]
     secret_vars: dict[str, Any]
     sha256: str
+    limits: guards.Limits = field(default_factory=guards.Limits)
     faults: list[tuple[Any, str]] = field(default_factory=list)  # (fault mapping, where)
 
 
@@ -110,6 +113,10 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     else:
         problems.extend(_kilocard_faults(experiment))
         problems.extend(_timeouts(data))
+        try:
+            experiment.limits = guards.declared(data, where)
+        except SpecError as exc:
+            problems.append(str(exc).removeprefix(f"{where}: "))
     if problems:
         raise SpecError("\n".join(f"{where}: {p}" for p in problems))
     return experiment
@@ -163,8 +170,11 @@ def _timeouts(data: dict[str, Any]) -> list[str]:
 
 def check(ctx: Any, experiment: Experiment) -> plan.Plan:
     """Resolve the experiment's faults against the cluster (no change): selectors that match
-    nothing, cards a node does not have and conflicts with other runs are found before the run."""
-    return plan.plan(ctx, experiment.faults)
+    nothing, cards a node does not have, conflicts with other runs and the guards' limits are
+    found before the run."""
+    planned = plan.plan(ctx, experiment.faults)
+    guards.check(ctx, planned, experiment.limits, str(experiment.path))
+    return planned
 
 
 class ActivityTimeout(Exception):
@@ -197,8 +207,6 @@ class _Timeouts(RunEventHandler):  # type: ignore[misc]
 
 
 def _main_thread() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 

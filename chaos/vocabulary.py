@@ -32,6 +32,9 @@ OUT_OF_SERVICE_ANNOTATION = "kilocard.io/out-of-service"  # as ISOLATION_ANNOTAT
 AGENT_ENDPOINT_ANNOTATION = "kilocard.io/agent-endpoint"
 FAULT_LABEL = "kilocard.io/fault"  # on objects a fault creates (NetworkPolicy), value: the run id
 RUN_LABEL = "kilocard.io/run-id"
+# A namespace opts in to chaos with this label set to "enabled": the guards refuse a run that
+# would end or displace pods anywhere else.
+CHAOS_OPT_IN_LABEL = "kilocard.io/chaos"
 LEDGER_LABEL = "kilocard.io/ledger"
 SYSTEM_NAMESPACE = "kilocard-system"
 

@@ -3,7 +3,8 @@ naming the field), `targets` (what the spec selects, as plain dicts), optionally
 only the cluster can tell: card indices, agents, other runs holding the target; SpecError naming
 the field), `prepare` (the state revert will need, read BEFORE anything changes, so the
 write-ahead ledger holds it), `apply` and `revert` side by side. Revert is idempotent, undoes only
-what this run placed, and a vanished target counts as reverted.
+what this run placed, and a vanished target counts as reverted. `disrupts` says what one
+target takes away, for the guards' blast radius (chaos/guards.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ class Context:
         return Context(self.kube, self.agents, run_id, self.say, self.card_resource, self.stop)
 
 
+@dataclass(frozen=True)
+class Disruption:
+    """What one target of a fault takes away: the pods it ends, the node it touches, the cards it
+    takes out of service, and whether the pods on that node (`evicts="node"`) or on those cards
+    (`"cards"`) are driven off."""
+
+    pods: tuple[tuple[str, str], ...] = ()  # (namespace, name)
+    node: str | None = None
+    cards: tuple[int, ...] = ()
+    evicts: str = "none"
+
+
 def registry() -> dict[str, ModuleType]:
     from chaos.faults import (
         agent_faults,
@@ -59,4 +72,4 @@ def kind_module(kind: Any, where: str) -> ModuleType:
     return kinds[kind]
 
 
-__all__ = ["Context", "kind_module", "registry"]
+__all__ = ["Context", "Disruption", "kind_module", "registry"]

@@ -25,7 +25,7 @@ from typing import Any
 from chaos.agent import kinds, protocol
 from chaos.agent.client import AgentError
 from chaos.errors import SpecError, TargetConflict
-from chaos.faults import Context
+from chaos.faults import Context, Disruption
 from chaos.faults._spec import MAX_CARD, Fields
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
@@ -142,6 +142,13 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> 
     agent_target = {k: v for k, v in target.items() if k != "node"}
     return {"node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
             "agent_kind": AGENT_KINDS[spec.kind], "target": agent_target, "run_id": ctx.run_id, "agent_id": None}
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    """The kind says what it drives off (`EVICTS`: a drained card's pod, a dead kubelet's node)."""
+    card = target.get("card")
+    return Disruption(node=target["node"], cards=() if card is None else (int(card),),
+                      evicts=getattr(kinds.get(AGENT_KINDS[spec.kind]), "EVICTS", "none"))
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
-from chaos.faults import Context
+from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import ISOLATION_TAINT, RUN_LABEL
@@ -61,6 +61,11 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> 
     # The fault's own id in the name: two faults of one run on one device are two rules.
     name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{fault_id}-{target['pool']}-{target['device']}".lower())
     return {"name": name[:253].strip("-.")}
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    return Disruption(node=target["node"], cards=(int(target["card"]),),
+                      evicts="cards" if spec.effect == "NoExecute" else "none")
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

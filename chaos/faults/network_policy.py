@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import Conflict, KubeError, NotFound, SpecError
-from chaos.faults import Context
+from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
 from chaos.targets import refused_selector
 from chaos.vocabulary import FAULT_LABEL
@@ -65,6 +65,10 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
     # The fault's own id in the name: two partitions of one run are two policies, reverted apart.
     return {"namespace": spec.namespace, "name": f"kilocard-partition-{fault_id}-{ctx.run_id}"[:63].rstrip("-")}
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    return Disruption()  # cut off, not ended: the SLO probes see it
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

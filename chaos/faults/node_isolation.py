@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
-from chaos.faults import Context, pod_kill
+from chaos.faults import Context, Disruption, pod_kill
 from chaos.faults._node_hold import Mark, hold, release
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
@@ -69,6 +69,11 @@ def _drained(pod: dict[str, Any]) -> bool:
     meta = pod["metadata"]
     return not (meta.get("deletionTimestamp") or "kubernetes.io/config.mirror" in (meta.get("annotations") or {})
                 or any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []))
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    """NoSchedule only keeps new pods away; NoExecute or a drain drives every pod off."""
+    return Disruption(node=target["node"], evicts="node" if spec.effect == "NoExecute" or spec.drain else "none")
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

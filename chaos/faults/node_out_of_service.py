@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
-from chaos.faults import Context
+from chaos.faults import Context, Disruption
 from chaos.faults._node_hold import Mark, hold, release
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
@@ -48,6 +48,10 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
     return {"node": target["node"], "holder": f"{ctx.run_id}/{fault_id}"}
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    return Disruption(node=target["node"], evicts="node")  # NoExecute: every pod without a toleration goes
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
-from chaos.faults import Context
+from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
 from chaos.targets import how_many, live_pods, sample
 
@@ -95,6 +95,10 @@ def kill(ctx: Context, target: dict[str, Any], mode: str, grace_seconds: int | N
                 wait = min(wait * 2, 5.0)
     except NotFound:
         pass
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    return Disruption(pods=((target["namespace"], target["name"]),), node=target.get("node"))
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

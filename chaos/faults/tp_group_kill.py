@@ -40,5 +40,6 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
 
 
 prepare = pod_kill.prepare
+disrupts = pod_kill.disrupts
 apply = pod_kill.apply
 revert = pod_kill.revert

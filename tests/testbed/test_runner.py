@@ -121,3 +121,34 @@ def test_a_selector_that_matches_nothing_is_invalid_and_nothing_is_applied(kube,
     assert "method[1] ('kill'): fault: no targets: the selectors match nothing" in journal["kilocard"]["reason"]
     assert not isolated(kube, free)  # the first action never ran either
     assert not (tmp_path / "ledger").exists() or not any((tmp_path / "ledger").iterdir())
+
+
+def test_a_guard_refuses_a_run_that_would_leave_a_model_no_ready_replica(kube, testbed, tmp_path, two_replicas):
+    p, _free = two_replicas
+    before = {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)}
+    kill_all = {"type": "action", "name": "kill-all", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "kill_pods",
+        "arguments": {"namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}", "count": 2}}}
+    code, journal, _ = kilocard_run(testbed, tmp_path, {"method": [kill_all]})
+    assert code == 2
+    assert (f"guard: min_ready: model {BIG} in {p.namespace} would keep 0 Ready replicas of 2, under the guard's "
+            "min_ready 1") in journal["kilocard"]["reason"]
+    assert {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)} == before  # nothing was killed
+    # Declared as the experiment's control, the limit is the experiment's own.
+    allowed = {"method": [kill_all], "controls": [{"name": "guards", "provider": {
+        "type": "python", "module": "chaos.guards", "arguments": {"min_ready": 0}}}]}
+    code, journal, _ = kilocard_run(testbed, tmp_path, allowed)
+    assert code == 0, journal["kilocard"]["reason"]
+
+
+def test_a_namespace_that_has_not_opted_in_is_refused(kube, testbed, tmp_path, two_replicas):
+    p, _free = two_replicas
+    kube.core.patch_namespace(p.namespace, {"metadata": {"labels": {"kilocard.io/chaos": None}}})
+    kill_one = {"type": "action", "name": "kill", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "kill_pods",
+        "arguments": {"namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}"}}}
+    code, journal, _ = kilocard_run(testbed, tmp_path, {"method": [kill_one]})
+    assert code == 2
+    assert (f"guard: namespace {p.namespace} has not opted in to chaos (label it kilocard.io/chaos=enabled)"
+            in journal["kilocard"]["reason"])
+    assert len(wait_ready(kube, p.namespace, BIG, 2)) == 2

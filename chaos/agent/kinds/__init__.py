@@ -1,8 +1,9 @@
 """The agent fault kinds, one module each: its name in the protocol (`NAME`), the toolkit's name
-for it (`FAULT`), what it targets (`TARGET`: a card, the node's network, or the host itself), the slot it holds on
-that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on one interface),
-whether the agent re-applies it while active (`REFRESH`), its parameter schema (`params`), and what
-the node agent does to apply and revert it (`apply`, `revert`: argument lists through the Host in
+for it (`FAULT`), what it targets (`TARGET`: a card, the node's network, or the host itself), the
+slot it holds on that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on
+one interface), whether the agent re-applies it while active (`REFRESH`), optionally what it
+drives off (`EVICTS`: "cards" or "node"), its parameter schema (`params`), and what the node
+agent does to apply and revert it (`apply`, `revert`: argument lists through the Host in
 chaos.agent.backends).
 
 The protocol validates through this registry, the node agent dispatches through it, and the fleet

@@ -13,6 +13,7 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "card-isolate", "card-isolate", "card", "drain", False
+EVICTS = "cards"  # the process on a drained card ends
 
 
 def params(p: dict[str, Any]) -> dict[str, Any]:

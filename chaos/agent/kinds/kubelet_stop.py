@@ -18,6 +18,7 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "kubelet-stop", "node-kubelet-stop", "host", "kubelet", False
+EVICTS = "node"  # the node controller evicts every pod of a lost node
 
 
 def params(p: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,198 @@
+"""Guards: limits a run may not pass, checked against the resolved plan and the cluster before
+anything is applied. A refusal is invalid input: exit 2, naming the limit and the figure.
+
+    max_pods, max_nodes, max_cards   the blast radius of the whole run (defaults 16, 4, 64)
+    min_ready                        Ready replicas (TP groups whole and Ready) left per model it
+                                     touches (default 1)
+    room                             the replicas driven off their nodes have somewhere to go
+                                     (probes.capacity.room); false when the lack of room is what
+                                     the experiment rehearses (default true)
+    require_opt_in                   every namespace whose pods it ends or displaces carries
+                                     kilocard.io/chaos=enabled (default true)
+
+The strict runner (chaos.run) applies them to every experiment, with the defaults unless the
+experiment declares this module as a Chaos Toolkit control with its own arguments:
+
+    controls:
+    - name: kilocard-guards
+      provider: {type: python, module: chaos.guards, arguments: {max_pods: 40, min_ready: 0}}
+
+Declared, the control also checks each kilocard action again just before it runs (targets move
+while an experiment goes on), under plain `chaos run` too: a breach then interrupts the run.
+
+The blast radius comes from each fault kind's own `disrupts`. Which pod holds a given card is not
+in the API, so a fault that drives off a card's pod counts every card-holding pod of that node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaoslib import substitute
+from chaoslib.exceptions import InterruptExecution, InvalidActivity
+
+from chaos import actions
+from chaos import plan as planning
+from chaos.errors import NotFound, SpecError
+from chaos.faults._spec import Fields
+from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
+from probes import capacity
+from probes import snapshot as snap
+from probes.snapshot import ClusterSnapshot, PodView
+
+MODULE = "chaos.guards"
+
+
+class GuardRefused(SpecError):
+    """A guard refuses the run: nothing was applied."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_pods: int = 16
+    max_nodes: int = 4
+    max_cards: int = 64
+    min_ready: int = 1
+    room: bool = True
+    require_opt_in: bool = True
+
+
+def limits(arguments: Any, where: str) -> Limits:
+    f = Fields(arguments if arguments is not None else {}, where)
+    default = Limits()
+    found = Limits(max_pods=f.int("max_pods", default.max_pods, high=100_000),
+                   max_nodes=f.int("max_nodes", default.max_nodes, high=100_000),
+                   max_cards=f.int("max_cards", default.max_cards, high=1_000_000),
+                   min_ready=f.int("min_ready", default.min_ready, high=100_000),
+                   room=f.bool("room", default.room), require_opt_in=f.bool("require_opt_in", default.require_opt_in))
+    f.done()
+    return found
+
+
+def declared(experiment: dict[str, Any], source: str) -> Limits:
+    """The limits an experiment declares as this module's control, else the defaults."""
+    controls = [(i, c) for i, c in enumerate(experiment.get("controls") or [])
+                if isinstance(c, dict) and (c.get("provider") or {}).get("module") == MODULE]
+    if len(controls) > 1:
+        raise SpecError(f"{source}: controls: {MODULE} declared {len(controls)} times; declare it once")
+    if not controls:
+        return Limits()
+    i, control = controls[0]
+    return limits((control.get("provider") or {}).get("arguments"), f"{source}: controls[{i}].provider.arguments")
+
+
+@dataclass
+class Radius:
+    """What a plan takes away, resolved against a snapshot."""
+
+    pods: dict[tuple[str, str], PodView | None] = field(default_factory=dict)  # None: a pod of no model
+    nodes: set[str] = field(default_factory=set)
+    cards: int = 0
+    evicted_nodes: set[str] = field(default_factory=set)
+
+    def models(self) -> set[tuple[str, str]]:
+        return {(p.namespace, p.model) for p in self.pods.values() if p is not None}
+
+
+def radius(plan: planning.Plan, s: ClusterSnapshot) -> Radius:
+    live = {(p.namespace, p.name): p for p in s.pods if not p.deleting}
+    r = Radius()
+    out_of_service: set[tuple[str, int]] = set()
+    for fault in plan.faults:
+        for record in fault.records:
+            d = fault.module.disrupts(fault.spec, record.target)
+            for key in d.pods:
+                r.pods[key] = live.get(key)
+            if d.node:
+                r.nodes.add(d.node)
+            out_of_service |= {(d.node or "", c) for c in d.cards}
+            if d.evicts == "node":
+                r.evicted_nodes.add(d.node or "")
+            if d.evicts in ("node", "cards"):
+                r.pods.update({k: p for k, p in live.items() if p.node == d.node and (d.evicts == "node" or p.cards)})
+    held_on = {p.node for p in r.pods.values() if p is not None and p.cards}
+    r.cards = sum(p.cards for p in r.pods.values() if p is not None) + sum(
+        1 for node, _ in out_of_service if node not in held_on)
+    return r
+
+
+def _ready_replicas(s: ClusterSnapshot, namespace: str, model: str, without: set[tuple[str, str]]) -> int:
+    groups: dict[str, list[PodView]] = defaultdict(list)
+    for p in s.replicas(model, namespace):
+        groups[p.group].append(p)
+    return sum(1 for members in groups.values()
+               if len(members) == int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
+               and all(p.ready and (p.namespace, p.name) not in without for p in members))
+
+
+def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[str]) -> list[str]:
+    """Pure: every limit the plan would pass, as a sentence with the figure."""
+    r = radius(plan, s)
+    problems = [f"{what}: the run would disrupt {n} {unit}, over the guard's {name} {limit}"
+                for what, n, unit, name, limit in (
+                    ("blast radius", len(r.pods), "pods", "max_pods", lim.max_pods),
+                    ("blast radius", len(r.nodes), "nodes", "max_nodes", lim.max_nodes),
+                    ("blast radius", r.cards, "cards", "max_cards", lim.max_cards)) if n > limit]
+    gone = set(r.pods)
+    for namespace, model in sorted(r.models()):
+        before = _ready_replicas(s, namespace, model, set())
+        after = _ready_replicas(s, namespace, model, gone)
+        if after < lim.min_ready:
+            problems.append(f"min_ready: model {model} in {namespace} would keep {after} Ready replicas of "
+                            f"{before}, under the guard's min_ready {lim.min_ready}")
+        displaced = {p.node for p in r.pods.values() if p is not None and p.model == model} & r.evicted_nodes
+        if lim.room and displaced:
+            verdict = capacity.room(s, model, tuple(sorted(r.evicted_nodes)), namespace)
+            if not verdict.ok:
+                problems.append(f"room: {verdict.reason} (set room: false if that is what the experiment rehearses)")
+    if lim.require_opt_in:
+        for namespace in sorted({ns for ns, _ in r.pods} - opted_in):
+            problems.append(f"namespace {namespace} has not opted in to chaos (label it {CHAOS_OPT_IN_LABEL}=enabled)")
+    return problems
+
+
+def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str) -> None:
+    """Resolve the plan's blast radius on the cluster; GuardRefused lists every breach."""
+    s = snap.fetch(ctx.kube, ctx.card_resource)
+    opted_in = {ns for ns in sorted({ns for ns, _ in radius(plan, s).pods}) if _opted_in(ctx.kube, ns)}
+    problems = judge(plan, s, lim, opted_in)
+    if problems:
+        raise GuardRefused("\n".join(f"{where}: guard: {p}" for p in problems))
+
+
+def _opted_in(kube: Any, namespace: str) -> bool:
+    try:
+        return kube.namespace_labels(namespace).get(CHAOS_OPT_IN_LABEL) == "enabled"
+    except NotFound:
+        return False
+
+
+# --- as a Chaos Toolkit control ------------------------------------------------------------------
+def validate_control(control: dict[str, Any]) -> None:
+    try:
+        limits((control.get("provider") or {}).get("arguments"), f"control {control.get('name', MODULE)!r}")
+    except SpecError as exc:
+        raise InvalidActivity(str(exc)) from None
+
+
+def before_activity_control(context: dict[str, Any], configuration: dict[str, Any] | None = None,
+                            secrets: dict[str, Any] | None = None, **arguments: Any) -> None:
+    """Just before a kilocard action runs: resolve what it would do now and refuse a breach by
+    interrupting the run (its earlier faults are then reverted)."""
+    provider = context.get("provider") or {}
+    if provider.get("type") != "python" or provider.get("module") != actions.__name__:
+        return
+    call = substitute(dict(provider.get("arguments") or {}), configuration or {}, secrets or {})
+    faults = actions.faults_of(getattr(actions, provider["func"]), call)
+    if not faults:
+        return
+    where = f"activity {context.get('name', '?')!r}"
+    ctx, _book = actions.session(configuration)
+    try:
+        check(ctx, planning.plan(ctx, planning.entries(faults, where)), limits(arguments, f"control {MODULE}"), where)
+    except SpecError as exc:
+        raise InterruptExecution(str(exc)) from None
+    finally:
+        ctx.kube.close()
