@@ -41,7 +41,7 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import actions, guards, ledger, plan, revert
+from chaos import actions, guards, ledger, plan, revert, stop
 from chaos.errors import Exit, KilocardError, SpecError
 
 ACTIONS_MODULE = "chaos.actions"
@@ -113,8 +113,9 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     else:
         problems.extend(_kilocard_faults(experiment))
         problems.extend(_timeouts(data))
-        try:
+        try:  # the controls' arguments are input too
             experiment.limits = guards.declared(data, where)
+            stop.declared(data, where)
         except SpecError as exc:
             problems.append(str(exc).removeprefix(f"{where}: "))
     if problems:
@@ -214,6 +215,9 @@ def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
     """Pure: the strict verdict of a chaoslib journal (before the ledger's revert is counted)."""
     status = journal.get("status")
     if status == "interrupted":
+        fired = journal.get(stop.JOURNAL_KEY)
+        if fired:
+            return Exit.ABORTED, f"stop condition fired: {fired['reason']}"
         return Exit.ABORTED, "interrupted (a signal or a control stopped the run)"
     before = (journal.get("steady_states") or {}).get("before")
     if before is not None and before.get("steady_state_met") is False:

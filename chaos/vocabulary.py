@@ -60,6 +60,11 @@ def local_testbed_state() -> Path:
     return Path(os.environ.get("KILOCARD_STATE", Path.home() / ".local" / "state" / "kilocard" / "testbed"))
 
 
+# The default testbed's Prometheus (port base 6443 + 7): what probes and stop conditions ask when
+# no kilocard_prometheus_url is configured.
+LOCAL_TESTBED_PROMETHEUS = "http://127.0.0.1:6450"
+
+
 def local_testbed_kubeconfig() -> Path | None:
     """The running local testbed's kubeconfig: the toolkit's embedded default cluster, found
     without importing the testbed (its state.json exists only while it runs)."""

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 from chaos import ledger
 from chaos.actions import run_id_of
 from chaos.kube import Kube
-from chaos.vocabulary import local_testbed_kubeconfig
+from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
 from probes import capacity, placement, remediation, slo, snapshot, tp_groups
 from probes.errors import ProbeError
 
@@ -44,7 +44,7 @@ def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapsh
         kube.close()
 
 
-PROMETHEUS_URL = "http://127.0.0.1:6450"  # the local testbed's
+PROMETHEUS_URL = LOCAL_TESTBED_PROMETHEUS
 
 
 def _prom(cfg: Optional[Dict[str, Any]]) -> Any:

@@ -59,3 +59,22 @@ def test_s5_without_the_out_of_service_step_fails_with_the_group_incomplete(kube
     assert "1 of 2 ranks present" in reason, reason
     assert [f["kind"] for f in journal["kilocard"]["faults"]] == ["node-kubelet-stop"]
     assert journal["kilocard"]["faults"][0]["state"] == "reverted"
+
+
+def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, testbed, tmp_path):
+    p = pool(2)
+    fleet.deploy(kube, timing.stamp(p.fleet("llama-3-70b", replicas={"llama-3-70b": 2}), "default"), timeout=90,
+                 say=lambda _m: None)
+    code, journal, seconds = kilocard_run(testbed, tmp_path, experiment("s7-kill-every-replica.yaml"),
+                                          "--var", f"namespace={p.namespace}")
+    assert code == 3, journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"] == (
+        f"stop condition fired: zero-ready llama-3-70b in {p.namespace}: no Ready replica left")
+    assert seconds < 60  # aborted at once, not after the 120 s pause
+    # Without the stop condition the same run is not stopped: the outage runs its course.
+    twin = experiment("s7-kill-every-replica.yaml")
+    twin["controls"] = [c for c in twin["controls"] if c["name"] != "stop-conditions"]
+    twin["method"][0]["pauses"] = {"after": 5}
+    wait_ready(kube, p.namespace, "llama-3-70b", 2, timeout=90)
+    code, journal, _ = kilocard_run(testbed, tmp_path, twin, "--var", f"namespace={p.namespace}")
+    assert code == 0 and journal["status"] == "completed", journal["kilocard"]["reason"]

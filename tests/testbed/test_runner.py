@@ -152,3 +152,28 @@ def test_a_namespace_that_has_not_opted_in_is_refused(kube, testbed, tmp_path, t
     assert (f"guard: namespace {p.namespace} has not opted in to chaos (label it kilocard.io/chaos=enabled)"
             in journal["kilocard"]["reason"])
     assert len(wait_ready(kube, p.namespace, BIG, 2)) == 2
+
+
+def test_a_stop_condition_aborts_the_run_reverts_and_exits_3(kube, pool, testbed, tmp_path):
+    from testbed import timing
+
+    p = pool(3)  # replicas take their default start-up: "no Ready replica" lasts long enough to see
+    fleet.deploy(kube, timing.stamp(p.fleet(BIG, replicas={BIG: 2}), "default"), timeout=90, say=lambda _m: None)
+    used = {x.spec.node_name for x in wait_ready(kube, p.namespace, BIG, 2, timeout=90)}
+    (free,) = set(p.node_names) - used
+    kill_all = {"type": "action", "name": "kill-all", "pauses": {"after": 90}, "provider": {
+        "type": "python", "module": "chaos.actions", "func": "kill_pods",
+        "arguments": {"namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}", "count": 2}}}
+    code, journal, seconds = kilocard_run(testbed, tmp_path, {
+        "method": [isolate(free), kill_all],
+        "controls": [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                      "arguments": {"min_ready": 0}}},
+                     {"name": "stop", "provider": {"type": "python", "module": "chaos.stop", "arguments": {
+                         "every_seconds": 0.5,
+                         "conditions": [{"kind": "zero-ready", "model": BIG, "namespace": p.namespace}]}}}]})
+    assert code == 3, journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"] == (f"stop condition fired: zero-ready {BIG} in {p.namespace}: "
+                                             "no Ready replica left")
+    assert seconds < 60  # cut short, not the 90 s pause
+    assert [f["state"] for f in journal["kilocard"]["faults"] if f["kind"] == "node-isolate"] == ["reverted"]
+    assert not isolated(kube, free)

@@ -1,0 +1,220 @@
+"""Stop conditions: checks that run beside the method and end the run when the cluster goes past
+a hard limit. The run is interrupted, its faults are reverted from the ledger, and `kilocard run`
+exits 3. Missing data is a breach, never healthy: a condition that cannot look fires.
+
+    zero-ready   a model left with no Ready replica (TP groups whole and Ready)
+    unhealthy    more than `max` of a model's replica pods not Ready (Pending ones included)
+    slo          a model's indicator (ttft_p95, itl_p95, error_ratio) past a hard `limit`, on its
+                 worst replica; no series at all counts as past it
+
+Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
+
+    controls:
+    - name: stop-conditions
+      provider:
+        type: python
+        module: chaos.stop
+        arguments:
+          every_seconds: 2
+          conditions:
+          - {kind: zero-ready, model: llama-3-70b, namespace: kilocard-fleet}
+          - {kind: slo, model: llama-3-70b, indicator: ttft_p95, limit: 5.0}
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chaoslib.exceptions import InvalidActivity
+from chaoslib.exit import exit_gracefully
+
+from chaos.errors import KilocardError, SpecError
+from chaos.faults._spec import Fields
+from chaos.kube import Kube
+from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+from probes import slo
+from probes import snapshot as snap
+from probes.snapshot import ClusterSnapshot
+
+MODULE = "chaos.stop"
+KINDS = ("zero-ready", "unhealthy", "slo")
+INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
+JOURNAL_KEY = "kilocard_stop"
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: str
+    model: str
+    namespace: str | None = None
+    max: int = 0  # unhealthy
+    indicator: str = "ttft_p95"  # slo
+    limit: float = 0.0
+    window: str = "30s"
+
+    def describe(self) -> str:
+        scope = f"{self.model}{' in ' + self.namespace if self.namespace else ''}"
+        return {"zero-ready": f"zero-ready {scope}", "unhealthy": f"unhealthy {scope} > {self.max}",
+                "slo": f"slo {self.indicator} {scope} > {self.limit:g}"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Settings:
+    every_seconds: float
+    conditions: tuple[Condition, ...]
+
+
+def settings(arguments: Any, where: str) -> Settings:
+    f = Fields(arguments if arguments is not None else {}, where)
+    every = f.number("every_seconds", 2.0, low=0.2, high=600)
+    raw = f._get("conditions", None)
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{where}.conditions: expected a non-empty list of stop conditions "
+                        f"(kind: {', '.join(KINDS)})")
+    f.done()
+    return Settings(every, tuple(_condition(c, f"{where}.conditions[{i}]") for i, c in enumerate(raw)))
+
+
+def _condition(raw: Any, where: str) -> Condition:
+    f = Fields(raw, where)
+    kind = f.str("kind", choices=KINDS)
+    model, namespace = f.str("model"), f.str("namespace", None)
+    if kind == "unhealthy":
+        found = Condition(kind, model, namespace, max=f.int("max", high=100_000))
+    elif kind == "slo":
+        limit = f._get("limit", None)
+        if limit is None:
+            raise SpecError(f"{where}.limit: required: the hard limit past which the run stops")
+        found = Condition(kind, model, namespace, indicator=f.str("indicator", "ttft_p95", INDICATORS),
+                          limit=f.number("limit", low=0, low_open=True), window=f.str("window", "30s"))
+    else:
+        found = Condition(kind, model, namespace)
+    f.done()
+    return found
+
+
+def declared(experiment: dict[str, Any], source: str) -> Settings | None:
+    """The stop conditions an experiment declares as this module's control (checked as input)."""
+    for i, c in enumerate(experiment.get("controls") or []):
+        if isinstance(c, dict) and (c.get("provider") or {}).get("module") == MODULE:
+            return settings((c.get("provider") or {}).get("arguments"), f"{source}: controls[{i}].provider.arguments")
+    return None
+
+
+# --- judging (pure) -----------------------------------------------------------------------------
+def breach(c: Condition, s: ClusterSnapshot | None, worst: tuple[str, float] | None | Exception = None) -> str | None:
+    """Why `c` fires, or None. `s` None: the cluster could not be read; `worst` (slo): the worst
+    series and its value, None for no series, or the error that stopped the query."""
+    if c.kind == "slo":
+        if isinstance(worst, Exception):
+            return f"{c.describe()}: no data ({worst}): a stop condition treats that as a breach"
+        if worst is None:
+            return f"{c.describe()}: no series: a stop condition treats that as a breach"
+        name, value = worst
+        return f"{c.describe()}: {name} at {value:.3f}" if value > c.limit else None
+    if s is None:
+        return f"{c.describe()}: the cluster could not be read: a stop condition treats that as a breach"
+    pods = s.replicas(c.model, c.namespace)
+    if c.kind == "unhealthy":
+        unready = sorted(p.name for p in pods if not p.ready)
+        return f"{c.describe()}: {len(unready)} not Ready ({', '.join(unready[:5])})" if len(unready) > c.max else None
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for p in pods:
+        groups[p.group].append(p)
+    ready = sum(1 for m in groups.values()
+                if len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m))
+    return f"{c.describe()}: no Ready replica left" if ready == 0 else None
+
+
+# --- watching (the control) -----------------------------------------------------------------------
+class Watcher:
+    """Evaluates the conditions every `every_seconds` in a thread; the first breach is kept and
+    `fire` is called once (by default: interrupt the run the way chaoslib's own safeguards do)."""
+
+    def __init__(self, cfg: dict[str, Any], conditions: Settings, fire: Callable[[], None] = exit_gracefully) -> None:
+        self.cfg, self.settings, self.fire = cfg, conditions, fire
+        self.fired: dict[str, str] | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="kilocard-stop-conditions", daemon=True)
+
+    def start(self) -> Watcher:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            reason = self.check()
+            if reason is not None and not self.stopping.is_set():
+                self.fired = {"reason": reason}
+                self.fire()
+                return
+            self.stopping.wait(self.settings.every_seconds)
+
+    def check(self) -> str | None:
+        s = self._snapshot()
+        for c in self.settings.conditions:
+            reason = breach(c, s, self._worst(c) if c.kind == "slo" else None)
+            if reason is not None:
+                return reason
+        return None
+
+    def _snapshot(self) -> ClusterSnapshot | None:
+        if not any(c.kind != "slo" for c in self.settings.conditions):
+            return None
+        try:
+            kube = Kube.connect(self.cfg.get("kilocard_kubeconfig"), self.cfg.get("kilocard_context"),
+                                local_testbed_kubeconfig())
+        except KilocardError:
+            return None
+        try:
+            return snap.fetch(kube, self.cfg.get("kilocard_card_resource", "nvidia.com/gpu"))
+        except KilocardError:
+            return None
+        finally:
+            kube.close()
+
+    def _worst(self, c: Condition) -> tuple[str, float] | None | Exception:
+        try:
+            prom = slo.connect(self.cfg.get("kilocard_prometheus_url", LOCAL_TESTBED_PROMETHEUS))
+            found = slo.values(prom, slo.indicator(prom, c.indicator, c.model, c.namespace, c.window))
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the query, the data is missing
+            return exc
+        return max(found.items(), key=lambda kv: kv[1]) if found else None
+
+
+_watchers: list[Watcher] = []  # chaoslib's controls are module functions: the run's watcher lives here
+
+
+def validate_control(control: dict[str, Any]) -> None:
+    try:
+        settings((control.get("provider") or {}).get("arguments"), f"control {control.get('name', MODULE)!r}")
+    except SpecError as exc:
+        raise InvalidActivity(str(exc)) from None
+
+
+def before_method_control(context: Any, configuration: dict[str, Any] | None = None, **arguments: Any) -> None:
+    _watchers.append(Watcher(configuration or {}, settings(arguments, f"control {MODULE}")).start())
+
+
+def after_method_control(context: Any, **_arguments: Any) -> None:
+    for w in _watchers:
+        w.stop()
+
+
+def after_experiment_control(context: Any, state: dict[str, Any] | None = None, **_arguments: Any) -> None:
+    """Write what fired into the journal (the strict runner's verdict reads it), and clear up."""
+    fired = next((w.fired for w in _watchers if w.fired), None)
+    for w in _watchers:
+        w.stop()
+    _watchers.clear()
+    if fired is not None and state is not None:
+        state[JOURNAL_KEY] = fired

@@ -1,0 +1,61 @@
+"""Stop conditions, pure: what fires, and that missing data fires too."""
+
+import pytest
+
+from chaos import stop
+from chaos.errors import SpecError
+from probes.snapshot import ClusterSnapshot, NodeView, PodView
+
+
+def pod(name, ready=True, group=None, **labels):
+    return PodView("ns", name, f"uid-{name}", "a", "m", ready, False, 8, group or f"ns/{name}", 0,
+                   {"kilocard.io/model": "m", **labels})
+
+
+NODES = (NodeView("a", {}, cards_capacity=8, cards_allocatable=8),)
+
+
+def test_zero_ready_fires_when_no_replica_is_whole_and_ready():
+    c = stop.Condition("zero-ready", "m", "ns")
+    assert stop.breach(c, ClusterSnapshot((pod("a"), pod("b", ready=False)), NODES)) is None
+    assert stop.breach(c, ClusterSnapshot((pod("b", ready=False),), NODES)) == "zero-ready m in ns: no Ready replica left"
+    half = {"kilocard.io/group-size": "2"}
+    assert stop.breach(c, ClusterSnapshot((pod("g-0", group="ns/g", **half),), NODES)) is not None  # a rank missing
+    assert "could not be read" in stop.breach(c, None)  # missing data is a breach
+
+
+def test_unhealthy_counts_pods_not_ready():
+    c = stop.Condition("unhealthy", "m", max=1)
+    assert stop.breach(c, ClusterSnapshot((pod("a", ready=False), pod("b")), NODES)) is None
+    assert stop.breach(c, ClusterSnapshot((pod("a", ready=False), pod("b", ready=False)), NODES)) == (
+        "unhealthy m > 1: 2 not Ready (a, b)")
+
+
+def test_an_slo_past_its_hard_limit_or_without_data_fires():
+    c = stop.Condition("slo", "m", limit=5.0)
+    assert stop.breach(c, None, ("pod-a", 0.3)) is None
+    assert stop.breach(c, None, ("pod-a", 7.5)) == "slo ttft_p95 m > 5: pod-a at 7.500"
+    assert "no series" in stop.breach(c, None, None)
+    assert "no data (connection refused)" in stop.breach(c, None, ConnectionError("connection refused"))
+
+
+def test_a_watcher_fires_once_with_the_first_breach():
+    fired = []
+    w = stop.Watcher({}, stop.Settings(0.2, (stop.Condition("slo", "m", limit=1.0),)), fire=lambda: fired.append(1))
+    w._worst = lambda c: ("pod-a", 2.0)
+    w.start().thread.join(timeout=5)
+    assert fired == [1] and w.fired == {"reason": "slo ttft_p95 m > 1: pod-a at 2.000"}
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({}, "conditions: expected a non-empty list of stop conditions"),
+    ({"conditions": [{"kind": "slo", "model": "m"}]}, r"conditions\[0\].limit: required: the hard limit"),
+    ({"conditions": [{"kind": "slo", "model": "m", "limit": -1}]}, r"conditions\[0\].limit: expected a number above 0"),
+    ({"conditions": [{"kind": "zero-ready"}]}, r"conditions\[0\].model: required"),
+    ({"conditions": [{"kind": "meteor", "model": "m"}]}, r"conditions\[0\].kind: expected one of zero-ready"),
+    ({"conditions": [{"kind": "unhealthy", "model": "m", "max": 2, "min": 1}]}, r"unknown field 'min'"),
+])
+def test_bad_stop_conditions_name_the_field(arguments, message):
+    control = {"name": "s", "provider": {"type": "python", "module": "chaos.stop", "arguments": arguments}}
+    with pytest.raises(SpecError, match=r"e.yaml: controls\[0\].provider.arguments.*" + message):
+        stop.declared({"controls": [control]}, "e.yaml")
