@@ -98,7 +98,7 @@ def kill(ctx: Context, target: dict[str, Any], mode: str, grace_seconds: int | N
 
 
 def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
-    return Disruption(pods=((target["namespace"], target["name"]),), node=target.get("node"))
+    return Disruption(pods=((target["namespace"], target["name"]),))  # the pod, not its node
 
 
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:

@@ -99,3 +99,13 @@ def test_every_fault_kind_says_what_it_disrupts():
     from chaos import faults
 
     assert all(callable(getattr(module, "disrupts", None)) for module in faults.registry().values())
+
+
+def test_killing_pods_on_many_nodes_touches_no_node():
+    # S7 on the default fleet: 8 replicas on 8 nodes; the nodes themselves are untouched.
+    nodes = tuple(node(f"n{i}") for i in range(8))
+    fleet = ClusterSnapshot(tuple(pod(f"m-{i}", f"n{i}") for i in range(8)), nodes)
+    r = guards.radius(planned(kill(*(f"m-{i}" for i in range(8)))), fleet)
+    assert (len(r.pods), r.nodes, r.cards) == (8, set(), 64)
+    assert guards.judge(planned(kill(*(f"m-{i}" for i in range(8)))), fleet,
+                        guards.Limits(max_nodes=4, min_ready=0), {"ns"}) == []
