@@ -42,7 +42,7 @@ def kill(kube: Kube, n: int, tag: str) -> float:
     return fault_at
 
 
-def errors(seen_ready: dict[str, float], writes: list[audit.PodWrite], fault_at: float) -> list[float]:
+def errors(seen_ready: dict[str, float], writes: list[audit.Write], fault_at: float) -> list[float]:
     out = []
     for pod, at in seen_ready.items():
         truth = audit.first(writes, "patch", pod, "status", after=fault_at - 1)

@@ -37,10 +37,13 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="extended resource of a card (huawei.com/Ascend910, amd.com/gpu); default %(default)s")
 
 
-def _fault_source(p: argparse.ArgumentParser) -> None:
+def _fault_source(p: argparse.ArgumentParser, experiments: bool = False) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("-f", "--file", type=Path, help="YAML/JSON: one fault or a list of faults")
     source.add_argument("--spec", help="one fault as inline JSON")
+    if experiments:
+        source.add_argument("-e", "--experiment", type=Path,
+                            help="a Chaos Toolkit experiment: its faults, blast radius and guards")
 
 
 def build_parser(with_testbed: bool = False) -> Parser:
@@ -55,8 +58,11 @@ def build_parser(with_testbed: bool = False) -> Parser:
     _cluster_flags(f)
     f.set_defaults(handler=cmd_fault)
 
-    p = commands.add_parser("plan", help="resolve and check faults against the cluster; change nothing")
-    _fault_source(p)
+    p = commands.add_parser("plan", help="resolve and check faults (or an experiment) against the cluster; "
+                                          "change nothing")
+    _fault_source(p, experiments=True)
+    p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+                   help="with --experiment: configuration value, as chaos run --var")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _cluster_flags(p)
     p.set_defaults(handler=cmd_plan)
@@ -144,7 +150,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         journal.write_text(json.dumps(result.journal, indent=2, default=str))
         print(f"{path}: {result.exit.name.lower()} (exit {int(result.exit)}): {result.reason}\n  journal {journal}",
               flush=True)
+    if len(results) > 1:
+        _verdict_table(results)
     return max((r.exit for r in results), default=Exit.PASSED)
+
+
+def _verdict_table(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    colour = {Exit.PASSED: "green", Exit.FAILED: "red", Exit.INVALID: "yellow", Exit.ABORTED: "magenta",
+              Exit.REVERT_INCOMPLETE: "bold red"}
+    table = Table("experiment", "verdict", "exit", "reason", title="kilocard run")
+    for r in results:
+        table.add_row(r.path.name, f"[{colour[r.exit]}]{r.exit.name.lower()}[/]", str(int(r.exit)),
+                      r.reason.splitlines()[0].removeprefix(f"{r.path}: "))
+    Console(highlight=False).print(table)
 
 
 def _journal_path(given: Path | None, result: Any, several: bool) -> Path:
@@ -205,6 +226,8 @@ def _shortest_ttl(faults: Iterable[tuple[Any, Any]]) -> float | None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.experiment is not None:
+        return _plan_experiment(args)
     ctx, planned = _planned(args, "plan")
     ctx.kube.close()
     if args.json:
@@ -214,6 +237,34 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"{fault['where']}: {fault['kind']} on {len(fault['targets'])} target(s), ttl {fault['ttl_seconds']:g} s")
         for target in fault["targets"]:
             print(f"  {json.dumps(target)}")
+    return 0
+
+
+def _plan_experiment(args: argparse.Namespace) -> int:
+    from chaos import actions, run
+
+    experiment = run.load(args.experiment, args.var)
+    configuration = {**(experiment.data.get("configuration") or {}), "kilocard_ledger_dir": str(args.ledger_dir),
+                     "kilocard_card_resource": args.card_resource}
+    configuration.update({k: v for k, v in (("kilocard_kubeconfig", args.kubeconfig),
+                                            ("kilocard_context", args.context)) if v is not None})
+    ctx, _book = actions.session({**configuration, "kilocard_run_id": ledger.new_run_id()})
+    try:
+        found = run.check(ctx, experiment)
+    finally:
+        ctx.kube.close()
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    for fault in found["faults"]:
+        print(f"{fault['where']}: {fault['kind']} on {len(fault['targets'])} target(s), ttl {fault['ttl_seconds']:g} s")
+        for target in fault["targets"]:
+            print(f"  {json.dumps(target)}")
+    radius = found["blast_radius"]
+    print(f"blast radius: {radius['pods']} pods, {len(radius['nodes'])} nodes, {radius['cards']} cards; "
+          f"within the guards ({experiment.limits})")
+    for model, (now, after) in radius["ready_replicas"].items():
+        print(f"  {model}: {now} Ready replicas now, {after} once the faults land")
     return 0
 
 

@@ -9,6 +9,8 @@ anything is applied. A refusal is invalid input: exit 2, naming the limit and th
                                      the experiment rehearses (default true)
     require_opt_in                   every namespace whose pods it ends or displaces carries
                                      kilocard.io/chaos=enabled (default true)
+    contexts                         the kubeconfig contexts a run may act on (default: any); a
+                                     run in-cluster has no context and is refused by a list
 
 The strict runner (chaos.run) applies them to every experiment, with the defaults unless the
 experiment declares this module as a Chaos Toolkit control with its own arguments:
@@ -57,6 +59,7 @@ class Limits:
     min_ready: int = 1
     room: bool = True
     require_opt_in: bool = True
+    contexts: tuple[str, ...] = ()
 
 
 def limits(arguments: Any, where: str) -> Limits:
@@ -66,7 +69,8 @@ def limits(arguments: Any, where: str) -> Limits:
                    max_nodes=f.int("max_nodes", default.max_nodes, high=100_000),
                    max_cards=f.int("max_cards", default.max_cards, high=1_000_000),
                    min_ready=f.int("min_ready", default.min_ready, high=100_000),
-                   room=f.bool("room", default.room), require_opt_in=f.bool("require_opt_in", default.require_opt_in))
+                   room=f.bool("room", default.room), require_opt_in=f.bool("require_opt_in", default.require_opt_in),
+                   contexts=tuple(f.str_list("contexts", [])))
     f.done()
     return found
 
@@ -127,10 +131,13 @@ def _ready_replicas(s: ClusterSnapshot, namespace: str, model: str, without: set
                and all(p.ready and (p.namespace, p.name) not in without for p in members))
 
 
-def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[str]) -> list[str]:
+def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[str],
+          context: str | None = None) -> list[str]:
     """Pure: every limit the plan would pass, as a sentence with the figure."""
     r = radius(plan, s)
-    problems = [f"{what}: the run would disrupt {n} {unit}, over the guard's {name} {limit}"
+    problems = [f"context: {context or 'in-cluster'} is not one of the guard's contexts {', '.join(lim.contexts)}"
+                ] if lim.contexts and context not in lim.contexts else []
+    problems += [f"{what}: the run would disrupt {n} {unit}, over the guard's {name} {limit}"
                 for what, n, unit, name, limit in (
                     ("blast radius", len(r.pods), "pods", "max_pods", lim.max_pods),
                     ("blast radius", len(r.nodes), "nodes", "max_nodes", lim.max_nodes),
@@ -153,13 +160,24 @@ def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[st
     return problems
 
 
-def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str) -> None:
-    """Resolve the plan's blast radius on the cluster; GuardRefused lists every breach."""
+def summary(plan: planning.Plan, s: ClusterSnapshot) -> dict[str, Any]:
+    """Pure: the blast radius and, per model touched, Ready replicas now and after the faults."""
+    r = radius(plan, s)
+    return {"pods": len(r.pods), "nodes": sorted(r.nodes), "cards": r.cards,
+            "ready_replicas": {f"{ns}/{model}": [_ready_replicas(s, ns, model, set()),
+                                                 _ready_replicas(s, ns, model, set(r.pods))]
+                               for ns, model in sorted(r.models())}}
+
+
+def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str) -> dict[str, Any]:
+    """Resolve the plan's blast radius on the cluster; GuardRefused lists every breach, else
+    the summary of what the run would take away."""
     s = snap.fetch(ctx.kube, ctx.card_resource)
     opted_in = {ns for ns in sorted({ns for ns, _ in radius(plan, s).pods}) if _opted_in(ctx.kube, ns)}
-    problems = judge(plan, s, lim, opted_in)
+    problems = judge(plan, s, lim, opted_in, ctx.kube.context)
     if problems:
         raise GuardRefused("\n".join(f"{where}: guard: {p}" for p in problems))
+    return summary(plan, s)
 
 
 def _opted_in(kube: Any, namespace: str) -> bool:

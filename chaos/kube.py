@@ -31,6 +31,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from chaos import __version__
 from chaos.errors import Conflict, KubeError, NotFound, SpecError, TooManyRequests
 
 T = TypeVar("T")
@@ -88,11 +89,23 @@ class _RawWatch(watch.Watch):
         return None
 
 
+COMPONENT_ENV = "KILOCARD_COMPONENT"
+
+
+def user_agent() -> str:
+    """`kilocard/<version> (<component>)`: the toolkit, or a testbed process that names itself in
+    $KILOCARD_COMPONENT."""
+    return f"kilocard/{__version__} ({os.environ.get(COMPONENT_ENV, 'toolkit')})"
+
+
 class Kube:
     """A connection to one cluster: typed APIs plus a dynamic client for manifests."""
 
     def __init__(self, api_client: client.ApiClient, retry_seconds: float = 30.0) -> None:
+        # Who is calling, for the cluster's audit log: kilocard, and which part of it.
+        api_client.user_agent = user_agent()
         self.api_client = api_client
+        self.context: str | None = None  # the kubeconfig context; None in-cluster
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
@@ -115,7 +128,12 @@ class Kube:
         except (config.ConfigException, OSError) as exc:
             raise SpecError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'}: {exc}") from None
         configuration.connection_pool_maxsize = pool
-        return cls(client.ApiClient(configuration))
+        kube = cls(client.ApiClient(configuration))
+        if context is None:
+            _contexts, active = config.list_kube_config_contexts(config_file=str(path) if path else None)
+            context = (active or {}).get("name")
+        kube.context = context
+        return kube
 
     @classmethod
     def in_cluster(cls, account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR, pool: int = MAX_IN_FLIGHT) -> Kube:

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import actions, guards, ledger, plan, revert, stop
+from chaos import __version__, actions, guards, ledger, plan, revert, stop
 from chaos.errors import Exit, KilocardError, SpecError
 
 ACTIONS_MODULE = "chaos.actions"
@@ -169,13 +168,13 @@ def _timeouts(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check(ctx: Any, experiment: Experiment) -> plan.Plan:
+def check(ctx: Any, experiment: Experiment) -> dict[str, Any]:
     """Resolve the experiment's faults against the cluster (no change): selectors that match
     nothing, cards a node does not have, conflicts with other runs and the guards' limits are
-    found before the run."""
+    found before the run. Returns what it would do: each fault's targets and the blast radius."""
     planned = plan.plan(ctx, experiment.faults)
-    guards.check(ctx, planned, experiment.limits, str(experiment.path))
-    return planned
+    return {"faults": planned.describe(),
+            "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path))}
 
 
 class ActivityTimeout(Exception):
@@ -269,13 +268,6 @@ def redact(value: Any, secret: bool = False) -> Any:
     return REDACTED if secret and value is not None else value
 
 
-def _kilocard_version() -> str:
-    try:
-        return version("kilocard")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]],
             run_id: str | None = None) -> Result:
     """Run a loaded experiment: resolve its faults (exit 2 on a problem, nothing applied), run it
@@ -285,7 +277,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     data["configuration"] = {**(data.get("configuration") or {}), "kilocard_run_id": run_id}
     ctx, book = session(data["configuration"])
     try:
-        check(ctx, experiment)
+        planned = check(ctx, experiment)
         journal: dict[str, Any] = {}
         try:
             journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
@@ -306,7 +298,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     journal["kilocard"] = {
         "run_id": run_id, "exit_code": int(code), "verdict": code.name.lower(), "reason": reason,
         "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
-        "kilocard_version": _kilocard_version(), "finished_at": time.time(),
+        "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,
         "faults": [json.loads(r.to_json()) for r in records],
         "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
         "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],

@@ -1,5 +1,6 @@
-"""The testbed apiserver's audit log (pod writes only, see cluster.AUDIT_POLICY), read as ground
-truth: its stage timestamps have microseconds, where object conditions have whole seconds."""
+"""The testbed apiserver's audit log (every write but the heartbeat, see cluster.AUDIT_POLICY),
+read as ground truth: its stage timestamps have microseconds, where object conditions have whole
+seconds, and each write names its user agent (`kilocard/<version> (<component>)` for ours)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class PodWrite:
+class Write:
     at: float  # stageTimestamp (ResponseComplete), epoch seconds
     verb: str
-    subresource: str  # "", "binding", "status", "eviction"
+    resource: str
+    subresource: str  # for pods: "", "binding", "status", "eviction"
     namespace: str
     name: str  # empty for a create with generateName
+    user_agent: str
 
 
 def _epoch(stamp: str) -> float:
@@ -24,18 +27,21 @@ def _epoch(stamp: str) -> float:
         + float(f"0.{fraction or 0}")
 
 
-def pod_writes(path: Path, namespace: str | None = None) -> list[PodWrite]:
-    writes = []
+def writes(path: Path, since: float = 0.0) -> list[Write]:
+    found = []
     for line in path.read_text().splitlines():
         event = json.loads(line)
         ref = event.get("objectRef") or {}
-        if namespace and ref.get("namespace") != namespace:
-            continue
-        writes.append(PodWrite(_epoch(event["stageTimestamp"]), event["verb"], ref.get("subresource") or "",
-                               ref.get("namespace") or "", ref.get("name") or ""))
-    return sorted(writes, key=lambda w: w.at)
+        found.append(Write(_epoch(event["stageTimestamp"]), event["verb"], ref.get("resource") or "",
+                           ref.get("subresource") or "", ref.get("namespace") or "", ref.get("name") or "",
+                           event.get("userAgent") or ""))
+    return sorted((w for w in found if w.at >= since), key=lambda w: w.at)
 
 
-def first(writes: list[PodWrite], verb: str, name: str, subresource: str = "", after: float = 0.0) -> PodWrite | None:
-    return next((w for w in writes if w.verb == verb and w.name == name and w.subresource == subresource
+def pod_writes(path: Path, namespace: str | None = None) -> list[Write]:
+    return [w for w in writes(path) if w.resource == "pods" and (namespace is None or w.namespace == namespace)]
+
+
+def first(found: list[Write], verb: str, name: str, subresource: str = "", after: float = 0.0) -> Write | None:
+    return next((w for w in found if w.verb == verb and w.name == name and w.subresource == subresource
                  and w.at >= after), None)

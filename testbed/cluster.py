@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from chaos.errors import KilocardError, SpecError
-from chaos.kube import Kube, node_ready
+from chaos.kube import COMPONENT_ENV, Kube, node_ready
 from testbed import build, nodes, pki, processes, prometheus, stages
 from testbed.config import TestbedConfig, taken_ports
 
@@ -39,11 +39,15 @@ AGENT_SECRET = "kilocard-agent-token"
 DRA_GATES = "DRADeviceTaintRules=true"
 # Pod lifecycle writes only (create, delete, binding, status), at Metadata level, once complete:
 # enough to time every recovery phase, small enough to leave on.
+# Every write, with who made it (user agent), except the steady heartbeat: node leases and
+# status, and events. Reads are not logged.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"],
     "rules": [
-        {"level": "Metadata", "verbs": ["create", "delete", "patch", "update"],
-         "resources": [{"group": "", "resources": ["pods", "pods/binding", "pods/status", "pods/eviction"]}]},
+        {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]},
+                                        {"group": "", "resources": ["events", "nodes/status"]},
+                                        {"group": "events.k8s.io"}]},
+        {"level": "Metadata", "verbs": ["create", "delete", "deletecollection", "patch", "update"]},
         {"level": "None"},
     ],
 }
@@ -190,7 +194,8 @@ class Testbed:
         deadline = started + timeout
         try:
             for name in self.services():
-                procs.append(processes.start(name, self._argv(name), self.paths.logs / f"{name}.log"))
+                procs.append(processes.start(name, self._argv(name), self.paths.logs / f"{name}.log",
+                                             env={COMPONENT_ENV: name}))  # its user agent, in the audit log
                 self._save(procs)
                 if name in ("etcd", "kube-apiserver"):  # the rest only need the apiserver
                     self._wait_healthy(name, procs, deadline)

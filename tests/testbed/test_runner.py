@@ -36,6 +36,7 @@ def placement(namespace: str) -> dict[str, Any]:
 
 
 def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str) -> tuple[int, dict, float]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump({"title": "t", "description": "d", **experiment}))
     journal = tmp_path / "journal.json"
@@ -177,3 +178,67 @@ def test_a_stop_condition_aborts_the_run_reverts_and_exits_3(kube, pool, testbed
     assert seconds < 60  # cut short, not the 90 s pause
     assert [f["state"] for f in journal["kilocard"]["faults"] if f["kind"] == "node-isolate"] == ["reverted"]
     assert not isolated(kube, free)
+
+
+def test_errors_only_the_cluster_can_find_write_nothing_as_the_audit_log_shows(kube, testbed, tmp_path,
+                                                                               two_replicas):
+    from testbed import audit
+
+    p, free = two_replicas
+    since = time.time()
+    bad = {
+        "no targets": ({"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model=nope"},
+                       "no targets: the selectors match nothing"),
+        "no such node": ({"kind": "node-isolate", "nodes": ["gpu-that-is-not"], "ttl_seconds": 60},
+                         "nodes: no such node: gpu-that-is-not"),
+        "card out of range": ({"kind": "gpu-ecc", "nodes": [free], "card": 9, "ttl_seconds": 60},
+                              f"card: node {free} has cards 0-7"),
+        "guard": ({"kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}",
+                   "percent": 100}, "guard: min_ready"),
+    }
+    for name, (fault, message) in bad.items():
+        action = {"type": "action", "name": "bad", "provider": {
+            "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": fault}}}
+        code, journal, _ = kilocard_run(testbed, tmp_path / name.replace(" ", "-"), {"method": [isolate(free), action]})
+        assert code == 2 and message in journal["kilocard"]["reason"], (name, journal["kilocard"]["reason"])
+    corpus = Path(__file__).parents[1] / "experiments" / "invalid"
+    done = subprocess.run([*KILOCARD, "run", str(corpus), "--kubeconfig", str(testbed.paths.kubeconfig),
+                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.count("invalid (exit 2)") == len(list(corpus.glob("*.yaml")))
+    ours = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
+    assert ours == []
+    # The audit log does see kilocard's writes: a valid run of the same fault leaves them there.
+    code, _journal, _ = kilocard_run(testbed, tmp_path / "valid", {"method": [isolate(free)]})
+    assert code == 0
+    ours = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
+    assert any(w.resource == "nodes" and w.name == free and w.verb == "patch" for w in ours), ours
+
+
+def test_a_context_outside_the_allowlist_is_refused(kube, testbed, tmp_path, two_replicas):
+    _p, free = two_replicas
+    guarded = {"method": [isolate(free)], "controls": [{"name": "guards", "provider": {
+        "type": "python", "module": "chaos.guards", "arguments": {"contexts": ["staging"]}}}]}
+    code, journal, _ = kilocard_run(testbed, tmp_path, guarded)
+    assert code == 2
+    assert "guard: context: kilocard-testbed is not one of the guard's contexts staging" in journal["kilocard"]["reason"]
+    assert not isolated(kube, free)
+
+
+def test_plan_of_an_experiment_shows_targets_and_blast_radius_and_changes_nothing(kube, testbed, tmp_path,
+                                                                                  two_replicas):
+    p, free = two_replicas
+    before = {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)}
+    kill_one = {"type": "action", "name": "kill-one", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "kill_pods",
+        "arguments": {"namespace": "${ns}", "label_selector": f"kilocard.io/model={BIG}", "seed": 1}}}
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump({"title": "t", "description": "d", "method": [isolate(free), kill_one]}))
+    done = subprocess.run([*KILOCARD, "plan", "-e", str(path), "--var", f"ns={p.namespace}",
+                           "--kubeconfig", str(testbed.paths.kubeconfig)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "method[0] ('isolate'): fault: node-isolate on 1 target(s), ttl 120 s" in done.stdout
+    assert "blast radius: 1 pods, 1 nodes, 8 cards" in done.stdout
+    assert f"{p.namespace}/{BIG}: 2 Ready replicas now, 1 once the faults land" in done.stdout
+    assert {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)} == before and not isolated(kube, free)

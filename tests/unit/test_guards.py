@@ -109,3 +109,11 @@ def test_killing_pods_on_many_nodes_touches_no_node():
     assert (len(r.pods), r.nodes, r.cards) == (8, set(), 64)
     assert guards.judge(planned(kill(*(f"m-{i}" for i in range(8)))), fleet,
                         guards.Limits(max_nodes=4, min_ready=0), {"ns"}) == []
+
+
+def test_a_context_allowlist_refuses_any_other_cluster():
+    lim = guards.Limits(contexts=("kilocard-testbed", "staging"))
+    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "kilocard-testbed") == []
+    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "prod-eu") == [
+        "context: prod-eu is not one of the guard's contexts kilocard-testbed, staging"]
+    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, None)[0].startswith("context: in-cluster")
