@@ -1,0 +1,115 @@
+"""Time the scenario catalog (experiments/) through `kilocard run` on a fresh default testbed
+(128 nodes, the default fleet on the `default` timing), and beside it plain `chaos run` of the same
+files on the same testbed in the same run. Per experiment it prints:
+- wall time of the process, and chaoslib's own run time (the journal's duration);
+- the runner's overhead: wall minus chaoslib's run time, i.e. start-up, validation, the plan and
+  the guards against the cluster, the ledger revert, the journal (goal <= 1.5 s), and the same
+  for plain chaos run (which does none of that checking) with the ratio;
+- kilocard's API writes (audit log, by its user agent) and apiserver requests per
+  experiment-minute (apiserver_request_total for pods, nodes, configmaps and namespaces, all
+  clients);
+- how many faults each left applied when it ended (then reverted with `kilocard recover`).
+
+    .venv/bin/python bench/catalog.py [--port-base 27443] [--settle 40]
+
+Between experiments the fleet is let come back (every pod Ready) and settle. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaos.kube import pod_ready
+from testbed import audit, build, fleet, timing
+from testbed.cluster import Testbed
+from testbed.config import TestbedConfig
+
+CATALOG = Path(__file__).parents[1] / "experiments"
+RESOURCES = ("pods", "nodes", "configmaps", "namespaces")
+VERBS = ("GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE")
+
+
+def whole_fleet(tb: Testbed, expected: int) -> None:
+    kube = tb.kube()
+    try:
+        kube.wait_until("pods", lambda pods: sum(pod_ready(p) for p in pods) >= expected
+                        and not any(p.metadata.deletion_timestamp for p in pods), timeout=300,
+                        namespace=fleet.DEFAULT_NAMESPACE)
+    finally:
+        kube.close()
+
+
+def timed(argv: list[str], journal: Path, env: dict[str, str]) -> tuple[float, dict, int]:
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
+    wall = time.monotonic() - started
+    if done.returncode not in (0, 3):
+        print("  " + "\n  ".join((done.stdout + done.stderr).strip().splitlines()[-6:]))
+    return wall, json.loads(journal.read_text()), done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port-base", type=int, default=27443)
+    parser.add_argument("--settle", type=float, default=40.0, help="seconds to let the fleet settle between runs")
+    args = parser.parse_args()
+    build.build(say=lambda _m: None)
+    files = sorted(CATALOG.glob("*.yaml"))
+    with tempfile.TemporaryDirectory(prefix="kilocard-bench-") as state:
+        tb = Testbed(TestbedConfig(port_base=args.port_base, state_dir=Path(state)).validate())
+        tb.up(say=lambda _m: None)
+        try:
+            objects = timing.stamp(fleet.load("default", tb.config.card_resource), "default")
+            kube = tb.kube()
+            fleet.deploy(kube, objects, say=lambda _m: None)
+            kube.close()
+            expected = fleet.expected_pods(objects)
+            config = ["--prometheus-url", tb.prometheus_url]
+            total = time.monotonic()
+            print(f"{'experiment':<28} {'tool':<9} {'exit':>4} {'wall s':>7} {'run s':>7} {'overhead s':>10} "
+                  f"{'writes':>6} {'req/min':>8} {'left applied':>12}")
+            for path in files:
+                overheads = {}
+                for tool in ("kilocard", "chaos"):
+                    whole_fleet(tb, expected)
+                    time.sleep(args.settle)
+                    journal = Path(state) / f"{path.stem}-{tool}.json"
+                    ledger_dir = Path(state) / f"ledger-{tool}"
+                    argv = ([sys.executable, "-m", "chaos.cli", "run", str(path), "--kubeconfig",
+                             str(tb.paths.kubeconfig), "--ledger-dir", str(ledger_dir),
+                             "--journal", str(journal), *config] if tool == "kilocard" else
+                            [str(Path(sys.executable).parent / "chaos"), "--no-version-check", "run", str(path),
+                             "--journal-path", str(journal)])
+                    # chaos run's --var sets only keys the experiment declares: the cluster and the
+                    # ledger come from the environment there.
+                    env = {} if tool == "kilocard" else {"KUBECONFIG": str(tb.paths.kubeconfig),
+                                                         "KILOCARD_LEDGER": str(ledger_dir)}
+                    since = time.time()
+                    before = tb.apiserver_requests(RESOURCES, VERBS)
+                    wall, data, code = timed(argv, journal, env)
+                    requests = tb.apiserver_requests(RESOURCES, VERBS) - before
+                    writes = [w for w in audit.writes(tb.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
+                    overheads[tool] = wall - float(data.get("duration") or 0.0)
+                    # What the run left applied (plain chaos run reverts only what rollbacks say).
+                    left = subprocess.run([sys.executable, "-m", "chaos.cli", "recover", "--all", "--kubeconfig",
+                                           str(tb.paths.kubeconfig), "--ledger-dir", str(ledger_dir)],
+                                          capture_output=True, text=True, timeout=300).stdout.count("reverted")
+                    print(f"{path.stem:<28} {tool:<9} {code:>4} {wall:>7.1f} {float(data.get('duration') or 0):>7.1f} "
+                          f"{overheads[tool]:>10.2f} {len(writes):>6} {requests / (wall / 60):>8.0f} {left:>12}")
+                print(f"{'':<28} overhead ratio kilocard/chaos: {overheads['kilocard'] / overheads['chaos']:.2f}x "
+                      f"(goal: kilocard <= 1.5 s)")
+            print(f"\ncatalog of {len(files)} experiments, both tools, settling included: "
+                  f"{time.monotonic() - total:.0f} s (goal for kilocard alone: <= 600 s)")
+        finally:
+            tb.down(say=lambda _m: None)
+
+
+if __name__ == "__main__":
+    main()
