@@ -1,16 +1,20 @@
 """Time the scenario catalog (experiments/) through `kilocard run` on a fresh default testbed
-(128 nodes, the default fleet on the `default` timing), and beside it plain `chaos run` of the same
-files on the same testbed in the same run. Per experiment it prints:
+(128 nodes, the default fleet on the `default` timing): first the whole catalog in one process,
+as README's first command runs it (goal <= 10 minutes), with each experiment's verdict and time;
+then each file through `kilocard run` and beside it plain `chaos run`, on the same testbed in the
+same run (skip with --catalog-only). Per experiment it prints:
 - wall time of the process, and chaoslib's own run time (the journal's duration);
 - the runner's overhead: wall minus chaoslib's run time, i.e. start-up, validation, the plan and
-  the guards against the cluster, the ledger revert, the journal (goal <= 1.5 s), and the same
-  for plain chaos run (which does none of that checking) with the ratio;
+  the guards against the cluster, the ledger revert, the journal (goal <= 1.5 s), broken down by
+  the journal's runner_seconds (load, connect, plan_and_guards, release, follow, revert, ledger;
+  the rest is the interpreter's start-up and imports), and the same for plain chaos run (which
+  does none of that checking) with the ratio;
 - kilocard's API writes (audit log, by its user agent) and apiserver requests per
   experiment-minute (apiserver_request_total for pods, nodes, configmaps and namespaces, all
   clients);
 - how many faults each left applied when it ended (then reverted with `kilocard recover`).
 
-    .venv/bin/python bench/catalog.py [--port-base 27443] [--settle 40]
+    .venv/bin/python bench/catalog.py [--port-base 27443] [--settle 40] [--catalog-only]
 
 Between experiments the fleet is let come back (every pod Ready) and settle. Not a test.
 """
@@ -55,10 +59,32 @@ def timed(argv: list[str], journal: Path, env: dict[str, str]) -> tuple[float, d
     return wall, json.loads(journal.read_text()), done.returncode
 
 
+def whole_catalog(tb: Testbed, state: Path, config: list[str]) -> None:
+    """`kilocard run experiments/` once: its wall time, and per experiment the verdict and the
+    time from the previous one's end (the journals' finished_at) to its own."""
+    journals = state / "catalog"
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "run", str(CATALOG), "--kubeconfig",
+                           str(tb.paths.kubeconfig), "--ledger-dir", str(state / "ledger-catalog"),
+                           "--journal", str(journals), *config], capture_output=True, text=True, timeout=1800)
+    wall = time.time() - started
+    print(f"kilocard run experiments/: exit {done.returncode}, {wall:.0f} s (goal <= 600 s)")
+    previous = started
+    for journal in sorted(journals.glob("*.json"), key=lambda j: json.loads(j.read_text())["kilocard"].get(
+            "finished_at", 0)):
+        k = json.loads(journal.read_text())["kilocard"]
+        end = k.get("finished_at", previous)
+        print(f"  {Path(k['experiment_file']).stem:<32} {k['verdict']:<9} exit {k['exit_code']}  "
+              f"{end - previous:6.1f} s  {k['reason'].splitlines()[0][:90]}")
+        previous = end
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port-base", type=int, default=27443)
     parser.add_argument("--settle", type=float, default=40.0, help="seconds to let the fleet settle between runs")
+    parser.add_argument("--catalog-only", action="store_true", help="only the whole catalog in one process")
     args = parser.parse_args()
     build.build(say=lambda _m: None)
     files = sorted(CATALOG.glob("*.yaml"))
@@ -72,6 +98,9 @@ def main() -> None:
             kube.close()
             expected = fleet.expected_pods(objects)
             config = ["--prometheus-url", tb.prometheus_url]
+            whole_catalog(tb, Path(state), config)
+            if args.catalog_only:
+                return
             total = time.monotonic()
             print(f"{'experiment':<28} {'tool':<9} {'exit':>4} {'wall s':>7} {'run s':>7} {'overhead s':>10} "
                   f"{'writes':>6} {'req/min':>8} {'left applied':>12}")
@@ -103,6 +132,11 @@ def main() -> None:
                                           capture_output=True, text=True, timeout=300).stdout.count("reverted")
                     print(f"{path.stem:<28} {tool:<9} {code:>4} {wall:>7.1f} {float(data.get('duration') or 0):>7.1f} "
                           f"{overheads[tool]:>10.2f} {len(writes):>6} {requests / (wall / 60):>8.0f} {left:>12}")
+                    phases = (data.get("kilocard") or {}).get("runner_seconds") if tool == "kilocard" else None
+                    if phases:  # where the runner's own time went; the rest is start-up, imports, the journal
+                        rest = overheads[tool] - sum(phases.values())
+                        print(f"{'':<28}   " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items())
+                              + f", start-up and the rest {rest:.2f} s")
                 print(f"{'':<28} overhead ratio kilocard/chaos: {overheads['kilocard'] / overheads['chaos']:.2f}x "
                       f"(goal: kilocard <= 1.5 s)")
             print(f"\ncatalog of {len(files)} experiments, both tools, settling included: "

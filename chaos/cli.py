@@ -64,6 +64,13 @@ def build_parser(with_testbed: bool = False) -> Parser:
     p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
                    help="with --experiment: configuration value, as chaos run --var")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--twin", action="store_true",
+                   help="with --experiment: copy the cluster's nodes and the targeted workloads into a fresh local "
+                        "testbed and run the experiment there (the real cluster is only read)")
+    p.add_argument("--twin-port-base", type=int, default=36443, help="the twin testbed's apiserver port")
+    p.add_argument("--twin-timing", choices=("fast", "default", "production"), default="default",
+                   help="how fast the twin's replicas start (the local testbed's --timing)")
+    p.add_argument("--journal", type=Path, help="with --twin: where the rehearsal's journal goes")
     _cluster_flags(p)
     p.set_defaults(handler=cmd_plan)
 
@@ -133,39 +140,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from chaos import actions, run
+    from rich.console import Console
 
+    from chaos import actions, run, timeline
+
+    _embedded_default(args)
     variables = list(args.var)
     for key, value in (("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
                        ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir)):
         if value is not None:
             variables.append(f"{key}={value}")
     files = _experiment_files(args.experiments)
+    console = Console(highlight=False)
     results = []
     for path in files:
-        result = run.run_file(path, variables, args.var_file, actions.session)
+        console.rule(str(path))
+        result = run.run_file(path, variables, args.var_file, actions.session, view=timeline.Timeline(console))
         results.append(result)
         journal = _journal_path(args.journal, result, several=len(files) > 1)
         journal.parent.mkdir(parents=True, exist_ok=True)
         journal.write_text(json.dumps(result.journal, indent=2, default=str))
-        print(f"{path}: {result.exit.name.lower()} (exit {int(result.exit)}): {result.reason}\n  journal {journal}",
-              flush=True)
+        console.print(timeline.summary(result))
+        console.print(f"journal {journal}")
     if len(results) > 1:
-        _verdict_table(results)
+        _verdict_table(results, console)
     return max((r.exit for r in results), default=Exit.PASSED)
 
 
-def _verdict_table(results: list[Any]) -> None:
-    from rich.console import Console
+def _embedded_default(args: argparse.Namespace) -> None:
+    """No cluster named and no local testbed running: start the local testbed with the default
+    fleet (the embedded default), and use it."""
+    from chaos.kube import cluster_named
+    from chaos.vocabulary import local_testbed_kubeconfig
+
+    if cluster_named(args.kubeconfig) or local_testbed_kubeconfig() is not None:
+        return
+    from chaos import timeline
+    from testbed import cli as testbed_cli
+
+    with timeline.progress("no cluster named: starting the local testbed with the default fleet") as update:
+        args.kubeconfig = str(testbed_cli.embedded_default(say=update))
+
+
+def _verdict_table(results: list[Any], console: Any) -> None:
     from rich.table import Table
 
-    colour = {Exit.PASSED: "green", Exit.FAILED: "red", Exit.INVALID: "yellow", Exit.ABORTED: "magenta",
-              Exit.REVERT_INCOMPLETE: "bold red"}
-    table = Table("experiment", "verdict", "exit", "reason", title="kilocard run")
+    from chaos.timeline import COLOUR
+
+    table = Table("experiment", "verdict", "expected", "exit", "reason", title="kilocard run")
     for r in results:
-        table.add_row(r.path.name, f"[{colour[r.exit]}]{r.exit.name.lower()}[/]", str(int(r.exit)),
+        k = r.journal.get("kilocard") or {}
+        verdict = k.get("verdict", r.exit.name.lower())
+        expected = k.get("expected")
+        table.add_row(r.path.name, f"[{COLOUR[r.exit]}]{verdict}[/]",
+                      "-" if not expected else Exit(expected["exit"]).name.lower(), str(int(r.exit)),
                       r.reason.splitlines()[0].removeprefix(f"{r.path}: "))
-    Console(highlight=False).print(table)
+    console.print(table)
 
 
 def _journal_path(given: Path | None, result: Any, several: bool) -> Path:
@@ -226,6 +256,7 @@ def _shortest_ttl(faults: Iterable[tuple[Any, Any]]) -> float | None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    _embedded_default(args)
     if args.experiment is not None:
         return _plan_experiment(args)
     ctx, planned = _planned(args, "plan")
@@ -265,7 +296,50 @@ def _plan_experiment(args: argparse.Namespace) -> int:
           f"within the guards ({experiment.limits})")
     for model, (now, after) in radius["ready_replicas"].items():
         print(f"  {model}: {now} Ready replicas now, {after} once the faults land")
-    return 0
+    for model, reason in radius["room"].items():
+        print(f"  room for {model}: {reason}")
+    return _rehearse_on_twin(args, experiment, radius["models"]) if args.twin else 0
+
+
+def _rehearse_on_twin(args: argparse.Namespace, experiment: Any, models: list[str]) -> int:
+    """plan --twin: the experiment on a copy of the cluster; its verdict, and where the real
+    scheduler put the replicas it drove off. The real cluster is only read."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from chaos import actions, run, timeline
+    from chaos.kube import Kube
+    from chaos.vocabulary import local_testbed_kubeconfig
+    from testbed import cli as testbed_cli
+
+    console = Console(highlight=False)
+    real = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    try:
+        with timeline.progress("twin: copying the nodes and the targeted workloads into a fresh testbed") as say:
+            twin = testbed_cli.twin_up(real, sorted({m.split("/", 1)[0] for m in models}), args.card_resource,
+                                       args.twin_port_base, args.twin_timing, say)
+    finally:
+        real.close()
+    try:
+        on_twin = {"kilocard_kubeconfig": str(twin.paths.kubeconfig), "kilocard_prometheus_url": twin.prometheus_url,
+                   "kilocard_ledger_dir": str(twin.paths.root / "ledger")}
+        for configuration in (experiment.data.setdefault("configuration", {}), experiment.config_vars):
+            configuration.pop("kilocard_context", None)
+            configuration.update(on_twin)
+        result = run.execute(experiment, actions.session, view=timeline.Timeline(console))
+    finally:
+        testbed_cli.twin_down(twin)
+    console.print(timeline.summary(result))
+    moved = Table("replica", "replaced by", "on node", "Ready after (s)", title="where the twin's scheduler put them")
+    for r in result.journal["kilocard"]["recovery"]:
+        moved.add_row(r["pod"], r.get("replacement", "-"), r.get("node", "-"),
+                      f"{r['ready']:.1f}" if "ready" in r else "not Ready")
+    if moved.rows:
+        console.print(moved)
+    if args.journal:
+        args.journal.write_text(json.dumps(result.journal, indent=2, default=str))
+        console.print(f"twin journal {args.journal}")
+    return int(result.exit)
 
 
 def cmd_fault(args: argparse.Namespace) -> int:

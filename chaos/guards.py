@@ -43,6 +43,7 @@ from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
 from probes import capacity
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
+from probes.verdict import Verdict
 
 MODULE = "chaos.guards"
 
@@ -112,9 +113,10 @@ def radius(plan: planning.Plan, s: ClusterSnapshot) -> Radius:
             if d.node:
                 r.nodes.add(d.node)
             out_of_service |= {(d.node or "", c) for c in d.cards}
-            if d.evicts == "node":
-                r.evicted_nodes.add(d.node or "")
             if d.evicts in ("node", "cards"):
+                # A drained card's pod may not fit its node again (a TP=8 pod never does): its
+                # room is looked for as if the node were gone.
+                r.evicted_nodes.add(d.node or "")
                 r.pods.update({k: p for k, p in live.items() if p.node == d.node and (d.evicts == "node" or p.cards)})
     held_on = {p.node for p in r.pods.values() if p is not None and p.cards}
     r.cards = sum(p.cards for p in r.pods.values() if p is not None) + sum(
@@ -131,10 +133,8 @@ def _ready_replicas(s: ClusterSnapshot, namespace: str, model: str, without: set
                and all(p.ready and (p.namespace, p.name) not in without for p in members))
 
 
-def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[str],
-          context: str | None = None) -> list[str]:
-    """Pure: every limit the plan would pass, as a sentence with the figure."""
-    r = radius(plan, s)
+def judge(r: Radius, s: ClusterSnapshot, lim: Limits, opted_in: set[str], context: str | None = None) -> list[str]:
+    """Pure: every limit the plan's blast radius `r` would pass, as a sentence with the figure."""
     problems = [f"context: {context or 'in-cluster'} is not one of the guard's contexts {', '.join(lim.contexts)}"
                 ] if lim.contexts and context not in lim.contexts else []
     problems += [f"{what}: the run would disrupt {n} {unit}, over the guard's {name} {limit}"
@@ -149,35 +149,44 @@ def judge(plan: planning.Plan, s: ClusterSnapshot, lim: Limits, opted_in: set[st
         if after < lim.min_ready:
             problems.append(f"min_ready: model {model} in {namespace} would keep {after} Ready replicas of "
                             f"{before}, under the guard's min_ready {lim.min_ready}")
-        displaced = {p.node for p in r.pods.values() if p is not None and p.model == model} & r.evicted_nodes
-        if lim.room and displaced:
-            verdict = capacity.room(s, model, tuple(sorted(r.evicted_nodes)), namespace)
-            if not verdict.ok:
-                problems.append(f"room: {verdict.reason} (set room: false if that is what the experiment rehearses)")
+        verdict = _room(r, s, namespace, model)
+        if lim.room and verdict is not None and not verdict.ok:
+            problems.append(f"room: {verdict.reason} (set room: false if that is what the experiment rehearses)")
     if lim.require_opt_in:
         for namespace in sorted({ns for ns, _ in r.pods} - opted_in):
             problems.append(f"namespace {namespace} has not opted in to chaos (label it {CHAOS_OPT_IN_LABEL}=enabled)")
     return problems
 
 
-def summary(plan: planning.Plan, s: ClusterSnapshot) -> dict[str, Any]:
-    """Pure: the blast radius and, per model touched, Ready replicas now and after the faults."""
-    r = radius(plan, s)
+def summary(r: Radius, s: ClusterSnapshot) -> dict[str, Any]:
+    """Pure: the blast radius; per model it takes pods from, Ready replicas now and after the
+    faults; and every model with a pod it ends or on a node it touches (what the run may hurt)."""
+    hurt = {(p.namespace, p.model) for p in s.pods if (p.namespace, p.name) in r.pods or p.node in r.nodes}
+    room = {f"{ns}/{model}": verdict.reason for ns, model in sorted(r.models())
+            if (verdict := _room(r, s, ns, model)) is not None}
     return {"pods": len(r.pods), "nodes": sorted(r.nodes), "cards": r.cards,
             "ready_replicas": {f"{ns}/{model}": [_ready_replicas(s, ns, model, set()),
                                                  _ready_replicas(s, ns, model, set(r.pods))]
-                               for ns, model in sorted(r.models())}}
+                               for ns, model in sorted(r.models())},
+            "room": room, "models": [f"{ns}/{model}" for ns, model in sorted(hurt | r.models())]}
+
+
+def _room(r: Radius, s: ClusterSnapshot, namespace: str, model: str) -> Verdict | None:
+    """Where the model's replicas the run drives off their nodes could go; None if it drives none off."""
+    displaced = {p.node for p in r.pods.values() if p is not None and p.model == model} & r.evicted_nodes
+    return capacity.room(s, model, tuple(sorted(r.evicted_nodes)), namespace) if displaced else None
 
 
 def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str) -> dict[str, Any]:
     """Resolve the plan's blast radius on the cluster; GuardRefused lists every breach, else
     the summary of what the run would take away."""
     s = snap.fetch(ctx.kube, ctx.card_resource)
-    opted_in = {ns for ns in sorted({ns for ns, _ in radius(plan, s).pods}) if _opted_in(ctx.kube, ns)}
-    problems = judge(plan, s, lim, opted_in, ctx.kube.context)
+    r = radius(plan, s)
+    opted_in = {ns for ns in sorted({ns for ns, _ in r.pods}) if _opted_in(ctx.kube, ns)}
+    problems = judge(r, s, lim, opted_in, ctx.kube.context)
     if problems:
         raise GuardRefused("\n".join(f"{where}: guard: {p}" for p in problems))
-    return summary(plan, s)
+    return summary(r, s)
 
 
 def _opted_in(kube: Any, namespace: str) -> bool:

@@ -98,6 +98,16 @@ def user_agent() -> str:
     return f"kilocard/{__version__} ({os.environ.get(COMPONENT_ENV, 'toolkit')})"
 
 
+def _kubeconfig_named(kubeconfig: str | os.PathLike[str] | None) -> bool:
+    return bool(kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file())
+
+
+def cluster_named(kubeconfig: str | os.PathLike[str] | None = None) -> bool:
+    """Has the user named a cluster (a kubeconfig, $KUBECONFIG, ~/.kube/config, or a pod's own)?
+    If not, the local testbed is the one meant."""
+    return _kubeconfig_named(kubeconfig) or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 class Kube:
     """A connection to one cluster: typed APIs plus a dynamic client for manifests."""
 
@@ -155,7 +165,7 @@ class Kube:
         """The cluster the user means: `kubeconfig` if given, else $KUBECONFIG or ~/.kube/config,
         else the pod's ServiceAccount when running in a cluster, else `fallback` (the local testbed's
         kubeconfig), else a SpecError saying what was tried."""
-        if kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file():
+        if _kubeconfig_named(kubeconfig):
             return cls.from_kubeconfig(kubeconfig, context)
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             return cls.in_cluster(os.environ.get("KILOCARD_SERVICE_ACCOUNT_DIR", SERVICE_ACCOUNT_DIR))
@@ -259,6 +269,13 @@ class Kube:
         what = f"get {kind} {namespace + '/' if namespace else ''}{name}"
         resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
         return self._call(what, self.dynamic.get, resource, name=name, namespace=namespace)
+
+    def list_objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every object of a kind (in `namespace`, else everywhere) as plain JSON."""
+        what = f"list {kind} in {namespace or 'every namespace'}"
+        resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
+        found = self._call(what, self.dynamic.get, resource, namespace=namespace)
+        return [item.to_dict() for item in found.items]
 
     # --- nodes -----------------------------------------------------------------------------
     def list_nodes(self, label_selector: str | None = None) -> list[client.V1Node]:

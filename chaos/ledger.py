@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos import events
 from chaos.agent.protocol import iso
 from chaos.errors import KubeError, NotFound, SpecError
 from chaos.kube import Kube
@@ -114,6 +115,8 @@ class Ledger:
                 os.fsync(out.fileno())
         if self.kube is not None and in_cluster:
             self._write_cluster(records)
+        for r in records:
+            events.publish({"topic": "fault", **asdict(r), "at": time.time()})
 
     def _write_cluster(self, records: list[Record]) -> None:
         data = {r.fault_id: r.to_json() for r in records}

@@ -14,7 +14,14 @@ chaoslib's own run semantics are traps (../shared/reference/chaostoolkit-notes.m
   reported at once, and nothing is applied.
 
 Exit codes (chaos.errors.Exit): 0 passed, 1 deviated or failed, 2 invalid input, 3 aborted,
-4 revert incomplete.
+4 revert incomplete. An experiment whose finding IS a failure (S8: the fragile fleet's placement
+fails) declares it, and then meeting it exits 0 and anything else exits 1:
+
+    extensions:
+    - name: kilocard
+      expect: {exit: 1, reason: "probe 'replicas-kept-apart' failed: "}   # reason: its start
+
+Invalid input and an incomplete revert are never expected: they keep their codes.
 """
 
 from __future__ import annotations
@@ -40,12 +47,29 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import __version__, actions, guards, ledger, plan, revert, stop
+from chaos import __version__, actions, guards, ledger, plan, release, revert, schemas, stop
 from chaos.errors import Exit, KilocardError, SpecError
+from chaos.vocabulary import MODEL_LABEL
+from probes import recovery
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
 REDACTED = "***"
+
+
+EXPECTABLE = (Exit.PASSED, Exit.FAILED, Exit.ABORTED)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    exit: Exit
+    reason: str = ""  # how the verdict's reason starts
+
+    def met(self, code: Exit, reason: str) -> bool:
+        return code == self.exit and reason.startswith(self.reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exit": int(self.exit), "reason": self.reason}
 
 
 @dataclass
@@ -57,6 +81,7 @@ class Experiment:
     sha256: str
     limits: guards.Limits = field(default_factory=guards.Limits)
     faults: list[tuple[Any, str]] = field(default_factory=list)  # (fault mapping, where)
+    expect: Expectation | None = None
 
 
 @dataclass
@@ -107,14 +132,21 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     problems: list[str] = []
     try:
         ensure_experiment_is_valid(data)
+        configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
+        secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
     except (ChaosException, TypeError, ValueError, KeyError) as exc:
         problems.append(_first_line(exc))
     else:
-        problems.extend(_kilocard_faults(experiment))
+        # The schemas first (every argument of every kilocard activity and control, in one pass),
+        # then, when those hold, the parsers' own checks across fields.
+        argued = schemas.problems(data, configuration, secrets)
+        problems.extend(argued or _kilocard_faults(experiment, configuration, secrets))
         problems.extend(_timeouts(data))
-        try:  # the controls' arguments are input too
-            experiment.limits = guards.declared(data, where)
-            stop.declared(data, where)
+        try:  # the controls' arguments are input too, and so is the expected verdict
+            experiment.expect = _expectation(data)
+            if not argued:
+                experiment.limits = guards.declared(data, where)
+                stop.declared(data, where)
         except SpecError as exc:
             problems.append(str(exc).removeprefix(f"{where}: "))
     if problems:
@@ -122,21 +154,50 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     return experiment
 
 
+def _expectation(data: dict[str, Any]) -> Expectation | None:
+    """The `expect` of the experiment's kilocard extension, if it declares one."""
+    found = [(i, e) for i, e in enumerate(data.get("extensions") or [])
+             if isinstance(e, dict) and e.get("name") == "kilocard"]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise SpecError(f"extensions[{found[1][0]}]: one kilocard extension per experiment")
+    i, extension = found[0]
+    where = f"extensions[{i}]"
+    unknown = sorted(set(extension) - {"name", "expect"})
+    if unknown:
+        raise SpecError(f"{where}.{unknown[0]}: unknown field; expected 'expect'")
+    expect = extension.get("expect")
+    if not isinstance(expect, dict) or set(expect) - {"exit", "reason"} or "exit" not in expect:
+        raise SpecError(f"{where}.expect: expected a mapping with 'exit' and optionally 'reason', got {expect!r}")
+    code, reason = expect["exit"], expect.get("reason", "")
+    if isinstance(code, bool) or code not in [int(e) for e in EXPECTABLE]:
+        raise SpecError(f"{where}.expect.exit: expected one of {', '.join(str(int(e)) for e in EXPECTABLE)} "
+                        f"(passed, failed, aborted), got {code!r}")
+    if not isinstance(reason, str):
+        raise SpecError(f"{where}.expect.reason: expected text (how the verdict's reason starts), got {reason!r}")
+    return Expectation(Exit(code), reason)
+
+
+def judged(expect: Expectation | None, code: Exit, reason: str) -> tuple[Exit, str]:
+    """The run's exit and reason, once its declared expectation (if any) is weighed."""
+    if expect is None or code in (Exit.INVALID, Exit.REVERT_INCOMPLETE):
+        return code, reason
+    if expect.met(code, reason):
+        return Exit.PASSED, f"as expected ({code.name.lower()}): {reason}"
+    wanted = f"{expect.exit.name.lower()}" + (f" with {expect.reason!r}" if expect.reason else "")
+    return Exit.FAILED, f"expected {wanted}, got {code.name.lower()}: {reason}"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 
 
-def _kilocard_faults(experiment: Experiment) -> list[str]:
+def _kilocard_faults(experiment: Experiment, configuration: dict[str, Any], secrets: dict[str, Any]) -> list[str]:
     """Collect the faults kilocard's actions would apply, and parse each one (no cluster)."""
-    data = experiment.data
-    try:
-        configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
-        secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
-    except ChaosException as exc:
-        return [f"configuration: {_first_line(exc)}"]
     problems: list[str] = []
-    for where, activity in _activities(data):
+    for where, activity in _activities(experiment.data):
         provider = activity.get("provider") or {} if isinstance(activity, dict) else {}
         if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
             continue
@@ -269,49 +330,95 @@ def redact(value: Any, secret: bool = False) -> Any:
 
 
 def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]],
-            run_id: str | None = None) -> Result:
+            run_id: str | None = None, view: Any = None) -> Result:
     """Run a loaded experiment: resolve its faults (exit 2 on a problem, nothing applied), run it
-    on chaoslib, revert what the ledger still holds, and judge."""
+    on chaoslib, revert what the ledger still holds, and judge. `view` (a chaos.timeline.Timeline)
+    watches it live; it is stopped after the revert, so the reverts show too."""
     data = experiment.data
     run_id = run_id or ledger.new_run_id()
     data["configuration"] = {**(data.get("configuration") or {}), "kilocard_run_id": run_id}
-    ctx, book = session(data["configuration"])
+    spent = _Stopwatch()  # the runner's own time, per phase, beside chaoslib's
+    ctx, book = spent("connect", session, data["configuration"])
     try:
-        planned = check(ctx, experiment)
+        planned = spent("plan_and_guards", check, ctx, experiment)
+        touched = _by_namespace(planned["blast_radius"]["models"])
+        released = spent("release", release.fetch, ctx.kube, touched)
         journal: dict[str, Any] = {}
+        recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, f"{MODEL_LABEL} in ({m})").start()
+                                             for ns, m in touched])
         try:
+            if view is not None:
+                view.start()
             journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
                                                                          experiment.secret_vars),
-                                     event_handlers=[_Timeouts()])
+                                     event_handlers=[_Timeouts(), *([view] if view is not None else [])])
         finally:  # whatever chaoslib did (or if it raised), the ledger's faults are undone
             signal.setitimer(signal.ITIMER_REAL, 0)
-            reverted, left = revert.recover(ctx, book.dir, run_id)
-        code, reason = verdict(journal)
+            events = [e for r in recorders for e in r.detach()]
+            reverted, left = spent("revert", revert.recover, ctx, book.dir, run_id)
+            if view is not None:
+                view.stop()
+        outcome, reason = verdict(journal)
+        code, reason = judged(experiment.expect, outcome, reason)
         if left:
-            code = Exit.REVERT_INCOMPLETE
+            outcome = code = Exit.REVERT_INCOMPLETE
             reason = (f"{reason}; revert incomplete: {len(left)} fault(s) still in place: "
                       f"run 'kilocard recover --run {run_id}'")
-        records = ledger.records(ctx.kube, book.dir, run_id)
+        records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
     finally:
         ctx.kube.close()
+    applied = [r.applied_at for r in records if r.applied_at]
     journal = redact(journal)
     journal["kilocard"] = {
-        "run_id": run_id, "exit_code": int(code), "verdict": code.name.lower(), "reason": reason,
+        "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason,
+        "expected": experiment.expect.to_json() if experiment.expect else None,
         "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
         "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,
+        "release": redact(released),
         "faults": [json.loads(r.to_json()) for r in records],
         "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
         "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
+        # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.
+        "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
+        "runner_seconds": spent.phases,
     }
     return Result(experiment.path, run_id, code, reason, journal)
 
 
+class _Stopwatch:
+    """Seconds the runner spends in each of its own phases (journal: kilocard.runner_seconds)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+
+    def __call__(self, phase: str, fn: Callable[..., Any], *args: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.phases[phase] = round(self.phases.get(phase, 0.0) + time.monotonic() - started, 3)
+
+
+def _by_namespace(models: list[str]) -> list[tuple[str, str]]:
+    """"namespace/model" names as (namespace, "model-a,model-b"): one LIST, one watch per namespace."""
+    found: dict[str, set[str]] = {}
+    for name in models:
+        namespace, model = name.split("/", 1)
+        found.setdefault(namespace, set()).add(model)
+    return [(ns, ",".join(sorted(names))) for ns, names in sorted(found.items())]
+
+
 def run_file(path: Path, variables: list[str] | None, var_files: list[str] | None,
-             session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]]) -> Result:
+             session: Callable[[dict[str, Any]], tuple[Any, ledger.Ledger]], view: Any = None) -> Result:
     """Load, check, run and judge one experiment file. Invalid input gives exit 2 and a journal
     that says so; nothing was applied."""
+    started = time.monotonic()
     try:
-        return execute(load(path, variables, var_files), session)
+        experiment = load(path, variables, var_files)
+        loaded = time.monotonic() - started
+        result = execute(experiment, session, view=view)
+        result.journal["kilocard"]["runner_seconds"]["load"] = round(loaded, 3)
+        return result
     except SpecError as exc:
         return Result(path, "", Exit.INVALID, str(exc), {"kilocard": {
             "exit_code": int(Exit.INVALID), "verdict": "invalid", "reason": str(exc), "experiment_file": str(path)}})

@@ -71,7 +71,7 @@ class Settings:
 def settings(arguments: Any, where: str) -> Settings:
     f = Fields(arguments if arguments is not None else {}, where)
     every = f.number("every_seconds", 2.0, low=0.2, high=600)
-    raw = f._get("conditions", None)
+    raw = f.value("conditions", None)
     if not isinstance(raw, list) or not raw:
         raise SpecError(f"{where}.conditions: expected a non-empty list of stop conditions "
                         f"(kind: {', '.join(KINDS)})")
@@ -86,7 +86,7 @@ def _condition(raw: Any, where: str) -> Condition:
     if kind == "unhealthy":
         found = Condition(kind, model, namespace, max=f.int("max", high=100_000))
     elif kind == "slo":
-        limit = f._get("limit", None)
+        limit = f.value("limit", None)
         if limit is None:
             raise SpecError(f"{where}.limit: required: the hard limit past which the run stops")
         found = Condition(kind, model, namespace, indicator=f.str("indicator", "ttft_p95", INDICATORS),

@@ -52,10 +52,12 @@ def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
 
 
 def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", namespace: str = None,
-                    max_skew: int = 1, configuration: Dict[str, Any] = None) -> Dict[str, Any]:
-    """Replicas honour their anti-affinity (required: one per domain; else skew <= max_skew)."""
+                    max_skew: int = 1, guaranteed: bool = False,
+                    configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """Replicas honour their anti-affinity (required: one per domain; else skew <= max_skew);
+    with `guaranteed`, only a required rule (anti-affinity or DoNotSchedule spread) passes."""
     return placement.anti_affinity(_snapshot(configuration, namespace), model, topology_key, namespace,
-                                   max_skew).to_json()
+                                   max_skew, guaranteed).to_json()
 
 
 def tp_groups_whole(model: str = None, namespace: str = None,
@@ -67,17 +69,16 @@ def tp_groups_whole(model: str = None, namespace: str = None,
 def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
                                configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Within `budget` s of the run's first fault (from its ledger), every TP group of the model
-    is whole, Ready, and off every node the run's faults hit: a group still waiting for a rank
-    stuck on a dead node fails, and none is judged before the fault could show."""
+    is whole, Ready, off every node the run's faults hit as a node, and as many pods as its workloads ask
+    for: a group still waiting for a rank stuck on a dead node fails, a killed replica not yet
+    replaced fails, and none is judged before the fault could show."""
     cfg = configuration or {}
-    records = [r for r in _records(cfg) if r.applied_at]
-    if not records:
-        raise ProbeError(f"run {run_id_of(cfg)} has applied no fault yet: nothing to time a recovery from")
-    faulted = {str(r.target["node"]) for r in records if r.target.get("node")}
     kube = _kube(cfg)
     try:
-        return tp_groups.recovered_within(kube, model, faulted, min(r.applied_at for r in records), budget,
-                                          namespace, cfg.get("kilocard_card_resource", "nvidia.com/gpu")).to_json()
+        records = _applied(cfg, kube)
+        fault_at = min(r.applied_at for r in records)
+        return tp_groups.recovered_within(kube, model, _faulted_nodes(records), fault_at, budget, namespace,
+                                          cfg.get("kilocard_card_resource", "nvidia.com/gpu")).to_json()
     finally:
         kube.close()
 
@@ -142,14 +143,6 @@ def _ledger_dir(cfg: Dict[str, Any]) -> Path:
     return Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()
 
 
-def _records(cfg: Dict[str, Any]) -> List[ledger.Record]:
-    kube = _kube(cfg)
-    try:
-        return ledger.records(kube, _ledger_dir(cfg), run_id_of(cfg))
-    finally:
-        kube.close()
-
-
 def _fault_time(cfg: Dict[str, Any]) -> float:
     run_id = run_id_of(cfg)
     kube = _kube(cfg)
@@ -172,16 +165,38 @@ def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
     return found[0]["metric"].get("job") if found else None
 
 
-def remediated_within(node: str, models: List[str], budget: float, namespace: str = None,
+def remediated_within(models: List[str], budget: float, node: str = None, namespace: str = None,
                       path: str = "quarantine", configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Within budget, on `path`: `quarantine` (the node cordoned and tainted or labelled, and
     drained) or `out-of-service` (a lost node tainted out of service or deleted, its stuck pods
-    removed, TP groups whole); either way the models' replicas Ready elsewhere."""
+    removed, TP groups whole); either way the models' replicas Ready elsewhere. `node` defaults
+    to the one node the run's faults hit (from its ledger)."""
     if path not in remediation.PATHS:
         raise ProbeError(f"path: expected one of {', '.join(remediation.PATHS)}, got {path!r}")
-    kube = _kube(configuration)
+    cfg = configuration or {}
+    kube = _kube(cfg)
     try:
-        cards = (configuration or {}).get("kilocard_card_resource", "nvidia.com/gpu")
+        if node is None:
+            hit = sorted(_faulted_nodes(_applied(cfg, kube)))
+            if len(hit) != 1:
+                raise ProbeError(f"node: the run's faults hit {len(hit)} nodes ({', '.join(hit) or 'none'}); "
+                                 "name the one whose remediation to judge")
+            node = hit[0]
+        cards = cfg.get("kilocard_card_resource", "nvidia.com/gpu")
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path).to_json()
     finally:
         kube.close()
+
+
+def _faulted_nodes(records: List[ledger.Record]) -> set:
+    """The nodes the faults hit as nodes (a card, its network, its kubelet), not the nodes of the
+    pods a kill ended: a killed pod's replacement may well come back on its old node."""
+    return {str(r.target["node"]) for r in records if r.target.get("node") and "name" not in r.target}
+
+
+def _applied(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:
+    """The run's faults applied so far (its ledger); none is an error: nothing to time from."""
+    records = [r for r in ledger.records(kube, _ledger_dir(cfg), run_id_of(cfg)) if r.applied_at]
+    if not records:
+        raise ProbeError(f"run {run_id_of(cfg)} has applied no fault yet: nothing to time a recovery from")
+    return records

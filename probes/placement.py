@@ -27,15 +27,22 @@ def _domains(snapshot: ClusterSnapshot, replicas: list[PodView], key: str) -> Co
 
 
 def anti_affinity(snapshot: ClusterSnapshot, model: str, key: str = HOSTNAME, namespace: str | None = None,
-                  max_skew: int = 1) -> Verdict:
+                  max_skew: int = 1, guaranteed: bool = False) -> Verdict:
     """Required terms: at most one replica per domain. Otherwise (preferred, spread, or nothing
-    declared) the skew over domains must stay within `max_skew`."""
+    declared) the skew over domains must stay within `max_skew`. With `guaranteed`, a spread the
+    scheduler's scoring happens to give today is not enough: the replicas must declare required
+    anti-affinity or a DoNotSchedule spread on `key`, or the next rescheduling may pile them up."""
     replicas = [p for p in snapshot.replicas(model, namespace) if p.node]
     if not replicas:
         return failed(f"{model}: no scheduled replica to judge", model=model)
     per_domain = _domains(snapshot, replicas, key)
     crowded = {d: n for d, n in per_domain.items() if n > 1}
     required = any(key in p.required_anti_affinity for p in replicas)
+    if guaranteed and not required and not any(key in p.hard_spread for p in replicas):
+        most, domain = max((n, d) for d, n in per_domain.items())
+        return failed(f"{model}: nothing keeps its replicas apart (no required anti-affinity or DoNotSchedule "
+                      f"spread on {key}); today {most} of {len(replicas)} replicas are on {domain}, and the next "
+                      "rescheduling may put more there", model=model, crowded=crowded, unguarded=True)
     if required:
         if crowded:
             return failed(f"{model}: required anti-affinity on {key} broken: "

@@ -60,14 +60,24 @@ class Recorder:
         self.synced = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Recorder:
+    def start(self) -> Recorder:
+        """Follow from now on: returns once the initial list is in (at most 30 s)."""
         self.thread.start()
         self.synced.wait(30)
         return self
 
+    def __enter__(self) -> Recorder:
+        return self.start()
+
     def __exit__(self, *_: Any) -> None:
         self.stop.set()
         self.thread.join(timeout=35)
+
+    def detach(self) -> list[Event]:
+        """Stop following without waiting for the watch to notice (it re-arms every few seconds,
+        then the daemon thread ends): the events so far."""
+        self.stop.set()
+        return list(self.events)
 
     def _emit(self, phase: str, pod: dict[str, Any], api_at: float | None) -> None:
         meta = pod["metadata"]

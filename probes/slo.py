@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from prometheus_api_client import PrometheusConnect
 
+from chaos import events
 from probes import metric_names
 from probes.errors import ProbeError
 from probes.snapshot import ClusterSnapshot
@@ -355,6 +356,10 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
                 samples.append(Sample(now, values(prom, ind)))
             except SloError as exc:
                 samples.append(Sample(now, {}, str(exc)))  # no data is never healthy
+            events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": samples[-1].worst(),
+                     "error": samples[-1].error, "threshold": r.threshold, "left": due - now, "at": now,
+                     "phase": "blind" if now < fault_at + r.blind else "holding" if samples[-1].healthy(r.threshold)
+                     else "breached" if samples[-1].breached(r.threshold) else "unknown"})
         verdict = judge(samples, fault_at, r, final=now >= due)
         if verdict is not None:
             return verdict

@@ -34,6 +34,7 @@ class PodView:
     required_anti_affinity: tuple[str, ...] = ()  # topology keys
     preferred_anti_affinity: tuple[str, ...] = ()
     spread: tuple[tuple[str, int], ...] = ()  # (topology key, max skew)
+    hard_spread: tuple[str, ...] = ()  # topology keys of spread constraints with DoNotSchedule
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
 
@@ -113,6 +114,8 @@ def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
         preferred_anti_affinity=tuple(t["podAffinityTerm"]["topologyKey"]
                                       for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution") or []),
         spread=tuple((t["topologyKey"], int(t["maxSkew"])) for t in spec.get("topologySpreadConstraints") or []),
+        hard_spread=tuple(t["topologyKey"] for t in spec.get("topologySpreadConstraints") or []
+                          if t.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),

@@ -47,12 +47,18 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
                   model=model, groups=len(groups))
 
 
-def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespace: str | None = None) -> Verdict:
-    """Every group of `model` whole, every member Ready, and none on a `faulted` node."""
+def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespace: str | None = None,
+              desired: int | None = None) -> Verdict:
+    """Every group of `model` whole, every member Ready, none on a `faulted` node, and (given the
+    workloads' `desired` pod count) as many pods as they ask for: in the moment between a kill
+    and its replacement's creation the survivors alone look whole."""
     whole = check(snapshot, model, namespace)
     if not whole.ok:
         return whole
     members = snapshot.replicas(model, namespace)
+    if desired is not None and len(members) < desired:
+        return failed(f"{model}: {len(members)} of {desired} pods the workloads ask for", model=model,
+                      present=len(members), desired=desired)
     stuck = sorted(p.name for p in members if p.node in faulted)
     if stuck:
         return failed(f"{model}: still on the faulted nodes: {', '.join(stuck)}", model=model, stuck=stuck)
@@ -69,11 +75,23 @@ def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float,
     fault have passed."""
     deadline = fault_at + budget
     verdict = failed(f"{model}: not observed")
+    wanted = desired(kube, model, namespace)
     for _kind, _obj in kube.events("pods", namespace, f"{MODEL_LABEL}={model}",
                                    until=time.monotonic() + max(0.0, deadline - time.time()), raw=True):
-        verdict = recovered(snap.fetch(kube, card_resource, namespace), model, faulted, namespace)
+        verdict = recovered(snap.fetch(kube, card_resource, namespace), model, faulted, namespace, wanted)
         if verdict.ok:
             after = time.time() - fault_at
             return passed(f"{verdict.reason}, {after:.1f} s after the fault (budget {budget:g} s)",
                           **verdict.details, recovered_after=after)
     return failed(f"{budget:g} s after the fault: {verdict.reason}", **verdict.details, recovered_after=None)
+
+
+def desired(kube: Kube, model: str, namespace: str | None) -> int | None:
+    """Pods the model's Deployments and StatefulSets ask for (by their pod template's model
+    label); None without a namespace to look in, or when no such workload exists (bare pods)."""
+    if namespace is None:
+        return None
+    workloads = [*kube.list_deployments(namespace), *kube.list_statefulsets(namespace)]
+    counts = [w.spec.replicas or 0 for w in workloads
+              if ((w.spec.template.metadata.labels or {}).get(MODEL_LABEL)) == model]
+    return sum(counts) if counts else None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -87,11 +89,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_up(args: argparse.Namespace) -> int:
+def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
     existing = Testbed.from_state(args.state_dir)
     if existing is not None and existing.running():
         testbed = existing
-        _say(f"testbed already running (kubeconfig {testbed.paths.kubeconfig}); nothing to start")
+        say(f"testbed already running (kubeconfig {testbed.paths.kubeconfig}); nothing to start")
     else:
         config = TestbedConfig(
             nodes=args.nodes, cards_per_node=args.cards_per_node, card_resource=args.card_resource,
@@ -103,18 +105,27 @@ def cmd_up(args: argparse.Namespace) -> int:
         ).validate()
         testbed = Testbed(config)
         testbed.check_ports()  # before a possibly long build
-        build.build(say=_say)
-        testbed.up(say=_say, timeout=args.timeout)
+        build.build(say=say)
+        testbed.up(say=say, timeout=args.timeout)
     if args.fleet:
         kube = testbed.kube()
         try:
             objects = timing.stamp(fleet.load(args.fleet, testbed.config.card_resource), args.timing)
             # --timeout is the wait beyond the replicas' own start-up time.
-            fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=_say)
+            fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=say)
         finally:
             kube.close()
-    _say(f"export KUBECONFIG={testbed.paths.kubeconfig}")
+    say(f"export KUBECONFIG={testbed.paths.kubeconfig}")
     return 0
+
+
+def embedded_default(say: Any = _say) -> Path:
+    """`kilocard testbed up --fleet default`, for a command that named no cluster; the kubeconfig."""
+    parser = argparse.ArgumentParser(prog="kilocard testbed")
+    add_arguments(parser)
+    args = parser.parse_args(["up", "--fleet", "default"])
+    cmd_up(args, say)
+    return Path(args.state_dir) / "kubeconfig"
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -154,3 +165,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         console.print("[red]testbed not running[/]: some processes are dead; 'kilocard testbed down' clears it")
     return 0 if status["running"] else 3
 
+
+
+def twin_up(real: Any, namespaces: list[str], card_resource: str, port_base: int, timing_name: str,
+            say: Any = _say) -> Testbed:
+    """plan --twin's testbed: the real cluster's nodes and the namespaces' workloads, copied into a
+    fresh testbed in a temporary state folder (testbed/twin.py); `twin_down` removes it."""
+    from testbed import twin
+
+    captured = twin.capture(real, namespaces, card_resource)
+    state = Path(tempfile.mkdtemp(prefix="kilocard-twin-"))
+    try:
+        return twin.start(captured, state, port_base, card_resource, timing_name, say)
+    except BaseException:
+        shutil.rmtree(state, ignore_errors=True)
+        raise
+
+
+def twin_down(tb: Testbed) -> None:
+    tb.down(say=lambda _m: None)
+    shutil.rmtree(tb.paths.root, ignore_errors=True)

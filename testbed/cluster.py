@@ -165,8 +165,9 @@ class Testbed:
         return Kube.from_kubeconfig(self.paths.kubeconfig)
 
     # --- up ------------------------------------------------------------------------------------
-    def up(self, say: Say = print, timeout: float = 300.0) -> bool:
-        """Start the control plane and the nodes; False when it was already running."""
+    def up(self, say: Say = print, timeout: float = 300.0, node_manifests: list[dict[str, Any]] | None = None) -> bool:
+        """Start the control plane and the nodes (the config's, or `node_manifests`: a twin's
+        copies, each labelled kilocard.io/testbed=true); False when it was already running."""
         if self.running():
             say(f"testbed already running (kubeconfig {self.paths.kubeconfig}); nothing to do")
             return False
@@ -206,7 +207,7 @@ class Testbed:
             try:
                 self._wait_default_service_account(kube, deadline)
                 self._publish_agent_token(kube)
-                self._create_nodes(kube, say, deadline)
+                self._create_nodes(kube, deadline, node_manifests)
             finally:
                 kube.close()
         except BaseException:
@@ -405,10 +406,11 @@ class Testbed:
                     "metadata": {"name": AGENT_SECRET, "namespace": AGENT_NAMESPACE},
                     "data": {"token": base64.b64encode(token.encode()).decode()}})
 
-    def _create_nodes(self, kube: Kube, say: Say, deadline: float) -> None:
-        manifests = [nodes.node_manifest(i, self.config) for i in range(self.config.nodes)]
+    def _create_nodes(self, kube: Kube, deadline: float, manifests: list[dict[str, Any]] | None) -> None:
+        if manifests is None:
+            manifests = [nodes.node_manifest(i, self.config) for i in range(self.config.nodes)]
         nodes.create_nodes(kube, manifests)
-        want = self.config.nodes
+        want = len(manifests)
         try:
             kube.wait_until(
                 "nodes", lambda items: sum(1 for n in items if node_ready(n)) >= want,

@@ -47,20 +47,21 @@ class Fields:
         self.where = where
         self.seen: set[str] = set()
 
-    def _fail(self, name: str, expected: str, value: Any) -> SpecError:
+    def fail(self, name: str, expected: str, value: Any) -> SpecError:
+        """The error for a field: where, what was expected, what was given."""
         return SpecError(f"{self.where}.{name}: expected {expected}, got {value!r}")
 
     def has(self, name: str) -> bool:
         return name in self.raw
 
     def str(self, name: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
-        value = self._get(name, default)
+        value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
         if not isinstance(value, str) or not value:
-            raise self._fail(name, "a non-empty string", value)
+            raise self.fail(name, "a non-empty string", value)
         if choices and value not in choices:
-            raise self._fail(name, f"one of {', '.join(choices)}", value)
+            raise self.fail(name, f"one of {', '.join(choices)}", value)
         return value
 
     def selector(self, name: str, default: Any = _MISSING) -> Any:
@@ -68,48 +69,48 @@ class Fields:
         bad = None if value is default and default is not _MISSING else selector_problem(value)
         if bad is not None:
             part = "" if bad == value.strip() else f" ({bad!r} is not)"
-            raise self._fail(name, f"a label selector like 'a=b,c!=d,e in (f,g),!h'{part}", value)
+            raise self.fail(name, f"a label selector like 'a=b,c!=d,e in (f,g),!h'{part}", value)
         return value
 
     def int(self, name: str, default: Any = _MISSING, low: int = 0, high: int = 2**31) -> Any:
-        value = self._get(name, default)
+        value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise self._fail(name, f"an integer from {low} to {high}", value)
+            raise self.fail(name, f"an integer from {low} to {high}", value)
         return value
 
     def number(self, name: str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf,
                low_open: bool = False) -> Any:
-        value = self._get(name, default)
+        value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
         if not ok or value > high or value < low or (low_open and value == low):
             bound = f"above {low:g}" if low_open else f"from {low:g}"
-            raise self._fail(name, f"a number {bound}{'' if high == math.inf else f' to {high:g}'}", value)
+            raise self.fail(name, f"a number {bound}{'' if high == math.inf else f' to {high:g}'}", value)
         return float(value)
 
     def bool(self, name: str, default: bool = False) -> bool:
-        value = self._get(name, default)
+        value = self.value(name, default)
         if not isinstance(value, bool):
-            raise self._fail(name, "true or false", value)
+            raise self.fail(name, "true or false", value)
         return value
 
     def str_list(self, name: str, default: Any = _MISSING) -> Any:
-        value = self._get(name, default)
+        value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise self._fail(name, "a non-empty list of strings", value)
+            raise self.fail(name, "a non-empty list of strings", value)
         return value
 
     def cards(self, name: str) -> tuple[int, ...]:
         """A non-empty list of distinct card indices, in the order given."""
-        value = self._get(name, _MISSING)
+        value = self.value(name, _MISSING)
         if not isinstance(value, list) or not value or not all(
                 isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= MAX_CARD for c in value):
-            raise self._fail(name, f"a non-empty list of card indices (0 to {MAX_CARD})", value)
+            raise self.fail(name, f"a non-empty list of card indices (0 to {MAX_CARD})", value)
         twice = sorted({c for c in value if value.count(c) > 1})
         if twice:
             raise SpecError(f"{self.where}.{name}: card {twice[0]} listed twice")
@@ -135,14 +136,14 @@ class Fields:
         selector = self.selector("node_selector", None)
         pods = self._nodes_of()
         if sum(x is not None for x in (names, selector, pods)) != 1:
-            raise self._fail("nodes", "one of: a list of node names, a node_selector, or nodes_of "
+            raise self.fail("nodes", "one of: a list of node names, a node_selector, or nodes_of "
                                       "{namespace, label_selector}", names)
         count, percent = self.blast_radius()
         return NodeSelection(tuple(names) if names else None, selector, count, percent,
                              self.int("seed", None, high=2**62), pods)
 
     def _nodes_of(self) -> tuple[str | None, str] | None:
-        raw = self._get("nodes_of", None)
+        raw = self.value("nodes_of", None)
         if raw is None:
             return None
         inner = Fields(raw, f"{self.where}.nodes_of")
@@ -150,7 +151,8 @@ class Fields:
         inner.done()
         return found
 
-    def _get(self, name: str, default: Any) -> Any:
+    def value(self, name: str, default: Any) -> Any:
+        """The field as given, unchecked (marked as read); required when there is no default."""
         self.seen.add(name)
         if name in self.raw:
             return self.raw[name]

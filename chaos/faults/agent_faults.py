@@ -59,7 +59,7 @@ def parse(raw: Any, where: str) -> Spec:
     target_kind = kinds.get(agent_kind).TARGET
     if target_kind == "card":
         if f.has("card") == f.has("cards"):
-            raise f._fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
+            raise f.fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
         if f.has("card"):
             card_field, cards = "card", (f.int("card", high=MAX_CARD),)
         else:

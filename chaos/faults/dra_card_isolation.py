@@ -43,7 +43,7 @@ def parse(raw: Any, where: str) -> Spec:
     cards = f.cards("cards")
     device_name = f.str("device_name", "gpu-{card}")
     if "{card}" not in device_name:
-        raise f._fail("device_name", "a pattern containing {card}", device_name)
+        raise f.fail("device_name", "a pattern containing {card}", device_name)
     spec = Spec(kind="dra-card-isolate", cards=cards, driver=f.str("driver", "gpu.nvidia.com"),
                 device_name=device_name, effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")),
                 ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), nodes=selection)

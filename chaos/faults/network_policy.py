@@ -36,11 +36,11 @@ def parse(raw: Any, where: str) -> Spec:
     f.seen.add("pod_selector")
     if not isinstance(selector, dict) or not selector or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
-        raise f._fail("pod_selector", "a non-empty mapping of label: value (refusing to cut off a whole namespace)",
+        raise f.fail("pod_selector", "a non-empty mapping of label: value (refusing to cut off a whole namespace)",
                       selector)
     directions = f.str_list("directions", ["ingress", "egress"])
     if not set(directions) <= {"ingress", "egress"}:
-        raise f._fail("directions", "a list of 'ingress' and/or 'egress'", directions)
+        raise f.fail("directions", "a list of 'ingress' and/or 'egress'", directions)
     cidrs = f.str_list("allow_cidrs", [])
     for c in cidrs:
         try:

@@ -43,7 +43,7 @@ def read_selection(f: Fields) -> dict[str, Any]:
     namespace = f.str("namespace", None)
     label_selector = f.selector("label_selector", None)
     if namespace is None and label_selector is None:
-        raise f._fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
+        raise f.fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
     count, percent = f.blast_radius()
     return {
         "namespace": namespace, "label_selector": label_selector, "field_selector": f.str("field_selector", None),

@@ -4,23 +4,185 @@ reason the scenario is about. Fleets start on the `default` timing, as the catal
 
 from __future__ import annotations
 
+import json
+import statistics
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_api_client import PrometheusConnect
 
 from chaos.kube import node_ready
-from testbed import fleet, timing
-from tests.testbed.helpers import wait_ready
-from tests.testbed.test_runner import kilocard_run
+from probes import slo
+from testbed import audit, fleet, timing
+from testbed.cluster import Testbed
+from testbed.config import TestbedConfig
+from tests.testbed.conftest import PORT_BASE
+from tests.testbed.helpers import eventually, per_node, wait_ready
+from tests.testbed.test_runner import KILOCARD, kilocard_run
 
 pytestmark = pytest.mark.testbed
 CATALOG = Path(__file__).parents[2] / "experiments"
-BIG = "llama-3-405b"
+BIG, TP8, FRAGILE = "llama-3-405b", "llama-3-70b", "llama-2-7b-fragile"
 
 
 def experiment(name: str) -> dict:
     return yaml.safe_load((CATALOG / name).read_text())
+
+
+def probe(journal: dict, name: str) -> dict:
+    return next(r for r in journal["run"] if r["activity"]["name"] == name)["output"]
+
+
+def deploy(kube, p, models: dict[str, int]) -> None:
+    objects = timing.stamp(p.fleet(*models, replicas=models), "default")
+    fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
+
+
+def serving(prom, namespace: str, models: dict[str, int]) -> None:
+    """Until Prometheus has every replica's P95 (a new replica needs a few scrapes for a rate)."""
+    def every_replica() -> bool:
+        try:
+            return all(len(slo.values(prom, slo.indicator(prom, "ttft_p95", m, namespace, "10s", by="pod")))
+                       >= n for m, n in models.items())
+        except slo.metric_names.MetricNotFound:
+            return False
+
+    assert eventually(every_replica, 30)
+
+
+@pytest.fixture
+def two_tp8(kube, pool, prom):
+    """Two llama-3-70b replicas on a three-node pool (one node spare), serving."""
+    p = pool(3)
+    deploy(kube, p, {TP8: 2})
+    serving(prom, p.namespace, {TP8: 2})
+    return p
+
+
+def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s1-kill-one-replica.yaml"),
+                                    "--var", f"namespace={p.namespace}")
+    assert code == 0, journal["kilocard"]["reason"]
+    ready = probe(journal, "replacement-ready-within-budget")
+    deployment = next(o for o in p.fleet(TP8) if o["kind"] == "Deployment")
+    start_up = timing.ready_after(deployment["spec"]["template"]["metadata"]["labels"], "default")
+    assert start_up < ready["recovered_after"] < 60, ready
+    ttft = probe(journal, "ttft-holds-or-recovers")
+    assert ttft["outcome"] in ("held", "recovered") and ttft["series"], ttft["reason"]
+    # The journal keeps the replica's recovery phases and what was running (release metadata).
+    (phases,) = journal["kilocard"]["recovery"]
+    assert phases["pod"] == journal["kilocard"]["faults"][0]["target"]["name"]
+    assert 0 <= phases["deleted"] <= phases["created"] <= phases["scheduled"] <= phases["ready"] < 60, phases
+    assert phases["ready"] - phases["created"] > start_up - 2, phases
+    release = journal["kilocard"]["release"][f"{p.namespace}/{TP8}"]
+    assert release["images"] == [{"image": "vllm/vllm-openai:v0.11.0", "digest": None}]  # kwok reports no imageID
+    assert "--tensor-parallel-size" in release["engine_args"] and release["workloads"][0].startswith("ReplicaSet/")
+    # Negative twin: a budget shorter than the replacement's start-up fails, naming what is missing.
+    code, journal, _ = kilocard_run(testbed, tmp_path / "twin", experiment("s1-kill-one-replica.yaml"),
+                                    "--var", f"namespace={p.namespace}", "--var", "budget_seconds:int=10")
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith(f"probe 'replacement-ready-within-budget' failed: 10 s after the fault: {TP8}: "), reason
+
+
+def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, pool, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    # First the rehearsal: plan --twin copies this cluster into a fresh testbed and runs S2 there,
+    # writing nothing here.
+    since = time.time()
+    twin_journal = tmp_path / "twin.json"
+    rehearsal = subprocess.run([*KILOCARD, "plan", "-e", str(CATALOG / "s2-isolate-one-card.yaml"), "--var",
+                                f"namespace={p.namespace}", "--kubeconfig", str(testbed.paths.kubeconfig), "--twin",
+                                "--twin-port-base", str(PORT_BASE + 100), "--journal", str(twin_journal)],
+                               capture_output=True, text=True, timeout=400)
+    assert "Traceback" not in rehearsal.stderr, rehearsal.stderr
+    assert rehearsal.returncode == 0, rehearsal.stdout + rehearsal.stderr
+    assert [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")] == []
+    twin = json.loads(twin_journal.read_text())["kilocard"]
+    assert [f["kind"] for f in twin["faults"]] == ["card-isolate"]
+    (twin_moved,) = twin["recovery"]
+    assert "where the twin's scheduler put them" in rehearsal.stdout
+    # Then the real run: the same verdict, and the replica lands where the twin said it would.
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s2-isolate-one-card.yaml"),
+                                    "--var", f"namespace={p.namespace}")
+    assert code == 0 and twin["verdict"] == journal["kilocard"]["verdict"] == "passed", journal["kilocard"]["reason"]
+    (fault,) = journal["kilocard"]["faults"]
+    assert fault["kind"] == "card-isolate" and fault["state"] == "reverted"
+    placed = per_node(wait_ready(kube, p.namespace, TP8, 2))
+    assert fault["target"]["node"] not in placed and set(placed.values()) == {1}
+    assert probe(journal, "anti-affinity-still-holds")["verdict"] == "ok"
+    (moved,) = journal["kilocard"]["recovery"]
+    assert twin_moved["node"] == moved["node"], (twin_moved, moved)  # the spare node, in both
+    # Negative twin: with no node left that has eight free cards, the room guard refuses it.
+    tight = pool(2)
+    deploy(kube, tight, {TP8: 2})
+    code, journal, seconds = kilocard_run(testbed, tmp_path / "twin", experiment("s2-isolate-one-card.yaml"),
+                                          "--var", f"namespace={tight.namespace}")
+    assert code == 2, journal["kilocard"]["reason"]
+    assert "room" in journal["kilocard"]["reason"] and TP8 in journal["kilocard"]["reason"], journal["kilocard"]
+    assert seconds < 15
+
+
+def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s3-ecc-one-tp-member.yaml"),
+                                    "--var", f"namespace={p.namespace}")
+    assert code == 0, journal["kilocard"]["reason"]
+    (fault,) = journal["kilocard"]["faults"]
+    assert probe(journal, "node-quarantined-within-budget")["node"] == fault["target"]["node"]
+    ttft = probe(journal, "ttft-breached-then-recovered")
+    assert ttft["outcome"] == "recovered", ttft["reason"]
+    # The journal shows the breach, on the sick replica alone, then the recovery.
+    sick = ttft["worst"]
+    breached = [s for s in ttft["series"] if s["values"].get(sick, 0) > 0.5]
+    assert breached and ttft["breach_after"] < ttft["recovered_after"]
+    healthy = [v for s in breached for name, v in s["values"].items() if name != sick]
+    assert healthy and all(v < 0.5 for v in healthy)
+    assert ttft["peak"] > 2.5 * statistics.median(healthy), (ttft["peak"], healthy)  # about 3x its twin
+
+
+def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
+    tb = Testbed(TestbedConfig(nodes=3, port_base=PORT_BASE + 80, state_dir=tmp_path / "state",
+                               remediation=False).validate())
+    tb.up(say=lambda _m: None, timeout=120)
+    try:
+        kube = tb.kube()
+        objects = fleet.scaled(fleet.only(fleet.load("default", tb.config.card_resource), TP8), {TP8: 2})
+        fleet.deploy(kube, timing.stamp(objects, "default"), timeout=90, say=lambda _m: None)
+        kube.close()
+        serving(PrometheusConnect(tb.prometheus_url), fleet.DEFAULT_NAMESPACE, {TP8: 2})
+        code, journal, _ = kilocard_run(tb, tmp_path, experiment("s3-ecc-one-tp-member.yaml"),
+                                        "--var", "budget_seconds:int=45")
+    finally:
+        tb.down(say=lambda _m: None)
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("probe 'node-quarantined-within-budget' failed: ") and "45 s" in reason, reason
+    ttft = probe(journal, "ttft-breached-then-recovered")
+    assert ttft["outcome"] == "not_recovered" and ttft["breach_after"] is not None, ttft["reason"]
+    assert ttft["reason"].startswith("not recovered within 45 s (never back under 0.5)"), ttft["reason"]
+
+
+def test_s8_the_fragile_fleets_placement_fails_as_the_experiment_expects(kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    # The same drill on the model with required anti-affinity passes: the expectation is not met.
+    code, journal, _ = kilocard_run(testbed, tmp_path / "twin", experiment("s8-fragile-placement.yaml"),
+                                    "--var", f"namespace={p.namespace}", "--var", f"model={TP8}")
+    assert journal["kilocard"]["verdict"] == "passed", journal["kilocard"]["reason"]
+    assert code == 1 and journal["kilocard"]["reason"].startswith("expected failed with"), journal["kilocard"]
+    deploy(kube, p, {FRAGILE: 4})  # two nodes hold the 70B replicas: the fragile ones share the third
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s8-fragile-placement.yaml"),
+                                    "--var", f"namespace={p.namespace}")
+    assert journal["kilocard"]["verdict"] == "failed" and journal["kilocard"]["expected"]["exit"] == 1
+    assert code == 0, journal["kilocard"]["reason"]
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("as expected (failed): probe 'replicas-kept-apart' failed: "
+                             f"{FRAGILE}: nothing keeps its replicas apart"), reason
+    assert "today 4 of 4 replicas are on" in reason, reason
 
 
 @pytest.fixture
@@ -67,9 +229,9 @@ def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, t
                  say=lambda _m: None)
     code, journal, seconds = kilocard_run(testbed, tmp_path, experiment("s7-kill-every-replica.yaml"),
                                           "--var", f"namespace={p.namespace}")
-    assert code == 3, journal["kilocard"]["reason"]
+    assert journal["kilocard"]["verdict"] == "aborted" and code == 0, journal["kilocard"]["reason"]
     assert journal["kilocard"]["reason"] == (
-        f"stop condition fired: zero-ready llama-3-70b in {p.namespace}: no Ready replica left")
+        f"as expected (aborted): stop condition fired: zero-ready llama-3-70b in {p.namespace}: no Ready replica left")
     assert seconds < 60  # aborted at once, not after the 120 s pause
     # Without the stop condition the same run is not stopped: the outage runs its course.
     twin = experiment("s7-kill-every-replica.yaml")
@@ -77,4 +239,41 @@ def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, t
     twin["method"][0]["pauses"] = {"after": 5}
     wait_ready(kube, p.namespace, "llama-3-70b", 2, timeout=90)
     code, journal, _ = kilocard_run(testbed, tmp_path, twin, "--var", f"namespace={p.namespace}")
-    assert code == 0 and journal["status"] == "completed", journal["kilocard"]["reason"]
+    assert journal["status"] == "completed" and journal["kilocard"]["verdict"] == "passed"
+    assert code == 1 and journal["kilocard"]["reason"].startswith("expected aborted with"), journal["kilocard"]
+
+
+def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, pool, prom, testbed, tmp_path):
+    p = pool(6)
+    rack = f"rack-{p.name}"  # the pool's own rack: the fault reaches no other test's nodes
+    for n in p.node_names:
+        kube.patch_node(n, {"metadata": {"labels": {"kilocard.io/rack": rack}}})
+    deploy(kube, p, {BIG: 4, TP8: 2})  # two TP=16 groups of two pods, two TP=8 replicas: six whole nodes
+    serving(prom, p.namespace, {BIG: 2, TP8: 2})  # a group serves (and is measured) as one replica
+    ns = ("--var", f"namespace={p.namespace}")
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s4", experiment("s4-top-of-hour-congestion.yaml"),
+                                    *ns, "--var", f"rack={rack}")
+    assert code == 0, journal["kilocard"]["reason"]
+    assert {f["target"]["node"] for f in journal["kilocard"]["faults"]} == set(p.node_names)
+    tp16, tp8 = probe(journal, "tp16-ttft-holds-or-recovers"), probe(journal, "tp8-ttft-holds-or-recovers")
+    # The cross-node groups feel the rack's network; the single-node replicas do not.
+    assert tp16["outcome"] == "recovered" and tp16["peak"] > 0.5, tp16["reason"]
+    assert tp8["outcome"] == "held" and tp8["peak"] < 0.5, tp8["reason"]
+
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s6", experiment("s6-tp16-vs-tp8-network.yaml"), *ns,
+                                    "--var", "group=llama-3-405b-g0")
+    assert code == 0, journal["kilocard"]["reason"]
+    faulted = {f["target"]["node"] for f in journal["kilocard"]["faults"]}
+    assert len(faulted) == 3  # the group's two machines and one TP=8 replica's
+    tp16, tp8 = probe(journal, "tp16-ttft-breached-then-recovered"), probe(journal, "tp8-ttft-holds")
+    assert tp16["outcome"] == "recovered" and tp16["worst"].startswith("llama-3-405b-g0-"), tp16
+    assert tp8["outcome"] == "held", tp8["reason"]
+    assert tp16["peak"] > 2 * tp8["peak"], (tp16["peak"], tp8["peak"])  # the verdicts say which is more sensitive
+
+    # Negative twin: a burst that outlasts the deadline is not a recovery.
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s4-twin", experiment("s4-top-of-hour-congestion.yaml"),
+                                    *ns, "--var", f"rack={rack}", "--var", "congestion_seconds:int=45",
+                                    "--var", "deadline_seconds:int=40")
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("probe 'tp16-ttft-holds-or-recovers' failed: not recovered within 40 s"), reason

@@ -1,10 +1,13 @@
-"""The README's main command at full size: `kilocard testbed up --fleet default` on its own ports
-gives 128 Ready nodes, 1024 allocatable cards, the whole fleet Running and Ready, TP=8 replicas on
-distinct nodes and every TP group whole; `down` then leaves nothing."""
+"""The README's main command at full size: `kilocard run` with no cluster named starts the
+embedded default, the local testbed with the default fleet (128 Ready nodes, 1024 allocatable
+cards, the whole fleet Running and Ready, TP=8 replicas on distinct nodes, every TP group whole),
+and runs the experiment on it; `down` then leaves nothing. It runs S7, the catalog's quickest, so
+the default ports (6443 on) must be free."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,31 +15,42 @@ import pytest
 
 from chaos.kube import Kube, pod_ready
 from probes import placement, snapshot, tp_groups
-from testbed import fleet
+from testbed import build, fleet
 from testbed.config import TestbedConfig, taken_ports
-from tests.testbed.conftest import PORT_BASE
+from tests.testbed.test_catalog import CATALOG
 
 pytestmark = pytest.mark.testbed
 
 
-def kilocard(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def kilocard(*args: str, env: dict[str, str], timeout: float = 400) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          timeout=timeout, check=False, env=env)
 
 
-def test_the_thousand_card_testbed_with_its_fleet(tmp_path):
-    state = ["--state-dir", str(tmp_path)]
-    up = kilocard("testbed", "up", "--fleet", "default", "--port-base", str(PORT_BASE + 60), *state)
+def test_run_with_no_cluster_named_starts_the_thousand_card_testbed_with_its_fleet(tmp_path):
+    if taken_ports(TestbedConfig().ports):
+        pytest.skip(f"the default testbed's ports are taken: {', '.join(taken_ports(TestbedConfig().ports))}")
+    # No cluster named: no $KUBECONFIG, no ~/.kube/config (a HOME of its own), not in a pod.
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env.update(HOME=str(tmp_path / "home"), KILOCARD_STATE=str(tmp_path / "state"),
+               KILOCARD_CACHE=str(build.cache_dir()))
+    journal = tmp_path / "journal.json"
     try:
-        assert up.returncode == 0, up.stdout + up.stderr
-        status = json.loads(kilocard("testbed", "status", "--json", *state).stdout)
+        run = kilocard("run", str(CATALOG / "s7-kill-every-replica.yaml"), "--journal", str(journal), env=env)
+        assert "starting the local testbed with the default fleet" in run.stdout + run.stderr, run.stdout
+        assert run.returncode == 0, run.stdout + run.stderr
+        k = json.loads(journal.read_text())["kilocard"]
+        assert k["verdict"] == "aborted" and k["reason"].startswith("as expected (aborted): stop condition fired")
+        status = json.loads(kilocard("testbed", "status", "--json", env=env).stdout)
         assert status["nodes"] == {"total": 128, "ready": 128}
         assert status["cards"]["allocatable"] == 1024 and all(p["healthy"] for p in status["processes"])
-        kube = Kube.from_kubeconfig(tmp_path / "kubeconfig")
+        kube = Kube.from_kubeconfig(tmp_path / "state" / "kubeconfig")
         try:
-            pods = kube.list_pods(fleet.DEFAULT_NAMESPACE).items
             expected = fleet.expected_pods(fleet.load("default", "nvidia.com/gpu"))
-            assert len(pods) == expected and all(p.status.phase == "Running" and pod_ready(p) for p in pods)
+            # S7 killed every llama-3-70b replica: the replacements come back (25 s start-up).
+            kube.wait_until("pods", lambda pods: len(pods) == expected and all(
+                p.status.phase == "Running" and pod_ready(p) for p in pods), timeout=120,
+                namespace=fleet.DEFAULT_NAMESPACE)
             snap = snapshot.fetch(kube, namespace=fleet.DEFAULT_NAMESPACE)
         finally:
             kube.close()
@@ -45,6 +59,6 @@ def test_the_thousand_card_testbed_with_its_fleet(tmp_path):
         for model in snap.models():
             assert tp_groups.check(snap, model).ok, model
     finally:
-        down = kilocard("testbed", "down", *state)
+        down = kilocard("testbed", "down", env=env)
     assert down.returncode == 0, down.stderr
-    assert taken_ports(TestbedConfig(port_base=PORT_BASE + 60).ports) == []
+    assert taken_ports(TestbedConfig().ports) == []

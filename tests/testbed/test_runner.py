@@ -5,6 +5,7 @@ runner owns the main thread's signals), so exit codes are the real ones."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -42,7 +43,8 @@ def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extr
     journal = tmp_path / "journal.json"
     started = time.monotonic()
     done = subprocess.run([*KILOCARD, "run", str(path), "--kubeconfig", str(testbed.paths.kubeconfig),
-                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(journal), *extra],
+                           "--prometheus-url", testbed.prometheus_url, "--ledger-dir", str(tmp_path / "ledger"),
+                           "--journal", str(journal), *extra],
                           capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
@@ -180,6 +182,40 @@ def test_a_stop_condition_aborts_the_run_reverts_and_exits_3(kube, pool, testbed
     assert not isolated(kube, free)
 
 
+def test_the_unhealthy_and_slo_stop_conditions_fire_on_what_they_watch(kube, testbed, tmp_path, two_replicas):
+    p, _free = two_replicas
+
+    def stopped_by(condition: dict[str, Any], method: list[dict[str, Any]], name: str) -> dict[str, Any]:
+        method[-1]["pauses"] = {"after": 60}
+        code, journal, seconds = kilocard_run(testbed, tmp_path / name, {"method": method, "controls": [
+            {"name": "stop", "provider": {"type": "python", "module": "chaos.stop", "arguments": {
+                "every_seconds": 0.5, "conditions": [{"model": BIG, "namespace": p.namespace, **condition}]}}}]})
+        assert code == 3 and seconds < 45, (name, journal["kilocard"]["reason"])
+        assert {f["state"] for f in journal["kilocard"]["faults"]} <= {"reverted"}, journal["kilocard"]["faults"]
+        return journal["kilocard"]
+
+    # Every node of the pool cordoned, then a replica killed: its replacement stays Pending.
+    cordon = {"type": "action", "name": "cordon-pool", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "isolate_nodes",
+        "arguments": {"node_selector": f"kilocard.io/pool={p.name}", "count": 3, "ttl_seconds": 120}}}
+    kill = {"type": "action", "name": "kill-one", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "kill_pods",
+        "arguments": {"namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}", "count": 1}}}
+    k = stopped_by({"kind": "unhealthy", "max": 0}, [cordon, kill], "unhealthy")
+    assert k["reason"].startswith(f"stop condition fired: unhealthy {BIG} in {p.namespace} > 0: 1 not Ready"), k
+
+    assert not any(isolated(kube, n) for n in p.node_names)
+    wait_ready(kube, p.namespace, BIG, 2)
+    # One card at a quarter speed: the sick replica's P95 passes the hard limit.
+    sick = wait_ready(kube, p.namespace, BIG, 2)[0].spec.node_name
+    ecc = {"type": "action", "name": "ecc", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "inject_ecc",
+        "arguments": {"nodes": [sick], "cards": [0], "speed": 0.25, "ttl_seconds": 120}}}
+    k = stopped_by({"kind": "slo", "limit": 0.5, "window": "5s"}, [ecc], "slo")
+    # A measured breach, on the sick replica: not "no series" (missing data fires too, for another reason).
+    assert re.match(rf"stop condition fired: slo ttft_p95 {BIG} in {p.namespace} > 0.5: {BIG}-\S+ at \d", k["reason"]), k
+
+
 def test_errors_only_the_cluster_can_find_write_nothing_as_the_audit_log_shows(kube, testbed, tmp_path,
                                                                                two_replicas):
     from testbed import audit
@@ -195,11 +231,26 @@ def test_errors_only_the_cluster_can_find_write_nothing_as_the_audit_log_shows(k
                               f"card: node {free} has cards 0-7"),
         "guard": ({"kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}",
                    "percent": 100}, "guard: min_ready"),
+        # Each blast-radius limit, on this cluster's figures (4 nodes of the testbed's own, 3 of the pool).
+        "max_pods": ({"kind": "pod-kill", "namespace": p.namespace, "label_selector": f"kilocard.io/model={BIG}",
+                      "count": 2}, "guard: blast radius: the run would disrupt 2 pods, over the guard's max_pods 1",
+                     {"max_pods": 1, "min_ready": 0}),
+        "max_nodes": ({"kind": "node-isolate", "node_selector": "kilocard.io/testbed=true", "percent": 100,
+                       "ttl_seconds": 60},
+                      "nodes, over the guard's max_nodes 4"),  # how many: the testbed's 4 and the pools there
+        "max_cards": ({"kind": "card-isolate", "nodes_of": {"namespace": p.namespace,
+                                                            "label_selector": f"kilocard.io/model={BIG}"},
+                       "percent": 100, "card": 0, "ttl_seconds": 60},
+                      "guard: blast radius: the run would disrupt 16 cards, over the guard's max_cards 8",
+                      {"max_cards": 8, "min_ready": 0, "room": False}),
     }
-    for name, (fault, message) in bad.items():
+    for name, (fault, message, *limits) in bad.items():
         action = {"type": "action", "name": "bad", "provider": {
             "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": fault}}}
-        code, journal, _ = kilocard_run(testbed, tmp_path / name.replace(" ", "-"), {"method": [isolate(free), action]})
+        guarded = {"controls": [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                                "arguments": limits[0]}}]} if limits else {}
+        code, journal, _ = kilocard_run(testbed, tmp_path / name.replace(" ", "-"),
+                                        {"method": [isolate(free), action], **guarded})
         assert code == 2 and message in journal["kilocard"]["reason"], (name, journal["kilocard"]["reason"])
     corpus = Path(__file__).parents[1] / "experiments" / "invalid"
     done = subprocess.run([*KILOCARD, "run", str(corpus), "--kubeconfig", str(testbed.paths.kubeconfig),

@@ -37,18 +37,22 @@ NODES = (node("a"), node("b"), node("c"))
 FLEET = ClusterSnapshot((pod("m-0", "a"), pod("m-1", "b")), NODES)
 
 
+
+def judge(plan, s, *args):
+    return guards.judge(guards.radius(plan, s), s, *args)
+
 def test_a_plan_within_every_limit_passes():
-    assert guards.judge(planned(kill("m-0")), FLEET, guards.Limits(), {"ns"}) == []
+    assert judge(planned(kill("m-0")), FLEET, guards.Limits(), {"ns"}) == []
 
 
 def test_the_blast_radius_counts_pods_nodes_and_cards():
-    problems = guards.judge(planned(kill("m-0", "m-1")), FLEET, guards.Limits(max_pods=1, max_cards=8, min_ready=0),
+    problems = judge(planned(kill("m-0", "m-1")), FLEET, guards.Limits(max_pods=1, max_cards=8, min_ready=0),
                             {"ns"})
     assert problems == ["blast radius: the run would disrupt 2 pods, over the guard's max_pods 1",
                         "blast radius: the run would disrupt 16 cards, over the guard's max_cards 8"]
     isolate = ({"kind": "node-isolate", "nodes": ["a", "b", "c"], "ttl_seconds": 60},
                [{"node": n} for n in "abc"])
-    assert guards.judge(planned(isolate), FLEET, guards.Limits(max_nodes=2), {"ns"}) == [
+    assert judge(planned(isolate), FLEET, guards.Limits(max_nodes=2), {"ns"}) == [
         "blast radius: the run would disrupt 3 nodes, over the guard's max_nodes 2"]
 
 
@@ -60,27 +64,27 @@ def test_a_noschedule_isolation_displaces_nothing_and_a_noexecute_one_everything
 
 
 def test_min_ready_counts_whole_groups_left():
-    problems = guards.judge(planned(kill("m-0", "m-1")), FLEET, guards.Limits(), {"ns"})
+    problems = judge(planned(kill("m-0", "m-1")), FLEET, guards.Limits(), {"ns"})
     assert problems == ["min_ready: model m in ns would keep 0 Ready replicas of 2, under the guard's min_ready 1"]
     group = {"kilocard.io/group-size": "2"}
     tp16 = ClusterSnapshot((pod("g-0", "a", group="ns/g", **group), pod("g-1", "b", group="ns/g", **group)), NODES)
-    assert "keep 0 Ready replicas of 1" in guards.judge(planned(kill("g-1")), tp16, guards.Limits(), {"ns"})[0]
+    assert "keep 0 Ready replicas of 1" in judge(planned(kill("g-1")), tp16, guards.Limits(), {"ns"})[0]
 
 
 def test_room_for_the_replicas_driven_off_a_node():
     full = ClusterSnapshot((pod("m-0", "a"), pod("m-1", "b"), pod("x", "c", model="other")),
                            (node("a", 8), node("b", 8), node("c", 8)))
     lose = ({"kind": "node-out-of-service", "nodes": ["a"], "ttl_seconds": 60}, [{"node": "a"}])
-    (problem,) = guards.judge(planned(lose), full, guards.Limits(), {"ns"})
+    (problem,) = judge(planned(lose), full, guards.Limits(), {"ns"})
     assert problem.startswith("room: ") and problem.endswith("(set room: false if that is what the experiment rehearses)")
-    assert guards.judge(planned(lose), full, guards.Limits(room=False), {"ns"}) == []
-    assert guards.judge(planned(lose), FLEET, guards.Limits(), {"ns"}) == []  # node c is free
+    assert judge(planned(lose), full, guards.Limits(room=False), {"ns"}) == []
+    assert judge(planned(lose), FLEET, guards.Limits(), {"ns"}) == []  # node c is free
 
 
 def test_namespaces_must_opt_in():
-    assert guards.judge(planned(kill("m-0")), FLEET, guards.Limits(), set()) == [
+    assert judge(planned(kill("m-0")), FLEET, guards.Limits(), set()) == [
         "namespace ns has not opted in to chaos (label it kilocard.io/chaos=enabled)"]
-    assert guards.judge(planned(kill("m-0")), FLEET, guards.Limits(require_opt_in=False), set()) == []
+    assert judge(planned(kill("m-0")), FLEET, guards.Limits(require_opt_in=False), set()) == []
 
 
 def test_declared_limits_are_checked_like_any_input():
@@ -107,13 +111,13 @@ def test_killing_pods_on_many_nodes_touches_no_node():
     fleet = ClusterSnapshot(tuple(pod(f"m-{i}", f"n{i}") for i in range(8)), nodes)
     r = guards.radius(planned(kill(*(f"m-{i}" for i in range(8)))), fleet)
     assert (len(r.pods), r.nodes, r.cards) == (8, set(), 64)
-    assert guards.judge(planned(kill(*(f"m-{i}" for i in range(8)))), fleet,
+    assert judge(planned(kill(*(f"m-{i}" for i in range(8)))), fleet,
                         guards.Limits(max_nodes=4, min_ready=0), {"ns"}) == []
 
 
 def test_a_context_allowlist_refuses_any_other_cluster():
     lim = guards.Limits(contexts=("kilocard-testbed", "staging"))
-    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "kilocard-testbed") == []
-    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "prod-eu") == [
+    assert judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "kilocard-testbed") == []
+    assert judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "prod-eu") == [
         "context: prod-eu is not one of the guard's contexts kilocard-testbed, staging"]
-    assert guards.judge(planned(kill("m-0")), FLEET, lim, {"ns"}, None)[0].startswith("context: in-cluster")
+    assert judge(planned(kill("m-0")), FLEET, lim, {"ns"}, None)[0].startswith("context: in-cluster")

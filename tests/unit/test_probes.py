@@ -47,6 +47,23 @@ def test_spread_skew_and_collapse_around_a_fault():
     assert not placement.anti_affinity(ClusterSnapshot((), nodes), "m").ok  # nothing to judge is not a pass
 
 
+def test_guaranteed_placement_needs_a_required_rule_not_a_lucky_spread():
+    from dataclasses import replace
+
+    nodes = (node("a"), node("b"))
+    lucky = ClusterSnapshot((pod("1", "a"), pod("2", "b")), nodes)  # spread by scoring, nothing declared
+    assert placement.anti_affinity(lucky, "m").ok
+    verdict = placement.anti_affinity(lucky, "m", guaranteed=True)
+    assert not verdict.ok and verdict.details["unguarded"]
+    assert verdict.reason.startswith("m: nothing keeps its replicas apart (no required anti-affinity or "
+                                     "DoNotSchedule spread on kubernetes.io/hostname); today 1 of 2 replicas are on")
+    hard = ClusterSnapshot(tuple(replace(p, hard_spread=("kubernetes.io/hostname",)) for p in lucky.pods), nodes)
+    assert placement.anti_affinity(hard, "m", guaranteed=True).ok
+    required = ClusterSnapshot((pod("1", "a", required=("kubernetes.io/hostname",)),
+                                pod("2", "b", required=("kubernetes.io/hostname",))), nodes)
+    assert placement.anti_affinity(required, "m", guaranteed=True).ok
+
+
 def test_tp_groups_whole_on_one_node_and_not_half_ready():
     nodes = (node("a"), node("b"))
     two_node = {"kilocard.io/tp-size": "16", "kilocard.io/group-size": "2"}
@@ -256,3 +273,12 @@ def test_tp_groups_recovered_only_when_whole_ready_and_off_the_faulted_nodes():
     assert not tp_groups.recovered(ClusterSnapshot((rank0, starting), nodes), "m", {"b"}).ok
     back = pod("g-1", "c", cards=8, group="ns/g", rank=1, **group)
     assert tp_groups.recovered(ClusterSnapshot((rank0, back), nodes), "m", {"b"}).ok
+
+
+def test_tp_groups_recovered_counts_the_pods_the_workloads_ask_for():
+    # A pod kill: between the delete and the replacement's creation the survivors look whole.
+    a, b = pod("r-a", "a", cards=8), pod("r-b", "b", cards=8)
+    nodes = (node("a"), node("b"), node("c"))
+    v = tp_groups.recovered(ClusterSnapshot((a,), nodes), "m", set(), desired=2)
+    assert not v.ok and v.reason == "m: 1 of 2 pods the workloads ask for"
+    assert tp_groups.recovered(ClusterSnapshot((a, b), nodes), "m", set(), desired=2).ok

@@ -88,7 +88,7 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     with pytest.raises(SpecError) as err:
         run.load(path)
     lines = str(err.value).splitlines()
-    assert lines[0].startswith(f"{path}: method[0] ('kill'): fault.kind: unknown fault kind 'pod-kil'")
+    assert lines[0].startswith(f"{path}: method[0] ('kill'): fault.kind: expected one of pod-kill, ")
     assert lines[1] == f"{path}: method[1] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5"
     assert lines[2] == f"{path}: method[1] ('isolate'): timeout: expected seconds above 0, got -3"
 
@@ -114,3 +114,35 @@ def test_vars_substitute_into_fault_arguments(tmp_path):
     assert [f for f, _ in experiment.faults] == [{"kind": "pod-kill", "label_selector": "kilocard.io/model=llama-3-70b"}]
     with pytest.raises(SpecError, match="--var: expected KEY\\[:TYPE\\]=VALUE, got 'no-equals-sign'"):
         run.load(path, ["no-equals-sign"])
+
+
+def test_a_declared_expected_failure_is_met_or_not():
+    expect = run.Expectation(Exit.FAILED, "probe 'apart' failed: ")
+    assert run.judged(expect, Exit.FAILED, "probe 'apart' failed: 4 of 8 on n1") == (
+        Exit.PASSED, "as expected (failed): probe 'apart' failed: 4 of 8 on n1")
+    # The finding went away (someone fixed the fleet), or the run failed for another reason.
+    assert run.judged(expect, Exit.PASSED, "steady state met") == (
+        Exit.FAILED, "expected failed with \"probe 'apart' failed: \", got passed: steady state met")
+    assert run.judged(expect, Exit.FAILED, "action 'kill' failed: x")[0] == Exit.FAILED
+    # Invalid input and an incomplete revert are never what an experiment expects.
+    assert run.judged(expect, Exit.INVALID, "bad")[0] == Exit.INVALID
+    assert run.judged(run.Expectation(Exit.ABORTED), Exit.REVERT_INCOMPLETE, "x")[0] == Exit.REVERT_INCOMPLETE
+    assert run.judged(None, Exit.ABORTED, "stop") == (Exit.ABORTED, "stop")
+
+
+@pytest.mark.parametrize("expect", [{"exit": 1, "reason": "probe 'x' failed: "}, {"exit": 3}, {"exit": 0},
+                                    {"exit": 2}, {"exit": True}, {"exit": 1, "reason": 5}, {"reason": "x"},
+                                    {"exit": 1, "why": "x"}])
+def test_the_expect_extension_and_its_documented_schema_agree(expect):
+    from jsonschema import Draft202012Validator
+
+    from chaos import schemas
+
+    by_schema = not list(Draft202012Validator(schemas.EXPECT).iter_errors(expect))
+    try:
+        run._expectation({"extensions": [{"name": "kilocard", "expect": expect}]})
+    except SpecError:
+        by_runner = False
+    else:
+        by_runner = True
+    assert by_schema == by_runner, expect

@@ -1,0 +1,41 @@
+"""What was running when a run began: per model its workloads, container images with the digests
+the kubelet reports (`imageID`; None where it reports none, as kwok does), and the engine's
+command line (vLLM/SGLang flags: tensor parallel size, served model name, ...). A journal that
+keeps this can be compared with one from the next release."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from chaos.kube import Kube
+from chaos.vocabulary import MODEL_LABEL
+
+
+def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pure: "namespace/model" -> {workloads, images, engine_args} from the pods' JSON."""
+    found: dict[str, dict[str, Any]] = defaultdict(lambda: {"workloads": set(), "images": {}, "engine_args": None})
+    for pod in pods:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        entry = found[f"{meta['namespace']}/{(meta.get('labels') or {}).get(MODEL_LABEL, '?')}"]
+        for owner in meta.get("ownerReferences") or []:
+            entry["workloads"].add(f"{owner['kind']}/{owner['name']}")
+        digests = {c.get("name"): c.get("imageID") or None for c in (pod.get("status") or {}).get("containerStatuses")
+                   or []}
+        for c in spec.get("containers") or []:
+            entry["images"].setdefault(c["image"], digests.get(c["name"]))
+        main = (spec.get("containers") or [{}])[0]
+        if entry["engine_args"] is None and (main.get("command") or main.get("args")):
+            entry["engine_args"] = [*(main.get("command") or []), *(main.get("args") or [])]
+    return {key: {"workloads": sorted(e["workloads"]), "images": [{"image": i, "digest": d}
+                                                                    for i, d in sorted(e["images"].items())],
+                  "engine_args": e["engine_args"]} for key, e in sorted(found.items())}
+
+
+def fetch(kube: Kube, models: list[tuple[str, str]]) -> dict[str, Any]:
+    """The release metadata of the models a run touches, given as (namespace, "model-a,model-b"):
+    one LIST per namespace."""
+    pods: list[dict[str, Any]] = []
+    for namespace, names in models:
+        pods += kube.list_pods_raw(namespace, f"{MODEL_LABEL} in ({names})")
+    return of(pods)

@@ -1,0 +1,298 @@
+"""chaos.schemas: the reference is current, every schema agrees with the parser it describes, the
+actions' and probes' schemas follow their signatures, and `problems` says every error at once."""
+
+import copy
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from chaos import actions, faults, guards, plan, schemas, stop
+from chaos.errors import SpecError
+from probes import chaostoolkit
+
+ROOT = Path(__file__).parents[2]
+CORPUS = sorted((ROOT / "tests" / "experiments" / "invalid").glob("*.yaml"))
+# Corpus files about a kilocard activity's or control's arguments, besides those about `fault`.
+ABOUT_ARGUMENTS = {"guard-negative", "guard-typo", "stop-no-conditions", "stop-without-limit", "unknown-argument"}
+# Of those, the ones whose `# expect:` the schemas' messages word otherwise (the parser's, or chaoslib's).
+WORDED_OTHERWISE = {"duplicate-cards", "ecc-unknown-param", "fault-not-a-mapping", "guard-typo", "stop-without-limit",
+                    "unknown-argument", "unknown-kind"}
+# Where a schema is deliberately stricter than its parser (the parser's to fix; see the report).
+KNOWN_DISAGREEMENTS = {"fault gpu-xid: params.xid = 1.5"}
+
+
+def test_the_reference_is_current():
+    assert (ROOT / "docs" / "experiments.md").read_text() == schemas.docs(), (
+        "docs/experiments.md is stale: regenerate it with `python -m chaos.schemas docs > docs/experiments.md`")
+
+
+def test_every_fault_kind_has_a_schema():
+    assert set(schemas.FAULT_KINDS) == set(faults.registry())
+    assert schemas.FAULT["properties"]["kind"]["enum"] == list(schemas.FAULT_KINDS)
+
+
+# --- schema and parser agree --------------------------------------------------------------------------
+def _accepted_by_parser(parse: Callable[[Any], object], value: Any) -> bool:
+    try:
+        parse(copy.deepcopy(value))
+    except SpecError:
+        return False
+    return True
+
+
+SUBJECTS: list[tuple[str, dict[str, Any], Callable[[Any], object]]] = [
+    *((f"fault {kind}", schema, lambda raw: plan.parse(raw, "fault")) for kind, schema in schemas.FAULT_KINDS.items()),
+    ("guards", schemas.GUARDS, lambda raw: guards.limits(raw, "controls[0]")),
+    ("stop", schemas.STOP, lambda raw: stop.settings(raw, "controls[0]")),
+    *((f"condition {kind}", schema, lambda raw: stop.settings({"conditions": [raw]}, "controls[0]"))
+      for kind, schema in schemas.CONDITIONS.items()),
+]
+
+
+def fields(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    for name, s in schema["properties"].items():
+        yield (*prefix, name), s
+        if s.get("properties"):
+            yield from fields(s, (*prefix, name))
+
+
+def container(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for name in path[:-1]:
+        schema = schema["properties"][name]
+    return schema
+
+
+def valid(s: dict[str, Any]) -> Any:
+    return s["const"] if "const" in s else s["examples"][0] if "examples" in s else s.get("default", s.get("enum", [0])[0])
+
+
+def setting(example: dict[str, Any], schema: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """The example with the field at `path` set, and the fields it excludes (one of a group) left out."""
+    found = copy.deepcopy(example)
+    here = found
+    for name in path[:-1]:
+        here = here.setdefault(name, {})
+    for rule in container(schema, path).get("allOf", []):
+        group = schemas._rule_fields(rule) if ("oneOf" in rule or "not" in rule) else []
+        if path[-1] in group:
+            for other in group:
+                here.pop(other, None)
+    here[path[-1]] = value
+    return found
+
+
+def without(example: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    found = copy.deepcopy(example)
+    here = found
+    for name in path[:-1]:
+        here = here[name]
+    here.pop(path[-1], None)
+    return found
+
+
+def cases(schema: dict[str, Any]) -> Iterator[tuple[str, Any, bool | None]]:
+    """(label, input, must it be accepted: True, False, or None for "as the parser says")."""
+    example = schema["examples"][0]
+    yield "the example", example, True
+    yield "an unknown field", {**example, "bogus": 1}, False
+    for path, s in fields(schema):
+        name = ".".join(path)
+        # A nested field's mapping is first given its own valid value (nodes_of for nodes).
+        base = setting(example, schema, path[:-1], valid(container(schema, path))) if len(path) > 1 else example
+
+        def given(value: Any, path: tuple[str, ...] = path, base: dict[str, Any] = base) -> dict[str, Any]:
+            return setting(base, schema, path, value)
+
+        yield f"{name} = {valid(s)!r}", given(valid(s)), True
+        types = schemas._types(s)
+        wrong = 12345 if ("string" in types or "enum" in s or "const" in s) else "x"
+        yield f"{name} = {wrong!r}", given(wrong), False
+        yield f"{name} = null", given(None), None
+        required = path[-1] in container(schema, path)["required"]
+        yield f"{name} missing", without(base, path), False if required else None
+        if "enum" in s:
+            yield f"{name} = 'no-such'", given("no-such"), False
+        if s.get("minLength"):
+            yield f"{name} = ''", given(""), False
+        if "integer" in types:
+            yield f"{name} = 1.5", given(1.5), False
+        for bound, inside, outside in (("minimum", 0, -1), ("maximum", 0, 1), ("exclusiveMinimum", 0.001, 0)):
+            if bound in s:
+                yield f"{name} = {s[bound] + inside}", given(s[bound] + inside), True
+                yield f"{name} = {s[bound] + outside}", given(s[bound] + outside), False
+        if s.get("properties"):
+            yield f"{name}.bogus", setting(given(valid(s)), schema, (*path, "bogus"), 1), False
+
+
+@pytest.mark.parametrize("label, schema, parse", SUBJECTS, ids=[s[0] for s in SUBJECTS])
+def test_schema_and_parser_accept_and_refuse_the_same(label, schema, parse):
+    disagreements = []
+    for case, value, ok in cases(schema):
+        by_schema, by_parser = not schemas.errors(schema, value), _accepted_by_parser(parse, value)
+        if by_schema != by_parser and f"{label}: {case}" not in KNOWN_DISAGREEMENTS:
+            disagreements.append(f"{case}: schema {'accepts' if by_schema else 'refuses'}, parser "
+                                 f"{'accepts' if by_parser else 'refuses'}")
+        elif ok is not None and by_schema != ok:
+            disagreements.append(f"{case}: both {'accept' if by_schema else 'refuse'} it")
+    assert not disagreements, "\n".join(disagreements)
+
+
+def test_the_known_disagreements_are_still_there():
+    """Once a parser is fixed, its entry in KNOWN_DISAGREEMENTS goes."""
+    subjects = {label: (schema, parse) for label, schema, parse in SUBJECTS}
+    for known in KNOWN_DISAGREEMENTS:
+        label, case = known.split(": ")
+        schema, parse = subjects[label]
+        value = next(v for c, v, _ in cases(schema) if c == case)
+        assert bool(schemas.errors(schema, value)) == _accepted_by_parser(parse, value), known
+
+
+# --- every example, every signature -------------------------------------------------------------------
+def with_examples(schema: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(schema, dict):
+        if "examples" in schema:
+            yield schema
+        for value in schema.values():
+            yield from with_examples(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from with_examples(value)
+
+
+def test_every_example_validates_against_its_schema():
+    every = [schemas.FAULT_KINDS, schemas.CONTROLS, schemas.ACTIONS, schemas.PROBES]
+    found = [(s, e) for s in with_examples(every) for e in s["examples"]]
+    assert len(found) > 100
+    for schema, example in found:
+        assert schemas.errors(schema, example) == [], (schema.get("title"), example)
+    schemas.Validator.check_schema(schemas.document())
+
+
+def test_the_document_checks_an_experiment_by_module_and_function():
+    document = schemas.Validator(schemas.document(), format_checker=schemas.FORMATS)
+    fault = {"kind": "node-isolate", "nodes": ["n"], "ttl_seconds": 60}
+    experiment = {"method": [{"provider": {"type": "python", "module": "chaos.actions", "func": "apply_fault",
+                                           "arguments": {"fault": fault}}}],
+                  "controls": [{"provider": {"module": "chaos.guards", "arguments": {"max_pods": 3}}}]}
+    assert list(document.iter_errors(experiment)) == []
+    fault["effect"] = "NoRun"
+    experiment["controls"][0]["provider"]["arguments"]["max_pod"] = 3
+    assert len(list(document.iter_errors(experiment))) == 2
+
+
+@pytest.mark.parametrize("module, schemas_of", [(actions, schemas.ACTIONS), (chaostoolkit, schemas.PROBES)],
+                         ids=["actions", "probes"])
+def test_the_argument_schemas_follow_the_signatures(module, schemas_of):
+    assert set(schemas_of) == set(module.__all__)
+    for name, schema in schemas_of.items():
+        params = {p.name: p for p in inspect.signature(getattr(module, name)).parameters.values()
+                  if p.name != "configuration"}
+        assert list(schema["properties"]) == list(params), name
+        assert schema["required"] == [n for n, p in params.items() if p.default is inspect.Parameter.empty], name
+        assert schema["description"] == " ".join(inspect.getdoc(getattr(module, name)).split())
+        for arg, p in params.items():
+            s = schema["properties"][arg]
+            if p.default is None:
+                assert "null" in s.get("type", []), (name, arg)
+            elif p.default is not inspect.Parameter.empty:
+                assert s["default"] == p.default and schemas.errors(s, p.default) == [], (name, arg)
+            if module is chaostoolkit:
+                assert s["description"], (name, arg)
+
+
+# --- problems ---------------------------------------------------------------------------------------
+def activity(kind: str, name: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": kind, "name": name, "provider": {"type": "python", "module": module, "func": func,
+                                                     "arguments": arguments}}
+
+
+def test_problems_reports_every_error_of_an_experiment_at_once():
+    experiment = {
+        "title": "t", "description": "d",
+        "steady-state-hypothesis": {"title": "h", "probes": [
+            activity("probe", "fine", "probes.chaostoolkit", "tp_groups_whole", model="m"),
+            activity("probe", "slo", "probes.chaostoolkit", "slo_under", model="m", threshold="high", per="pod"),
+        ]},
+        "method": [
+            activity("action", "isolate", "chaos.actions", "apply_fault",
+                     fault={"kind": "node-isolate", "nodes": ["n"], "effect": "NoRun", "ttl_seconds": "${ttl}",
+                            "ttl_second": 60}),
+            activity("action", "kill", "chaos.actions", "kill_pods", namespace="ns", count=0),
+            activity("action", "not ours", "os.path", "exists", path="/"),
+            activity("action", "ecc", "chaos.actions", "apply_fault",
+                     fault={"kind": "gpu-ecc", "node_selector": "a in (b", "cards": [1, 1], "count": 1, "percent": 5,
+                            "params": {"speeed": 1}}),
+        ],
+        "rollbacks": [activity("action", "revert", "chaos.actions", "revert_faults", now=True)],
+        "controls": [
+            {"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                            "arguments": {"min_ready": -1, "max_pod": 3}}},
+            {"name": "stop", "provider": {"type": "python", "module": "chaos.stop", "arguments": {
+                "conditions": [{"kind": "slo", "model": "${model}", "indicator": "p99"}]}}},
+        ],
+    }
+    assert schemas.problems(experiment, {"ttl": -5, "model": "m"}, {}) == [
+        "steady-state-hypothesis.probes[1] ('slo'): threshold: expected a number, got 'high'",
+        "steady-state-hypothesis.probes[1] ('slo'): per: expected one of replica, model, got 'pod'",
+        "method[0] ('isolate'): fault.effect: expected one of NoSchedule, NoExecute, got 'NoRun'",
+        "method[0] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5",
+        "method[0] ('isolate'): fault: unknown field 'ttl_second'; expected one of allow_empty, count, drain, effect, "
+        "eviction_deadline_seconds, kind, node_selector, nodes, nodes_of, percent, seed, ttl_seconds",
+        "method[1] ('kill'): fault.count: expected an integer from 1 to 100000, got 0",
+        "method[3] ('ecc'): fault.node_selector: expected a label selector like 'a=b,c!=d,e in (f,g),!h', "
+        "got 'a in (b'",
+        "method[3] ('ecc'): fault.cards: expected a non-empty list, each an integer from 0 to 1023, none twice, "
+        "got [1, 1]",
+        "method[3] ('ecc'): fault.params: unknown field 'speeed'; expected one of count, speed, type",
+        "method[3] ('ecc'): fault.ttl_seconds: required: expected a number above 0 to 86400",
+        "method[3] ('ecc'): fault: give either count or percent, not both, got {'count': 1, 'percent': 5}",
+        "rollbacks[0] ('revert'): unknown argument 'now'; expected none",
+        "controls[0] ('guards'): min_ready: expected an integer from 0 to 100000, got -1",
+        "controls[0] ('guards'): unknown argument 'max_pod'; expected one of contexts, max_cards, max_nodes, "
+        "max_pods, min_ready, require_opt_in, room",
+        "controls[1] ('stop'): conditions[0].indicator: expected one of ttft_p95, itl_p95, error_ratio, got 'p99'",
+        "controls[1] ('stop'): conditions[0].limit: required: expected a number above 0",
+    ]
+
+
+def test_problems_names_the_rule_a_selection_breaks():
+    experiment = {"method": [
+        activity("action", "a", "chaos.actions", "apply_fault", fault={"kind": "gpu-xid", "ttl_seconds": 5}),
+        activity("action", "b", "chaos.actions", "apply_fault", fault="pod-kill"),
+        activity("action", "c", "chaos.actions", "apply_fault", fault={"kind": "pod-kil"}),
+    ]}
+    assert schemas.problems(experiment) == [
+        "method[0] ('a'): fault.params: required: expected a mapping",
+        "method[0] ('a'): fault.nodes: expected one of: a list of node names, a node_selector, or nodes_of "
+        "{namespace, label_selector}, got nothing",
+        "method[0] ('a'): fault.card: expected a card index, or a list of them as 'cards' (one of the two), got nothing",
+        "method[1] ('b'): fault: expected a mapping, got 'pod-kill'",
+        "method[2] ('c'): fault.kind: expected one of " + ", ".join(schemas.FAULT_KINDS) + ", got 'pod-kil'",
+    ]
+
+
+def test_a_valid_experiment_has_no_problems():
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        assert schemas.problems(data, data.get("configuration") or {}, {}) == [], path.name
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_the_corpus_of_malformed_experiments(path):
+    """Those about a kilocard activity's arguments have a problem naming the activity, most in the
+    words the file expects; none raises."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        return
+    found = schemas.problems(data, data.get("configuration") or {}, {}) if isinstance(data, dict) else []
+    expect = path.read_text().splitlines()[0].removeprefix("# expect: ")
+    if expect.startswith("fault") or path.stem in ABOUT_ARGUMENTS:
+        assert found, "the schemas miss what the parser refuses"
+        assert path.stem in WORDED_OTHERWISE or any(expect in p for p in found), found
+    assert all(re.match(r"(method|controls)\[0\] \('[ags]'\): ", p) for p in found), found
