@@ -161,6 +161,20 @@ def read_disk(path: Path) -> list[Record]:
     return list(latest.values())
 
 
+def transitions(path: Path) -> dict[str, list[dict[str, str]]]:
+    """Every state each fault went through, in order, with when it was written (the ledger file)."""
+    found: dict[str, list[dict[str, str]]] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                r = Record.from_json(line)
+            except (ValueError, TypeError):
+                continue
+            found.setdefault(r.fault_id, []).append({"state": r.state, "at": r.at, **({"error": r.error}
+                                                                                      if r.error else {})})
+    return found
+
+
 def read_cluster(kube: Kube, run_id: str | None = None) -> list[Record]:
     selector = f"{LEDGER_LABEL}=true" + (f",{RUN_LABEL}={run_id}" if run_id else "")
     try:

@@ -368,6 +368,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     finally:
         ctx.kube.close()
     applied = [r.applied_at for r in records if r.applied_at]
+    history = ledger.transitions(book.path) if book.on_disk else {}
     journal = redact(journal)
     journal["kilocard"] = {
         "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason,
@@ -375,7 +376,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
         "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,
         "release": redact(released),
-        "faults": [json.loads(r.to_json()) for r in records],
+        "faults": [{**json.loads(r.to_json()), "transitions": history.get(r.fault_id, [])} for r in records],
         "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
         "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
         # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.

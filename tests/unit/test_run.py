@@ -146,3 +146,20 @@ def test_the_expect_extension_and_its_documented_schema_agree(expect):
     else:
         by_runner = True
     assert by_schema == by_runner, expect
+
+
+def test_the_journal_keeps_every_transition_of_a_fault_from_its_ledger(tmp_path):
+    from chaos import ledger
+
+    book = ledger.Ledger("run-1", None, tmp_path)
+    record = ledger.Record(run_id="run-1", fault_id="f1", kind="node-isolate", target={"node": "n"},
+                           expires_at="2030-01-01T00:00:00Z")
+    for state, error in (("recorded", ""), ("applied", ""), ("applied", "revert: 503"), ("reverted", "")):
+        record.state, record.error = state, error
+        book.write([record])
+    with book.path.open("a") as out:
+        out.write('{"torn')  # a runner killed mid-write leaves a torn line: skipped
+    steps = ledger.transitions(book.path)["f1"]
+    assert [(s["state"], s.get("error")) for s in steps] == [
+        ("recorded", None), ("applied", None), ("applied", "revert: 503"), ("reverted", None)]
+    assert all(s["at"].endswith("Z") for s in steps)
