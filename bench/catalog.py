@@ -14,7 +14,11 @@ same run (skip with --catalog-only). Per experiment it prints:
   clients);
 - how many faults each left applied when it ended (then reverted with `kilocard recover`).
 
-    .venv/bin/python bench/catalog.py [--port-base 27443] [--settle 40] [--catalog-only]
+    .venv/bin/python bench/catalog.py [--port-base 6443] [--settle 40] [--catalog-only]
+
+On the default port base (6443) plain `chaos run` finds the testbed's Prometheus at the address
+the experiments assume (its --var sets only keys an experiment declares); elsewhere its SLO
+experiments fail their steady state. No other testbed may run there meanwhile.
 
 Between experiments the fleet is let come back (every pod Ready) and settle. Not a test.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,10 +87,11 @@ def whole_catalog(tb: Testbed, state: Path, config: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port-base", type=int, default=27443)
+    parser.add_argument("--port-base", type=int, default=6443)
     parser.add_argument("--settle", type=float, default=40.0, help="seconds to let the fleet settle between runs")
     parser.add_argument("--catalog-only", action="store_true", help="only the whole catalog in one process")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped bench still takes its testbed down
     build.build(say=lambda _m: None)
     files = sorted(CATALOG.glob("*.yaml"))
     with tempfile.TemporaryDirectory(prefix="kilocard-bench-") as state:

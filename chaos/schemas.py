@@ -150,7 +150,8 @@ def union(title: str, description: str, members: dict[str, Schema]) -> Schema:
 # --- fault kinds ----------------------------------------------------------------------------------
 NAMESPACE = "kilocard-fleet"
 MODEL = "llama-3-70b"
-_COUNT = optional(integer(1, 100_000, "how many to pick at random (default: all)", example=1))
+_COUNT = optional(integer(1, 100_000, "how many to pick at random (default: one of what a selector matches, "
+                                      "'percent: 100' for all; every node named in 'nodes')", example=1))
 _PERCENT = optional(number(0, 100, "what share to pick at random, in percent", example=50, above=True))
 _SEED = optional(integer(0, 2**62, "seed of the random pick, for a repeatable run", example=7))
 _ALLOW_EMPTY = boolean("accept selectors that match nothing (else the plan refuses)", False)
