@@ -96,6 +96,8 @@ class Radius:
     nodes: set[str] = field(default_factory=set)
     cards: int = 0
     evicted_nodes: set[str] = field(default_factory=set)
+    # Per (namespace, model) it drives replicas off their nodes: where they could go.
+    room: dict[tuple[str, str], Verdict] = field(default_factory=dict)
 
     def models(self) -> set[tuple[str, str]]:
         return {(p.namespace, p.model) for p in self.pods.values() if p is not None}
@@ -121,6 +123,9 @@ def radius(plan: planning.Plan, s: ClusterSnapshot) -> Radius:
     held_on = {p.node for p in r.pods.values() if p is not None and p.cards}
     r.cards = sum(p.cards for p in r.pods.values() if p is not None) + sum(
         1 for node, _ in out_of_service if node not in held_on)
+    displaced = {(p.namespace, p.model) for p in r.pods.values() if p is not None and p.node in r.evicted_nodes}
+    r.room = {(ns, model): capacity.room(s, model, tuple(sorted(r.evicted_nodes)), ns)
+              for ns, model in sorted(displaced)}
     return r
 
 
@@ -149,7 +154,7 @@ def judge(r: Radius, s: ClusterSnapshot, lim: Limits, opted_in: set[str], contex
         if after < lim.min_ready:
             problems.append(f"min_ready: model {model} in {namespace} would keep {after} Ready replicas of "
                             f"{before}, under the guard's min_ready {lim.min_ready}")
-        verdict = _room(r, s, namespace, model)
+        verdict = r.room.get((namespace, model))
         if lim.room and verdict is not None and not verdict.ok:
             problems.append(f"room: {verdict.reason} (set room: false if that is what the experiment rehearses)")
     if lim.require_opt_in:
@@ -162,19 +167,12 @@ def summary(r: Radius, s: ClusterSnapshot) -> dict[str, Any]:
     """Pure: the blast radius; per model it takes pods from, Ready replicas now and after the
     faults; and every model with a pod it ends or on a node it touches (what the run may hurt)."""
     hurt = {(p.namespace, p.model) for p in s.pods if (p.namespace, p.name) in r.pods or p.node in r.nodes}
-    room = {f"{ns}/{model}": verdict.reason for ns, model in sorted(r.models())
-            if (verdict := _room(r, s, ns, model)) is not None}
+    room = {f"{ns}/{model}": verdict.reason for (ns, model), verdict in r.room.items()}
     return {"pods": len(r.pods), "nodes": sorted(r.nodes), "cards": r.cards,
             "ready_replicas": {f"{ns}/{model}": [_ready_replicas(s, ns, model, set()),
                                                  _ready_replicas(s, ns, model, set(r.pods))]
                                for ns, model in sorted(r.models())},
             "room": room, "models": [f"{ns}/{model}" for ns, model in sorted(hurt | r.models())]}
-
-
-def _room(r: Radius, s: ClusterSnapshot, namespace: str, model: str) -> Verdict | None:
-    """Where the model's replicas the run drives off their nodes could go; None if it drives none off."""
-    displaced = {p.node for p in r.pods.values() if p is not None and p.model == model} & r.evicted_nodes
-    return capacity.room(s, model, tuple(sorted(r.evicted_nodes)), namespace) if displaced else None
 
 
 def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str) -> dict[str, Any]:

@@ -308,16 +308,22 @@ def _probe_failures(state: dict[str, Any]) -> str:
     return "; ".join(f"{(p.get('activity') or {}).get('name', '?')}: {_reason(p)}" for p in failed) or "?"
 
 
-def _reason(run: dict[str, Any]) -> str:
-    """What a run entry says went wrong: a kilocard verdict's reason, else the exception."""
+def why(run: dict[str, Any]) -> str:
+    """Why, in a line, from a run entry: a kilocard verdict's reason, else the exception's last
+    line; "" when it says neither."""
     output = run.get("output")
     if isinstance(output, dict) and output.get("reason"):
         return str(output["reason"])
-    exception = run.get("exception")
-    if exception:
-        lines = [line.strip() for line in (exception if isinstance(exception, list) else [exception]) if line.strip()]
-        return lines[-1] if lines else "exception"
-    return f"output {json.dumps(output, default=str)[:200]}"
+    exception = run.get("exception") or []
+    lines = [line.strip() for line in (exception if isinstance(exception, list) else [exception]) if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _reason(run: dict[str, Any]) -> str:
+    """What a run entry says went wrong (`why`), else that it raised, else its output."""
+    if run.get("exception"):
+        return why(run) or "exception"
+    return why(run) or f"output {json.dumps(run.get('output'), default=str)[:200]}"
 
 
 def redact(value: Any, secret: bool = False) -> Any:

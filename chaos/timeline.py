@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chaoslib.run import RunEventHandler
 from rich import box
@@ -36,10 +36,7 @@ from rich.text import Text
 
 from chaos.errors import Exit
 from chaos.events import Event, subscribe
-
-if TYPE_CHECKING:
-    from chaos.run import Result
-
+from chaos.run import Result, why
 
 _log = logging.getLogger(__name__)
 COLOUR = {Exit.PASSED: "green", Exit.FAILED: "red", Exit.INVALID: "yellow", Exit.ABORTED: "magenta",
@@ -237,16 +234,6 @@ def _slo_text(event: Event, left: float) -> str:
     return f"{event.get('indicator', '?')}: {value}, {event.get('phase', '?')}, {max(math.ceil(left), 0)} s left"
 
 
-def _reason(run: Mapping[str, Any]) -> str:
-    """Why, in a line: a kilocard verdict's reason, else the exception's last line."""
-    output = run.get("output")
-    if isinstance(output, dict) and output.get("reason"):
-        return str(output["reason"])
-    exception = run.get("exception") or []
-    lines = [line.strip() for line in ([exception] if isinstance(exception, str) else exception) if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def _verdict(run: Mapping[str, Any]) -> str:
     output = run.get("output")
     if isinstance(output, dict) and output.get("verdict"):
@@ -260,7 +247,7 @@ def _outcome(activity: Mapping[str, Any], run: Mapping[str, Any]) -> tuple[str, 
     """(what, detail, style) of a finished activity."""
     kind, name = activity.get("type", "activity"), activity.get("name", "?")
     took = f" ({run['duration']:.1f} s)" if isinstance(run.get("duration"), int | float) else ""
-    verdict, reason = _verdict(run), _reason(run)
+    verdict, reason = _verdict(run), why(run)
     if kind == "probe" and not reason and run.get("output") is not None:
         reason = f"output {json.dumps(run['output'], default=str)[:80]}"
     style = "green" if verdict == "ok" else "red" if verdict == "failed" else ""
@@ -282,7 +269,7 @@ def summary(result: Result) -> RenderableType:
         if activity.get("type") == "probe" or run.get("status") == "failed":
             verdict = _verdict(run)
             probes.add_row(stage, Text(activity.get("name", "?")),
-                           Text(verdict, style="green" if verdict == "ok" else "red"), Text(_reason(run)))
+                           Text(verdict, style="green" if verdict == "ok" else "red"), Text(why(run)))
     if probes.rows:
         parts.append(probes)
     start = _epoch(journal.get("start"))
