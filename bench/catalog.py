@@ -14,7 +14,10 @@ same run (skip with --catalog-only). Per experiment it prints:
   clients);
 - how many faults each left applied when it ended (then reverted with `kilocard recover`).
 
-    .venv/bin/python bench/catalog.py [--port-base 6443] [--settle 40] [--catalog-only]
+    .venv/bin/python bench/catalog.py [--port-base 6443] [--settle 40] [--catalog-only] [--examples reports/examples]
+
+With --examples, the whole catalog's reports are kept there, with a screenshot of S3's (headless
+Chromium): its SLO plot, the fault window shaded, the breach and then the recovery.
 
 On the default port base (6443) plain `chaos run` finds the testbed's Prometheus at the address
 the experiments assume (its --var sets only keys an experiment declares); elsewhere its SLO
@@ -71,7 +74,8 @@ def whole_catalog(tb: Testbed, state: Path, config: list[str]) -> None:
     started = time.time()
     done = subprocess.run([sys.executable, "-m", "chaos.cli", "run", str(CATALOG), "--kubeconfig",
                            str(tb.paths.kubeconfig), "--ledger-dir", str(state / "ledger-catalog"),
-                           "--journal", str(journals), *config], capture_output=True, text=True, timeout=1800)
+                           "--journal", str(journals), "--reports", str(state / "reports"), *config],
+                          capture_output=True, text=True, timeout=1800)
     wall = time.time() - started
     print(f"kilocard run experiments/: exit {done.returncode}, {wall:.0f} s (goal <= 600 s)")
     previous = started
@@ -85,11 +89,23 @@ def whole_catalog(tb: Testbed, state: Path, config: list[str]) -> None:
     print()
 
 
+def examples(reports: Path, out: Path) -> None:
+    """The S3 report's screenshot, and the trend page's, under `out`."""
+    from chaos import report
+    from chaos.report import browser
+
+    (s3,) = [p.parent for p in reports.glob("*/journal.json") if report.load(p).scenario.startswith("s3-")]
+    for page, png, height in ((s3 / "index.html", out / "s3-report.png", 2600),
+                              (reports / "trend" / "index.html", out / "catalog-trend.png", 1400)):
+        print(f"screenshot {browser.screenshot(page, png, height=height)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port-base", type=int, default=6443)
     parser.add_argument("--settle", type=float, default=40.0, help="seconds to let the fleet settle between runs")
     parser.add_argument("--catalog-only", action="store_true", help="only the whole catalog in one process")
+    parser.add_argument("--examples", type=Path, help="keep the catalog's reports here, with S3's screenshot")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped bench still takes its testbed down
     build.build(say=lambda _m: None)
@@ -105,6 +121,8 @@ def main() -> None:
             expected = fleet.expected_pods(objects)
             config = ["--prometheus-url", tb.prometheus_url]
             whole_catalog(tb, Path(state), config)
+            if args.examples:
+                examples(Path(state) / "reports", args.examples)
             if args.catalog_only:
                 return
             total = time.monotonic()
@@ -119,7 +137,7 @@ def main() -> None:
                     ledger_dir = Path(state) / f"ledger-{tool}"
                     argv = ([sys.executable, "-m", "chaos.cli", "run", str(path), "--kubeconfig",
                              str(tb.paths.kubeconfig), "--ledger-dir", str(ledger_dir),
-                             "--journal", str(journal), *config] if tool == "kilocard" else
+                             "--journal", str(journal), "--no-report", *config] if tool == "kilocard" else
                             [str(Path(sys.executable).parent / "chaos"), "--no-version-check", "run", str(path),
                              "--journal-path", str(journal)])
                     # chaos run's --var sets only keys the experiment declares: the cluster and the

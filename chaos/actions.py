@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-from chaos import ledger, plan, revert
+from chaos import ledger, plan, replay, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KilocardError
 from chaos.faults import Context
@@ -35,6 +35,7 @@ __all__ = [
     "mark_out_of_service",
     "partition_network",
     "partition_pods",
+    "replay_timeline",
     "revert_faults",
     "stop_kubelet",
 ]
@@ -87,6 +88,22 @@ def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] =
     if injection.failed:
         raise KilocardError("; ".join(f"{r.target}: {r.error}" for r in injection.failed))
     return [{"kind": r.kind, "target": r.target, "state": r.state, "run_id": r.run_id} for r in injection.records]
+
+
+def replay_timeline(timeline: List[Dict[str, Any]], observe: float = 60.0,
+                    configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+    """Play an incident's faults at their offsets (chaos.replay): each `{at, for, fault}` applied
+    `at` seconds from now and reverted after `for`; then watch `observe` seconds more. Returns
+    each fault's planned and actual offsets."""
+    collecting = _COLLECTING.get()
+    if collecting is not None:
+        collecting.extend(entry["fault"] for entry in timeline)
+        return []
+    ctx, book = session(configuration)
+    try:
+        return replay.play(ctx, book, timeline, float(observe))
+    finally:
+        ctx.kube.close()
 
 
 def revert_faults(configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:

@@ -12,6 +12,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -85,13 +86,72 @@ def build_parser(with_testbed: bool = False) -> Parser:
     run = commands.add_parser("run", help="run Chaos Toolkit experiments strictly (exit 0 passed, 1 failed, "
                                           "2 invalid, 3 aborted, 4 revert incomplete)")
     _experiment_flags(run)
-    run.add_argument("--journal", type=Path, default=None,
-                     help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
-    run.add_argument("--prometheus-url", help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
-    run.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
-    run.add_argument("--context", help="kubeconfig context")
-    run.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
+    _run_flags(run)
     run.set_defaults(handler=cmd_run)
+
+    replay = commands.add_parser("replay", help="replay an incident's timeline of faults at their offsets, and set "
+                                                "its recovery beside the recorded one")
+    replay.add_argument("timeline", type=Path, metavar="TIMELINE", help="a timeline file (kilocard record writes one)")
+    _var_flags(replay)
+    _run_flags(replay)
+    replay.add_argument("--card-resource", default="nvidia.com/gpu", help="with --twin: the card's extended resource")
+    replay.add_argument("--twin", action="store_true", help="replay it on a twin of the cluster (as plan --twin)")
+    replay.add_argument("--twin-port-base", type=int, default=36443, help="the twin testbed's apiserver port")
+    replay.add_argument("--twin-timing", choices=("fast", "default", "production"), default="default",
+                        help="how fast the twin's replicas start")
+    replay.set_defaults(handler=cmd_replay)
+
+    day = commands.add_parser("gameday", help="game days: experiments in order, with pauses, approval gates and a "
+                                              "time window; run here, or scheduled as a Kubernetes CronJob")
+    days = day.add_subparsers(dest="gameday_command", required=True, parser_class=Parser)
+    dr = days.add_parser("run", help="run a game-day plan here, step by step (exit 0 all passed, 1 an experiment "
+                                     "failed, 2 invalid plan, 3 aborted, 4 revert incomplete)")
+    dr.add_argument("plan", type=Path, metavar="PLAN", help="a game-day plan (YAML)")
+    _var_flags(dr)
+    _run_flags(dr)
+    dr.add_argument("--summary-configmap", metavar="NAME",
+                    help="also keep the game day's journal in this ConfigMap (key gameday.json), in the "
+                         "ServiceAccount's namespace in-cluster, else kilocard-system")
+    dr.set_defaults(handler=cmd_gameday_run)
+    ds = days.add_parser("schedule", help="print the Kubernetes manifests of a CronJob that runs the plan: its "
+                                          "ConfigMap, ServiceAccount, least-privilege RBAC and report storage")
+    ds.add_argument("plan", type=Path, metavar="PLAN")
+    ds.add_argument("--cron", required=True, help="when: a 5-field cron expression or @hourly/@daily/@weekly/...")
+    ds.add_argument("--namespace", default="kilocard-system", help="default %(default)s")
+    ds.add_argument("--name", help="the CronJob's name (default: from the plan file)")
+    ds.add_argument("--image", default="ghcr.io/kilocard/kilocard:0.1.0", help="default %(default)s")
+    ds.add_argument("--storage", choices=("pvc", "configmap"), default="pvc",
+                    help="reports on a PVC, or only the summary in a ConfigMap (default %(default)s)")
+    ds.add_argument("--storage-size", default="1Gi", help="with --storage pvc (default %(default)s)")
+    ds.add_argument("--storage-class", help="with --storage pvc (default: the cluster's)")
+    ds.add_argument("--starting-deadline", type=int, default=300, help="seconds (default %(default)s)")
+    ds.add_argument("--prometheus-url", help="the cluster's Prometheus, for the SLO probes")
+    ds.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+                    help="configuration value for every experiment")
+    ds.set_defaults(handler=cmd_gameday_schedule)
+
+    rec = commands.add_parser("record", help="record an incident's timeline from firing alerts (Prometheus ALERTS) "
+                                             "and Kubernetes Events, for kilocard replay")
+    rec.add_argument("--since", required=True, help="start of the incident's range: RFC 3339, or epoch seconds")
+    rec.add_argument("--until", required=True, help="end of the range: RFC 3339, or epoch seconds")
+    rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
+    rec.add_argument("--prometheus-url", help="where the ALERTS series are (default: no alerts read)")
+    rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
+    rec.add_argument("--mapping", type=Path, help="YAML: alert or event name -> {lead, fault template}, added to "
+                                                 "(or replacing) the built-in mapping")
+    rec.add_argument("--title", default="recorded incident", help="the timeline's title")
+    rec.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
+    rec.add_argument("--context", help="kubeconfig context")
+    rec.add_argument("-o", "--output", type=Path, required=True, help="the timeline file to write")
+    rec.set_defaults(handler=cmd_record)
+
+    rep = commands.add_parser("report", help="reports from journals: HTML, Markdown and JUnit per run; a trend page "
+                                             "of several; two runs side by side")
+    rep.add_argument("journals", nargs="+", type=Path, metavar="JOURNAL",
+                     help="journal files of kilocard run, or folders of them (their *.json and */journal.json)")
+    rep.add_argument("--out", type=Path, default=Path("reports"), help="default %(default)s")
+    rep.add_argument("--compare", action="store_true", help="two journals: side by side, SLO series overlaid")
+    rep.set_defaults(handler=cmd_report)
 
     v = commands.add_parser("validate", help="check experiments without a cluster: every error at once, exit 2")
     _experiment_flags(v)
@@ -105,11 +165,30 @@ def build_parser(with_testbed: bool = False) -> Parser:
     return parser
 
 
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    """What a command that runs experiments takes besides them (run, replay, gameday run)."""
+    p.add_argument("--journal", type=Path, default=None,
+                   help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
+    p.add_argument("--prometheus-url", help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
+    p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
+    p.add_argument("--reports", type=Path, default=Path("reports"),
+                   help="where each run's report goes (<run id>/index.html), and the trend over all of them "
+                        "(trend/index.html); default %(default)s")
+    p.add_argument("--no-report", action="store_true", help="write the journal only")
+
+
 def _experiment_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiments", nargs="+", type=Path, metavar="EXPERIMENT",
                    help="Chaos Toolkit experiment files (YAML or JSON), or folders of them")
+    _var_flags(p)
+
+
+def _var_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
-                   help="configuration value, as chaos run --var (type str, int, float or bytes)")
+                   help="configuration value, as chaos run --var (type str, int, float or bytes); in a game day, "
+                        "after each step's own")
     p.add_argument("--var-file", action="append", default=[], help="configuration/secrets file, as chaos run")
 
 
@@ -145,11 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chaos import actions, run, timeline
 
     _embedded_default(args)
-    variables = list(args.var)
-    for key, value in (("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
-                       ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir)):
-        if value is not None:
-            variables.append(f"{key}={value}")
+    variables = [*args.var, *_kilocard_vars(args)]
     files = _experiment_files(args.experiments)
     console = Console(highlight=False)
     results = []
@@ -161,10 +236,235 @@ def cmd_run(args: argparse.Namespace) -> int:
         journal.parent.mkdir(parents=True, exist_ok=True)
         journal.write_text(json.dumps(result.journal, indent=2, default=str))
         console.print(timeline.summary(result))
-        console.print(f"journal {journal}")
+        console.print(f"journal {journal}", soft_wrap=True)
+        if not args.no_report:
+            console.print(f"report {_report(result.journal, journal, args.reports)}", soft_wrap=True)
     if len(results) > 1:
         _verdict_table(results, console)
+    if results and not args.no_report:
+        console.print(f"trend {_trend(args.reports)}", soft_wrap=True)
     return max((r.exit for r in results), default=Exit.PASSED)
+
+
+def _report(journal: dict[str, Any], path: Path, root: Path) -> Path:
+    from chaos import report
+
+    return report.write(report.parse(journal, path), root)
+
+
+def _trend(root: Path) -> Path:
+    """The trend page over every run reported under `root` (its history)."""
+    from chaos import report
+
+    runs = []
+    for path in sorted(root.glob("*/journal.json")):
+        try:
+            runs.append(report.load(path))
+        except SpecError as exc:  # a stray folder is not a reason to lose the page
+            print(f"kilocard: skipped {exc}", file=sys.stderr)
+    return report.write_trend(runs, root)
+
+
+def _journal_files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        found += sorted([*path.glob("*.json"), *path.glob("*/journal.json")]) if path.is_dir() else [path]
+    return found
+
+
+def _kilocard_vars(args: argparse.Namespace) -> list[str]:
+    """The cluster flags of a command that runs experiments, as the runner's configuration."""
+    return [f"{key}={value}" for key, value in (
+        ("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
+        ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir))
+        if value is not None]
+
+
+def cmd_gameday_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from chaos import actions, gameday, report, run, timeline
+    from chaos.gameday import journal, view
+
+    plan = gameday.load(args.plan, args.var)  # every step's experiment too: exit 2 before anything starts
+    _embedded_default(args)
+    console = Console(highlight=False)
+    results: list[Any] = []
+
+    def run_one(path: Path, variables: list[str]) -> Any:
+        console.rule(str(path))
+        result = run.run_file(path, [*variables, *args.var, *_kilocard_vars(args)], args.var_file, actions.session,
+                              view=timeline.Timeline(console))
+        console.print(timeline.summary(result))
+        if not args.no_report:
+            console.print(f"report {_report(result.journal, path, args.reports)}", soft_wrap=True)
+        results.append(result)
+        return result
+
+    kube = None
+    if plan.config_maps or args.summary_configmap:
+        from chaos.kube import Kube
+        from chaos.vocabulary import local_testbed_kubeconfig
+
+        kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    journals = args.journal or args.reports / "journals"
+    try:
+        day = gameday.run(plan, run_one, kube=kube, observer=view.Rows(console), journals=journals)
+        if kube is not None and args.summary_configmap:
+            journal.publish(kube, _own_namespace(), args.summary_configmap, day)
+    finally:
+        if kube is not None:
+            kube.close()
+    console.print(view.summary(day))
+    console.print(f"journal {journal.write(journals, day)}", soft_wrap=True)
+    if results and not args.no_report:
+        runs = [report.parse(r.journal, r.path) for r in results]
+        stamp = day.started_at.strftime("%Y%m%dT%H%M%S")
+        console.print(f"trend {_trend(args.reports)}", soft_wrap=True)
+        page = report.write_trend(runs, args.reports, f"gameday-{args.plan.stem}-{stamp}")
+        console.print(f"report {page}", soft_wrap=True)
+    return day.exit
+
+
+def _own_namespace() -> str:
+    """In a pod, its ServiceAccount's namespace; else kilocard's own."""
+    from chaos.kube import SERVICE_ACCOUNT_DIR
+
+    found = Path(SERVICE_ACCOUNT_DIR) / "namespace"
+    return found.read_text().strip() if found.is_file() else "kilocard-system"
+
+
+def cmd_gameday_schedule(args: argparse.Namespace) -> int:
+    from chaos import gameday
+
+    plan = gameday.load(args.plan, args.var)
+    variables = [*args.var, *([f"kilocard_prometheus_url={args.prometheus_url}"] if args.prometheus_url else [])]
+    print(gameday.dump(gameday.schedule(
+        plan, args.cron, image=args.image, namespace=args.namespace, storage=args.storage, name=args.name,
+        variables=variables, storage_size=args.storage_size, storage_class=args.storage_class,
+        starting_deadline_seconds=args.starting_deadline)), end="")
+    return Exit.PASSED
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The timeline as an experiment (kept under reports/replays/), run as any experiment is."""
+    from chaos import replay
+
+    timeline = replay.load(args.timeline)
+    path = args.reports / "replays" / f"{args.timeline.stem}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(replay.experiment(timeline), sort_keys=False))
+    _embedded_default(args)
+    _resolved_overlaps(args, timeline)
+    if args.twin:
+        args.experiment, args.json = path, False
+        return _plan_experiment(args)
+    args.experiments = [path]
+    return cmd_run(args)
+
+
+def _resolved_overlaps(args: argparse.Namespace, timeline: Any) -> None:
+    """Faults named by selectors overlap only once resolved: against the cluster, nothing applied."""
+    from chaos import plan, replay
+
+    ctx = _context(args, ledger.new_run_id())
+    try:
+        resolved = plan.plan(ctx, [(e.fault, e.where) for e in timeline.entries])
+    finally:
+        ctx.kube.close()
+    targets = {i: replay.resolved_targets(f.records) for i, f in enumerate(resolved.faults)}
+    problems = replay.overlaps(timeline.entries, targets, str(args.timeline))
+    if problems:
+        raise SpecError("\n".join(problems))
+
+
+def _moment(value: str, flag: str) -> float:
+    from chaos.vocabulary import epoch
+
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return float(epoch(value) or 0)
+    except ValueError:
+        raise SpecError(f"{flag}: expected RFC 3339 (2026-12-01T14:44:00Z) or epoch seconds, got {value!r}") from None
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from chaos import record
+
+    start, end = _moment(args.since, "--since"), _moment(args.until, "--until")
+    if end <= start:
+        raise SpecError(f"--until: {args.until} is not after --since {args.since}")
+    end = min(end, time.time())  # an alert firing now has no end yet, whatever --until says
+    alert_map, event_map = dict(record.ALERT_FAULTS), dict(record.EVENT_FAULTS)
+    if args.mapping:
+        extra = _mapping(args.mapping)
+        alert_map.update(extra.get("alerts") or {})
+        event_map.update(extra.get("events") or {})
+    sightings, others = [], []
+    if args.prometheus_url:
+        from prometheus_api_client import PrometheusConnect
+
+        series = record.alert_series(PrometheusConnect(args.prometheus_url), start, end, args.step)
+        sightings, others = record.faults_from_alerts(series, args.step, end, alert_map)
+    from chaos.kube import Kube
+    from chaos.vocabulary import local_testbed_kubeconfig
+
+    kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    try:
+        events = record.events(kube, args.namespace, start, end)
+    finally:
+        kube.close()
+    sightings += record.faults_from_events(events, event_map)
+    source = {"since": args.since, "until": args.until, "namespaces": args.namespace,
+              "alerts": bool(args.prometheus_url), "events": len(events)}
+    data = record.timeline(args.title, sightings, events, others, source,
+                           {"namespace": args.namespace[0]} if args.namespace else None)
+    args.output.write_text(yaml.safe_dump(data, sort_keys=False))
+    print(f"timeline {args.output}: {len(data['faults'])} fault(s), {len(data['recorded']['recovery'])} replica(s) "
+          f"recovering, {len(data['recorded']['alerts'])} other alert(s)")
+    return Exit.PASSED
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"{path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or set(data) - {"alerts", "events"}:
+        raise SpecError(f"{path}: expected a mapping with 'alerts' and/or 'events' (name -> {{lead, fault}})")
+    for section in ("alerts", "events"):
+        for name, entry in (data.get(section) or {}).items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("fault"), dict):
+                raise SpecError(f"{path}: {section}.{name}.fault: expected a fault template (a mapping)")
+    return data
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from chaos import report
+
+    files = _journal_files(args.journals)
+    runs, problems = [], []
+    for path in files:
+        try:
+            runs.append(report.load(path))
+        except SpecError as exc:
+            problems.append(str(exc))
+    if not files:
+        problems.append(f"{', '.join(map(str, args.journals))}: no journal found")
+    if args.compare and not problems and len(runs) != 2:
+        problems.append(f"--compare: expected two journals, got {len(runs)}")
+    if problems:  # nothing is written when any journal is bad
+        raise SpecError("\n".join(problems))
+    for run in runs:
+        print(f"report {report.write(run, args.out)}")
+    if args.compare:
+        print(f"compare {report.compare(runs[0], runs[1], args.out)}")
+    elif len(runs) > 1:
+        print(f"trend {report.write_trend(runs, args.out)}")
+    return Exit.PASSED
 
 
 def _embedded_default(args: argparse.Namespace) -> None:

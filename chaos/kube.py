@@ -243,8 +243,10 @@ class Kube:
             self._dynamic = self._call("discover API resources", DynamicClient, self.api_client)
         return self._dynamic
 
-    def apply(self, obj: dict[str, Any]) -> Any:
-        """Server-side apply of one manifest (idempotent: applying twice changes nothing)."""
+    def apply(self, obj: dict[str, Any], dry_run: bool = False) -> Any:
+        """Server-side apply of one manifest (idempotent: applying twice changes nothing). With
+        `dry_run` the apiserver validates and admits it, and stores nothing (kubectl's
+        --dry-run=server)."""
         meta = obj.get("metadata", {})
         what = f"apply {obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
         resource = self._call(what, self.dynamic.resources.get, api_version=obj["apiVersion"], kind=obj["kind"])
@@ -257,6 +259,7 @@ class Kube:
             namespace=meta.get("namespace"),
             field_manager=FIELD_MANAGER,
             force_conflicts=True,
+            **({"dry_run": "All"} if dry_run else {}),
         )
 
     def delete_object(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
@@ -392,6 +395,22 @@ class Kube:
         """The decoded data of a Secret."""
         secret = self._call(f"get secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
         return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+
+    # --- events ----------------------------------------------------------------------------
+    def record_event(self, kind: str, name: str, namespace: str, reason: str, message: str, component: str,
+                     uid: str | None = None) -> None:
+        """A core Event about an object, as controllers write them (what `kilocard record` reads back)."""
+        at = time.time()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+        body = {"metadata": {"generateName": f"{name}.", "namespace": namespace},
+                "involvedObject": {"kind": kind, "name": name, "namespace": namespace if kind != "Node" else "",
+                                   **({"uid": uid} if uid else {})},
+                "reason": reason, "message": message, "type": "Normal", "source": {"component": component},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                # eventTime keeps the microseconds (the timestamps above have whole seconds).
+                "eventTime": now.replace("Z", f".{int(at % 1 * 1e6):06d}Z"), "action": reason,
+                "reportingComponent": component, "reportingInstance": component}
+        self._call(f"create event {reason} on {kind} {name}", self.core.create_namespaced_event, namespace, body)
 
     # --- pods ------------------------------------------------------------------------------
     def list_pods(
@@ -564,6 +583,38 @@ class Kube:
             if condition(list(objects.values())):
                 return list(objects.values())
         raise TimeoutError(f"{kind} did not reach the expected state within {timeout:.0f} s")
+
+    # --- one ConfigMap, read and followed (a game day's gates and abort-all switch) ---------------
+    def read_config_map(self, namespace: str, name: str) -> dict[str, Any]:
+        """A ConfigMap as plain JSON (NotFound if there is none)."""
+        reply = self._call(f"get configmap {namespace}/{name}", self.core.read_namespaced_config_map, name,
+                           namespace, _preload_content=False)
+        return dict(json.loads(reply.data))
+
+    def watch_config_map(self, namespace: str, name: str, resource_version: str,
+                         timeout_seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Its events (ADDED|MODIFIED|DELETED, plain JSON) after `resource_version`, until the
+        apiserver ends the watch at `timeout_seconds`. By field selector on its name, so a Role
+        naming it in resourceNames allows the watch."""
+        what = f"watch configmap {namespace}/{name}"
+        reply = self._call(what, self.core.list_namespaced_config_map, namespace,
+                           field_selector=f"metadata.name={name}", resource_version=resource_version, watch=True,
+                           timeout_seconds=timeout_seconds, _request_timeout=timeout_seconds + 30,
+                           _preload_content=False)
+        try:
+            for line in watch.watch.iter_resp_lines(reply):
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":  # a Status: 410 when resource_version is too old
+                    status = event.get("object") or {}
+                    raise KubeError(f"{what}: {status.get('code', 0)} {status.get('message', '')}",
+                                    status=int(status.get("code") or 0), reason=str(status.get("reason", "")))
+                yield event["type"], event["object"]
+        except (urllib3.exceptions.HTTPError, ConnectionError) as exc:
+            raise _to_kube_error(exc, what) from None
+        finally:
+            reply.release_conn()
 
 
 def pod_ready(pod: client.V1Pod) -> bool:

@@ -50,7 +50,7 @@ from chaoslib.secret import load_secrets
 from chaos import __version__, actions, guards, ledger, plan, release, revert, schemas, stop
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.vocabulary import MODEL_LABEL
-from probes import recovery
+from probes import placement, recovery, snapshot
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
@@ -350,6 +350,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         touched = _by_namespace(planned["blast_radius"]["models"])
         released = spent("release", release.fetch, ctx.kube, touched)
         journal: dict[str, Any] = {}
+        before = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, f"{MODEL_LABEL} in ({m})").start()
                                              for ns, m in touched])
         try:
@@ -364,6 +365,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
             reverted, left = spent("revert", revert.recover, ctx, book.dir, run_id)
             if view is not None:
                 view.stop()
+        after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         outcome, reason = verdict(journal)
         code, reason = judged(experiment.expect, outcome, reason)
         if left:
@@ -387,6 +389,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
         # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.
         "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
+        "placement": _placement(before, after, touched, records),
         "runner_seconds": spent.phases,
     }
     return Result(experiment.path, run_id, code, reason, journal)
@@ -404,6 +407,17 @@ class _Stopwatch:
             return fn(*args)
         finally:
             self.phases[phase] = round(self.phases.get(phase, 0.0) + time.monotonic() - started, 3)
+
+
+def _placement(before: snapshot.ClusterSnapshot, after: snapshot.ClusterSnapshot, touched: list[tuple[str, str]],
+               records: list[ledger.Record]) -> dict[str, Any]:
+    """The touched models' nodes and the faulted nodes, before the method and after the revert."""
+    models = {(ns, m) for ns, names in touched for m in names.split(",")}
+    nodes = {str(r.target["node"]) for r in records if r.target.get("node")}
+    for s in (before, after):
+        nodes |= {p.node for p in s.pods if p.node and (p.namespace, p.model) in models}
+    return {"before": placement.layout(before, nodes), "after": placement.layout(after, nodes),
+            "card_resource": before.card_resource}
 
 
 def _by_namespace(models: list[str]) -> list[tuple[str, str]]:

@@ -1,8 +1,10 @@
 """Selectors -> targets: pods, TP groups, nodes; and the blast-radius arithmetic.
 
 Selection is reproducible: candidates are sorted by (namespace, name) and sampled with a seeded
-random generator, so the same seed on the same cluster picks the same targets. Pods already
-terminating are never picked (killing them again proves nothing and double-counts).
+random generator, so the same seed on the same cluster picks the same targets. A fault with no
+seed of its own is seeded by its run's id: the plan the guards checked before the run is the pick
+the run applies, and the journal's run id repeats it. Pods already terminating are never picked
+(killing them again proves nothing and double-counts).
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def how_many(total: int, count: int | None, percent: float | None, where: str) -
     return min(total, 1 if count is None else count)
 
 
-def sample(items: list[Any], n: int, seed: int | None) -> list[Any]:
-    return random.Random(seed).sample(items, min(n, len(items)))
+def sample(items: list[Any], n: int, seed: int | None, run_id: str) -> list[Any]:
+    return random.Random(run_id if seed is None else seed).sample(items, min(n, len(items)))
 
 
 def refused_selector(exc: KubeError, where: str, field_name: str) -> KubeError | SpecError:
@@ -86,7 +88,7 @@ class NodeSelection:
     pods: tuple[str | None, str] | None = None
 
 
-def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
+def select_nodes(kube: Kube, selection: NodeSelection, where: str, run_id: str) -> list[str]:
     if selection.pods is not None:
         namespace, label_selector = selection.pods
         try:  # terminating pods count: a dead node still holds them, and that is the node wanted
@@ -108,7 +110,8 @@ def select_nodes(kube: Kube, selection: NodeSelection, where: str) -> list[str]:
             pool = sorted(n["metadata"]["name"] for n in kube.list_nodes_raw(selection.selector))
         except KubeError as exc:
             raise refused_selector(exc, where, "node_selector") from None
-    return sorted(sample(pool, how_many(len(pool), selection.count, selection.percent, where), selection.seed))
+    return sorted(sample(pool, how_many(len(pool), selection.count, selection.percent, where),
+                         selection.seed, run_id))
 
 
 def groups(pods: list[PodRef]) -> dict[str, list[PodRef]]:

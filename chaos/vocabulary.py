@@ -8,12 +8,14 @@ depends on how faults are applied.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
 
 # --- the inference fleet --------------------------------------------------------------------
 MODEL_LABEL = "kilocard.io/model"
+RACK_LABEL = "kilocard.io/rack"  # the testbed's rack of a node; a report groups nodes by it
 ENGINE_LABEL = "kilocard.io/engine"  # vllm (default) | sglang: which metric names a replica exports
 TP_SIZE_LABEL = "kilocard.io/tp-size"
 GROUP_SIZE_LABEL = "kilocard.io/group-size"  # pods in one multi-node TP group
@@ -86,3 +88,11 @@ def ready(obj: dict[str, Any]) -> bool:
         return False
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def epoch(value: str | None) -> float | None:
+    """An API or journal time as epoch seconds: RFC 3339 with "Z" (the API's whole seconds, the
+    ledger's) or an offset and microseconds (chaoslib's, events.k8s.io's eventTime)."""
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

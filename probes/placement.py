@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
+from chaos.vocabulary import RACK_LABEL
 from probes.snapshot import ClusterSnapshot, PodView
 from probes.verdict import Verdict, failed, passed
 
@@ -73,3 +75,18 @@ def collapsed(before: ClusterSnapshot, after: ClusterSnapshot, model: str, key: 
                                                                    for d, (was, now) in sorted(grew.items())),
                       model=model, crowded=grew)
     return passed(f"{model}: no {key} domain gained a second replica", model=model)
+
+
+def layout(snapshot: ClusterSnapshot, nodes: set[str]) -> list[dict[str, Any]]:
+    """Plain data for a placement grid (the report draws it): per node, its cards (capacity and
+    allocatable) and the model pods on it in name order, with the cards other pods hold."""
+    out = []
+    for node in sorted((n for n in snapshot.nodes if n.name in nodes), key=lambda n: n.name):
+        pods = sorted((p for p in snapshot.pods if p.node == node.name and not p.deleting), key=lambda p: p.name)
+        model_cards = sum(p.cards for p in pods)
+        out.append({"name": node.name, "rack": node.labels.get(RACK_LABEL, ""), "capacity": node.cards_capacity,
+                    "allocatable": node.cards_allocatable, "unschedulable": node.unschedulable,
+                    "taints": list(node.taints), "other_cards": max(0, node.cards_in_use - model_cards),
+                    "pods": [{"namespace": p.namespace, "name": p.name, "model": p.model, "cards": p.cards,
+                              "ready": p.ready, "group": p.group} for p in pods]})
+    return out

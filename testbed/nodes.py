@@ -7,13 +7,12 @@ from typing import Any
 
 from chaos.errors import Conflict
 from chaos.kube import Kube
-from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, RACK_LABEL
 from testbed.config import TestbedConfig, rack_of, zone_of
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages nodes annotated with this = "fake"
 AGENT_ANNOTATION = AGENT_ENDPOINT_ANNOTATION  # where this node's fault agent listens
 TESTBED_LABEL = "kilocard.io/testbed"
-RACK_LABEL = "kilocard.io/rack"
 PRODUCT_LABEL = "kilocard.io/card-product"
 RESOURCE_LABEL = "kilocard.io/card-resource"  # the resource name with '/' -> '.', for selectors
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from chaos.errors import KilocardError
+from testbed.remediator import CRITICAL_XIDS
 
 
 def binary() -> str:
@@ -20,6 +21,21 @@ def binary() -> str:
     if not path:
         raise KilocardError("prometheus is not installed: 'apt-get install prometheus' (./bootstrap does it)")
     return path
+
+
+# The alerts a production stack keeps on these signals (their `for:` left out: a postmortem wants
+# the first moment). They are what `kilocard record` reads back as an incident's faults (the ECC and
+# XID alerts) and as its SLO burn (the TTFT alert), from the ALERTS series; no Alertmanager needed.
+_TTFT = '{__name__=~"vllm:time_to_first_token_seconds_bucket|vllm_time_to_first_token_seconds_bucket"}'
+ALERTS = {"groups": [{"name": "kilocard-testbed", "rules": [
+    {"alert": "GpuDoubleBitEccErrors", "expr": "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0",
+     "labels": {"severity": "critical"}},
+    {"alert": "GpuCriticalXid", "labels": {"severity": "critical"},
+     "expr": "max by (Hostname, hostname, gpu, err_code) "
+             f'(DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}}) > 0'},
+    {"alert": "ReplicaTtftP95High", "labels": {"severity": "page"},
+     "expr": f"histogram_quantile(0.95, sum by (le, namespace, model_name, pod) (rate({_TTFT}[10s]))) > 0.5"},
+]}]}
 
 
 def write_config(target: Path, simulator_port: int, apiserver_port: int, scrape_seconds: float,
@@ -38,5 +54,8 @@ def write_config(target: Path, simulator_port: int, apiserver_port: int, scrape_
              "static_configs": [{"targets": [f"127.0.0.1:{apiserver_port}"]}]},
         ],
     }
+    rules = target.parent / "alerts.yml"
+    rules.write_text(yaml.safe_dump(ALERTS, sort_keys=False))
+    config["rule_files"] = [str(rules)]
     target.write_text(yaml.safe_dump(config, sort_keys=False))
     return target

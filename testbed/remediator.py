@@ -32,6 +32,7 @@ from chaos.kube import Kube
 from chaos.vocabulary import HOLDING_STATES, STATE_LABEL
 
 EVENT_ANNOTATION = "kilocard.io/quarantine-event"
+COMPONENT = "kilocard-remediator"  # the source of its Events (a postmortem reads them: kilocard record)
 TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
 OPT_OUT_LABEL = "k8saas.nvidia.com/ManagedByNVSentinel"  # "false": leave this node alone
 CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)  # DCGM health FAIL
@@ -100,6 +101,8 @@ class Remediator:
             "spec": {"unschedulable": True, "taints": _taints_but_ours(node) + [TAINT]},
             "metadata": {"labels": {STATE_LABEL: "quarantined"}, "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
         })
+        self.kube.record_event("Node", name, "default", "Quarantined", f"fatal card error on cards {', '.join(cards)}: "
+                               "cordoned, tainted, to be drained", COMPONENT)
         self.say(f"quarantined {name} (cards {', '.join(cards)})")
 
     def drain(self, name: str) -> None:
@@ -110,6 +113,8 @@ class Remediator:
                 continue
             try:
                 self.kube.evict_pod(pod.metadata.namespace, pod.metadata.name)
+                self.kube.record_event("Pod", pod.metadata.name, pod.metadata.namespace, "Evicted",
+                                       f"evicted: node {name} is quarantined", COMPONENT, pod.metadata.uid)
             except TooManyRequests:
                 left += 1  # a PodDisruptionBudget says not now: next round
             except NotFound:

@@ -92,7 +92,7 @@ def _body(spec: Spec, target: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx.kube, spec.nodes, where)
+    nodes = select_nodes(ctx.kube, spec.nodes, where, ctx.run_id)
     return [{"node": node, **t} for node in nodes for t in _agent_targets(spec)]
 
 

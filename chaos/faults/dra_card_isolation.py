@@ -52,7 +52,7 @@ def parse(raw: Any, where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    nodes = select_nodes(ctx.kube, spec.nodes, where)
+    nodes = select_nodes(ctx.kube, spec.nodes, where, ctx.run_id)
     return [{"node": n, "card": c, "driver": spec.driver, "pool": n, "device": spec.device_name.format(card=c)}
             for n in nodes for c in spec.cards]
 

@@ -43,7 +43,7 @@ def parse(raw: Any, where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    return [{"node": name} for name in select_nodes(ctx.kube, spec.nodes, where)]
+    return [{"node": name} for name in select_nodes(ctx.kube, spec.nodes, where, ctx.run_id)]
 
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def parse(raw: Any, where: str) -> Spec:
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where)
-    chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed)
+    chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 
 

@@ -34,7 +34,7 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where))
     if spec.rank is not None:
         found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
-    chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed)
+    chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     return [{"namespace": m.namespace, "name": m.name, "uid": m.uid, "node": m.node, "group": key, "rank": m.rank}
             for key in sorted(chosen) for m in found[key] if spec.rank is None or m.rank == spec.rank]
 

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from junitparser import Failure, JUnitXml
 from prometheus_api_client import PrometheusConnect
 
 from chaos.kube import node_ready
+from chaos.report import browser
 from probes import slo
 from testbed import audit, fleet, timing
 from testbed.cluster import Testbed
@@ -34,6 +36,21 @@ def experiment(name: str) -> dict:
 
 def probe(journal: dict, name: str) -> dict:
     return next(r for r in journal["run"] if r["activity"]["name"] == name)["output"]
+
+
+def reported(tmp_path: Path, journal: dict, figures: int) -> Path:
+    """The run's report beside its journal (kilocard run writes it): the page with its figures
+    (timeline, SLO plots, recovery, placement), the summary, a JUnit a JUnit reader parses."""
+    page = tmp_path / "reports" / journal["kilocard"]["run_id"] / "index.html"
+    text = page.read_text()
+    assert text.count("<svg") == figures and journal["kilocard"]["verdict"] in text
+    assert (page.parent / "summary.md").read_text().startswith("# ")
+    states = journal.get("steady_states") or {}
+    probes = [*((states.get("before") or {}).get("probes") or []), *((states.get("after") or {}).get("probes") or []),
+              *(r for r in journal.get("run") or [] if r["activity"]["type"] == "probe")]
+    xml = JUnitXml.fromfile(str(page.parent / "junit.xml"))
+    assert xml.tests == len(probes) + 1  # one testcase per probe, and the verdict
+    return page
 
 
 def deploy(kube, p, models: dict[str, int]) -> None:
@@ -65,7 +82,7 @@ def two_tp8(kube, pool, prom):
 def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s1-kill-one-replica.yaml"),
-                                    "--var", f"namespace={p.namespace}")
+                                    "--var", f"namespace={p.namespace}", report=True)
     assert code == 0, journal["kilocard"]["reason"]
     ready = probe(journal, "replacement-ready-within-budget")
     deployment = next(o for o in p.fleet(TP8) if o["kind"] == "Deployment")
@@ -81,6 +98,11 @@ def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, 
     release = journal["kilocard"]["release"][f"{p.namespace}/{TP8}"]
     assert release["images"] == [{"image": "vllm/vllm-openai:v0.11.0", "digest": None}]  # kwok reports no imageID
     assert "--tensor-parallel-size" in release["engine_args"] and release["workloads"][0].startswith("ReplicaSet/")
+    page = reported(tmp_path, journal, figures=4)  # timeline, the TTFT series, the recovery, the placement
+    placed = journal["kilocard"]["placement"]
+    (before,) = [n for n in placed["before"] for pod in n["pods"] if pod["name"] == phases["pod"]]
+    assert phases["replacement"] in page.read_text() and set(p.node_names) >= {n["name"] for n in placed["after"]}
+    assert before["capacity"] == 8 and before["pods"][0]["cards"] == 8
     # Negative twin: a budget shorter than the replacement's start-up fails, naming what is missing.
     code, journal, _ = kilocard_run(testbed, tmp_path / "twin", experiment("s1-kill-one-replica.yaml"),
                                     "--var", f"namespace={p.namespace}", "--var", "budget_seconds:int=10")
@@ -108,7 +130,7 @@ def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, p
     assert "where the twin's scheduler put them" in rehearsal.stdout
     # Then the real run: the same verdict, and the replica lands where the twin said it would.
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s2-isolate-one-card.yaml"),
-                                    "--var", f"namespace={p.namespace}")
+                                    "--var", f"namespace={p.namespace}", report=True)
     assert code == 0 and twin["verdict"] == journal["kilocard"]["verdict"] == "passed", journal["kilocard"]["reason"]
     (fault,) = journal["kilocard"]["faults"]
     assert fault["kind"] == "card-isolate" and fault["state"] == "reverted"
@@ -118,6 +140,8 @@ def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, p
     assert probe(journal, "anti-affinity-still-holds")["verdict"] == "ok"
     (moved,) = journal["kilocard"]["recovery"]
     assert twin_moved["node"] == moved["node"], (twin_moved, moved)  # the spare node, in both
+    reported(tmp_path, journal, figures=3)  # timeline, recovery, placement; and the fault was the one planned
+    assert fault["target"]["node"] == journal["kilocard"]["plan"]["faults"][0]["targets"][0]["node"]  # as planned
     # Negative twin: with no node left that has eight free cards, the room guard refuses it.
     tight = pool(2)
     deploy(kube, tight, {TP8: 2})
@@ -131,7 +155,7 @@ def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, p
 def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s3-ecc-one-tp-member.yaml"),
-                                    "--var", f"namespace={p.namespace}")
+                                    "--var", f"namespace={p.namespace}", report=True)
     assert code == 0, journal["kilocard"]["reason"]
     (fault,) = journal["kilocard"]["faults"]
     assert probe(journal, "node-quarantined-within-budget")["node"] == fault["target"]["node"]
@@ -157,6 +181,59 @@ def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, t
     short = slo.Recovery(0.5, deadline=ttft["recovered_after"] + 10 - 2, hold=10, blind=ttft["blind_until"])
     too_short = slo.judge(samples, fault_at, short, final=True)
     assert not too_short.ok and too_short.details["outcome"] == "not_recovered" and f"worst {sick}" in too_short.reason
+    # The report opens in a browser with no network: the SLO plot with its shaded fault window.
+    page = reported(tmp_path, journal, figures=4)
+    dom = browser.dom(page)
+    assert "ttft-breached-then-recovered: recovered" in dom and "fault applied -&gt; reverted" in dom
+    assert f"worst: {sick}" in dom
+    assert browser.screenshot(page, tmp_path / "s3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    postmortem(kube, testbed, tmp_path, p, journal, fault, sick)
+
+
+def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sick: str) -> None:
+    """Record the S3 run as an incident (its firing alerts and Events), put the replica back where
+    it was, and replay the incident: the fault lands at its recorded offset, and the report sets
+    the replay's recovery beside the recorded one."""
+    cluster = ["--kubeconfig", str(testbed.paths.kubeconfig)]
+    prom = PrometheusConnect(testbed.prometheus_url)
+    assert eventually(lambda: not prom.custom_query('ALERTS{alertname="GpuDoubleBitEccErrors"}'), 30)  # resolved
+    since, until = fault["applied_at"] - 5, time.time()
+    incident = tmp_path / "incident.yaml"
+    done = subprocess.run([*KILOCARD, "record", "--since", str(since), "--until", str(until), "--namespace",
+                           p.namespace, "--prometheus-url", testbed.prometheus_url, *cluster, "--title",
+                           "S3 as it happened", "-o", str(incident)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = yaml.safe_load(incident.read_text())
+    (ecc,) = recorded["faults"]
+    assert ecc["fault"]["kind"] == "gpu-ecc" and ecc["at"] == 0
+    assert (ecc["fault"]["nodes"], ecc["fault"]["card"]) == ([fault["target"]["node"]], 3)
+    assert 25 < ecc["for"] < 40  # the alert fired while the ECC errors lasted (the run's 31 s)
+    (evicted,) = recorded["recorded"]["recovery"]
+    assert evicted["pod"] == sick and evicted["replacement"] and 5 < evicted["deleted"] < 25, evicted
+    assert any(a["name"] == "ReplicaTtftP95High" for a in recorded["recorded"]["alerts"])  # the SLO burn, kept
+    # Before the replay, the pre-incident placement: the replica back on the node the incident hit
+    # (its replacement's node cordoned meanwhile; the remediator has released the healed node).
+    spare = evicted["node"]
+    wait_ready(kube, p.namespace, TP8, 2, timeout=90)
+    kube.patch_node(spare, {"spec": {"unschedulable": True}})
+    kube.delete_pod(p.namespace, evicted["replacement"])
+    back = per_node(wait_ready(kube, p.namespace, TP8, 2, timeout=90))
+    kube.patch_node(spare, {"spec": {"unschedulable": False}})
+    assert back[fault["target"]["node"]] == 1, back
+    recorded["observe"] = 10
+    incident.write_text(yaml.safe_dump(recorded))
+    done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--prometheus-url", testbed.prometheus_url,
+                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "replay.json"),
+                           "--reports", str(tmp_path / "reports")], capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stdout + done.stderr
+    replayed = json.loads((tmp_path / "replay.json").read_text())
+    (played,) = replayed["run"][0]["output"]
+    assert abs(played["applied_after"] - ecc["at"]) < 1.0 and abs(played["reverted_after"] - ecc["for"]) < 1.0
+    assert played["targets"] == [fault["target"]]
+    (moved,) = replayed["kilocard"]["recovery"]  # the remediator took the replica out again
+    assert moved["node"] != fault["target"]["node"] and moved["deleted"] < ecc["for"], moved
+    page = (tmp_path / "reports" / replayed["kilocard"]["run_id"] / "index.html").read_text()
+    assert "Replay against the incident" in page and "recovery the incident recorded" in page
 
 
 def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
@@ -191,13 +268,19 @@ def test_s8_the_fragile_fleets_placement_fails_as_the_experiment_expects(kube, t
     assert code == 1 and journal["kilocard"]["reason"].startswith("expected failed with"), journal["kilocard"]
     deploy(kube, p, {FRAGILE: 4})  # two nodes hold the 70B replicas: the fragile ones share the third
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s8-fragile-placement.yaml"),
-                                    "--var", f"namespace={p.namespace}")
+                                    "--var", f"namespace={p.namespace}", report=True)
     assert journal["kilocard"]["verdict"] == "failed" and journal["kilocard"]["expected"]["exit"] == 1
     assert code == 0, journal["kilocard"]["reason"]
     reason = journal["kilocard"]["reason"]
     assert reason.startswith("as expected (failed): probe 'replicas-kept-apart' failed: "
                              f"{FRAGILE}: nothing keeps its replicas apart"), reason
     assert "today 4 of 4 replicas are on" in reason, reason
+    # Its JUnit: exactly one failing testcase, the placement probe, its reason the message.
+    page = reported(tmp_path, journal, figures=3)  # timeline, recovery, placement: no SLO judged
+    cases = [c for suite in JUnitXml.fromfile(str(page.parent / "junit.xml")) for c in suite]
+    (failing,) = [c for c in cases if any(isinstance(r, Failure) for r in c.result)]
+    assert failing.name == "method: replicas-kept-apart" and failing.result[0].message.startswith(FRAGILE)
+    assert f"matchLabels: {{kilocard.io/model: {FRAGILE}}}" in page.read_text()  # the fix hint
 
 
 @pytest.fixture
@@ -212,7 +295,7 @@ def tp16(kube, pool):
 def test_s5_a_tp16_group_comes_back_after_a_machine_loss_with_the_out_of_service_step(kube, testbed, tmp_path,
                                                                                    tp16):
     code, journal, seconds = kilocard_run(testbed, tmp_path, experiment("s5-tp16-node-loss.yaml"),
-                                          "--var", f"namespace={tp16.namespace}")
+                                          "--var", f"namespace={tp16.namespace}", report=True)
     assert code == 0, journal["kilocard"]["reason"]
     probe = next(r for r in journal["run"] if r["activity"]["name"] == "group-back-within-budget")
     # Back after the confirmation, PodGC and the new rank's whole start-up: not at once.
@@ -224,6 +307,7 @@ def test_s5_a_tp16_group_comes_back_after_a_machine_loss_with_the_out_of_service
     lost = next(f["target"]["node"] for f in journal["kilocard"]["faults"] if f["kind"] == "node-kubelet-stop")
     kube.wait_until("nodes", lambda items: all(node_ready(n) for n in items if n.metadata.name == lost), timeout=60)
     assert seconds < 180
+    assert lost in reported(tmp_path, journal, figures=3).read_text()  # timeline, recovery, placement
 
 
 def test_s5_without_the_out_of_service_step_fails_with_the_group_incomplete(kube, testbed, tmp_path, tp16):
@@ -246,11 +330,12 @@ def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, t
     fleet.deploy(kube, timing.stamp(p.fleet("llama-3-70b", replicas={"llama-3-70b": 2}), "default"), timeout=90,
                  say=lambda _m: None)
     code, journal, seconds = kilocard_run(testbed, tmp_path, experiment("s7-kill-every-replica.yaml"),
-                                          "--var", f"namespace={p.namespace}")
+                                          "--var", f"namespace={p.namespace}", report=True)
     assert journal["kilocard"]["verdict"] == "aborted" and code == 0, journal["kilocard"]["reason"]
     assert journal["kilocard"]["reason"] == (
         f"as expected (aborted): stop condition fired: zero-ready llama-3-70b in {p.namespace}: no Ready replica left")
     assert seconds < 60  # aborted at once, not after the 120 s pause
+    assert "stop condition fired" in reported(tmp_path, journal, figures=3).read_text()
     # Without the stop condition the same run is not stopped: the outage runs its course.
     twin = experiment("s7-kill-every-replica.yaml")
     twin["controls"] = [c for c in twin["controls"] if c["name"] != "stop-conditions"]
@@ -270,16 +355,17 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, pool,
     serving(prom, p.namespace, {BIG: 2, TP8: 2})  # a group serves (and is measured) as one replica
     ns = ("--var", f"namespace={p.namespace}")
     code, journal, _ = kilocard_run(testbed, tmp_path / "s4", experiment("s4-top-of-hour-congestion.yaml"),
-                                    *ns, "--var", f"rack={rack}")
+                                    *ns, "--var", f"rack={rack}", report=True)
     assert code == 0, journal["kilocard"]["reason"]
     assert {f["target"]["node"] for f in journal["kilocard"]["faults"]} == set(p.node_names)
     tp16, tp8 = probe(journal, "tp16-ttft-holds-or-recovers"), probe(journal, "tp8-ttft-holds-or-recovers")
     # The cross-node groups feel the rack's network; the single-node replicas do not.
     assert tp16["outcome"] == "recovered" and tp16["peak"] > 0.5, tp16["reason"]
     assert tp8["outcome"] == "held" and tp8["peak"] < 0.5, tp8["reason"]
+    reported(tmp_path / "s4", journal, figures=4)  # timeline, two SLO plots, placement (nothing was replaced)
 
     code, journal, _ = kilocard_run(testbed, tmp_path / "s6", experiment("s6-tp16-vs-tp8-network.yaml"), *ns,
-                                    "--var", "group=llama-3-405b-g0")
+                                    "--var", "group=llama-3-405b-g0", report=True)
     assert code == 0, journal["kilocard"]["reason"]
     faulted = {f["target"]["node"] for f in journal["kilocard"]["faults"]}
     assert len(faulted) == 3  # the group's two machines and one TP=8 replica's
@@ -287,6 +373,7 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, pool,
     assert tp16["outcome"] == "recovered" and tp16["worst"].startswith("llama-3-405b-g0-"), tp16
     assert tp8["outcome"] == "held", tp8["reason"]
     assert tp16["peak"] > 2 * tp8["peak"], (tp16["peak"], tp8["peak"])  # the verdicts say which is more sensitive
+    reported(tmp_path / "s6", journal, figures=4)
 
     # Negative twin: a burst that outlasts the deadline is not a recovery.
     code, journal, _ = kilocard_run(testbed, tmp_path / "s4-twin", experiment("s4-top-of-hour-congestion.yaml"),

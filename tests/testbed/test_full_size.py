@@ -1,8 +1,9 @@
-"""The README's main command at full size: `kilocard run` with no cluster named starts the
+"""The README's main command at full size: `kilocard gameday run` with no cluster named starts the
 embedded default, the local testbed with the default fleet (128 Ready nodes, 1024 allocatable
 cards, the whole fleet Running and Ready, TP=8 replicas on distinct nodes, every TP group whole),
-and runs the experiment on it; `down` then leaves nothing. It runs S7, the catalog's quickest, so
-the default ports (6443 on) must be free."""
+runs the game day on it and ends with its report's path; `down` then leaves nothing. Its plan is
+the catalog's game day cut to S7, the catalog's quickest, so the default ports (6443 on) must be
+free."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from chaos.kube import Kube, pod_ready
 from probes import placement, snapshot, tp_groups
@@ -34,11 +37,19 @@ def test_run_with_no_cluster_named_starts_the_thousand_card_testbed_with_its_fle
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
     env.update(HOME=str(tmp_path / "home"), KILOCARD_STATE=str(tmp_path / "state"),
                KILOCARD_CACHE=str(build.cache_dir()))
-    journal = tmp_path / "journal.json"
+    catalog = yaml.safe_load((CATALOG / "gamedays" / "catalog.yaml").read_text())
+    (s7,) = [s for s in catalog["steps"] if str(s.get("experiment", "")).endswith("s7-kill-every-replica.yaml")]
+    plan = tmp_path / "gamedays" / "s7.yaml"
+    plan.parent.mkdir()
+    plan.write_text(yaml.safe_dump({**catalog, "steps": [{**s7, "experiment": str(CATALOG / s7["experiment"][3:])}]}))
     try:
-        run = kilocard("run", str(CATALOG / "s7-kill-every-replica.yaml"), "--journal", str(journal), env=env)
+        run = kilocard("gameday", "run", str(plan), "--journal", str(tmp_path / "journals"),
+                       "--reports", str(tmp_path / "reports"), env=env)
         assert "starting the local testbed with the default fleet" in run.stdout + run.stderr, run.stdout
         assert run.returncode == 0, run.stdout + run.stderr
+        last = run.stdout.strip().splitlines()[-1]
+        assert last.startswith("report ") and last.endswith("index.html") and Path(last[7:]).is_file(), last
+        (journal,) = (tmp_path / "journals").glob("step-1-s7-*.json")
         k = json.loads(journal.read_text())["kilocard"]
         assert k["verdict"] == "aborted" and k["reason"].startswith("as expected (aborted): stop condition fired")
         status = json.loads(kilocard("testbed", "status", "--json", env=env).stdout)

@@ -36,7 +36,10 @@ def placement(namespace: str) -> dict[str, Any]:
                          "arguments": {"model": BIG, "namespace": namespace}}}
 
 
-def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str) -> tuple[int, dict, float]:
+def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str,
+                 report: bool = False) -> tuple[int, dict, float]:
+    """`kilocard run` of one experiment: (exit code, journal, seconds). Its report (tmp_path/reports)
+    only when asked: drawing it costs a second a run."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump({"title": "t", "description": "d", **experiment}))
@@ -44,7 +47,8 @@ def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extr
     started = time.monotonic()
     done = subprocess.run([*KILOCARD, "run", str(path), "--kubeconfig", str(testbed.paths.kubeconfig),
                            "--prometheus-url", testbed.prometheus_url, "--ledger-dir", str(tmp_path / "ledger"),
-                           "--journal", str(journal), *extra],
+                           "--journal", str(journal), "--reports", str(tmp_path / "reports"),
+                           *(() if report else ("--no-report",)), *extra],
                           capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
@@ -254,7 +258,8 @@ def test_errors_only_the_cluster_can_find_write_nothing_as_the_audit_log_shows(k
         assert code == 2 and message in journal["kilocard"]["reason"], (name, journal["kilocard"]["reason"])
     corpus = Path(__file__).parents[1] / "experiments" / "invalid"
     done = subprocess.run([*KILOCARD, "run", str(corpus), "--kubeconfig", str(testbed.paths.kubeconfig),
-                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals")],
+                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals"),
+                           "--reports", str(tmp_path / "reports")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
     assert done.stdout.count("invalid (exit 2)") == len(list(corpus.glob("*.yaml")))

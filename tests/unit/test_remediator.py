@@ -16,6 +16,7 @@ class FakeKube:
         self.pods = pods or {}
         self.blocked = set(blocked)
         self.evicted = []
+        self.events = []
 
     def list_nodes(self):
         return list(self.nodes.values())
@@ -49,6 +50,9 @@ class FakeKube:
             raise TooManyRequests("blocked by PDB", 429)
         self.evicted.append(name)
 
+    def record_event(self, kind, name, namespace, reason, message, component, uid=None):
+        self.events.append((kind, name, reason))
+
 
 class FakeProm:
     def __init__(self, failing, label="Hostname"):
@@ -72,6 +76,8 @@ def test_fatal_card_quarantines_and_drains_its_node_after_the_grace():
     assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [("nvidia.com/gpu-error", "fatal", "NoSchedule")]
     assert kube.evicted == ["p1"]  # p2's PDB said no: it stays for the next round
     assert node.metadata.labels[r.STATE_LABEL] == "draining"
+    # What it did is in Events, as a postmortem reads it (kilocard record): not the blocked eviction.
+    assert kube.events == [("Node", "a", "Quarantined"), ("Pod", "p1", "Evicted")]
 
 
 def test_a_blip_shorter_than_the_grace_is_ignored():

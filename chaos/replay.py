@@ -1,0 +1,254 @@
+"""Postmortem replay: an incident's timeline of faults at their offsets, played on the testbed
+or a cluster, its recovery set beside the one the incident recorded.
+
+A timeline file (YAML or JSON; `kilocard record` writes one from Events and firing alerts):
+
+    title: "2026-11-12: ECC on one card, then rack 2 loses packets, then a node goes"
+    configuration: {namespace: kilocard-fleet}     # the replay experiment's configuration
+    faults:
+    - at: 0                                        # seconds after the incident began
+      for: 120                                     # how long it lasted (default: to the end)
+      fault: {kind: gpu-ecc, nodes: [gpu-070], card: 3, params: {type: dbe}, ttl_seconds: 600}
+    - at: 90
+      for: 60
+      fault: {kind: network-loss, node_selector: "kilocard.io/rack=rack-02", percent: 100,
+              params: {percent: 5}, ttl_seconds: 600}
+    observe: 60                                    # seconds to watch after the last fault ends
+    verify: [...]                                  # Chaos Toolkit probes, judged after the replay
+    recorded: {recovery: [...], alerts: [...]}     # what the incident showed, for the report
+
+The replay is a Chaos Toolkit experiment (`experiment`) whose one action, `chaos.actions.
+replay_timeline`, applies each fault at its offset and reverts it when its window ends; it runs
+through the strict runner, so every fault is planned, guarded, ledgered and reverted as any
+experiment's. Two faults of one kind on one target at overlapping times are bad input: which
+revert would end it?
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos import ledger, lifecycle, plan, revert
+from chaos.errors import KilocardError, SpecError
+from chaos.faults import Context
+
+EXTENSION = "kilocard-replay"
+ACTION = "replay-timeline"
+DEFAULT_OBSERVE = 60.0
+_TOP = {"title", "description", "source", "configuration", "faults", "observe", "verify", "recorded"}
+_ENTRY = {"at", "for", "fault", "note"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: float
+    hold: float | None  # seconds the fault lasts; None: until the replay ends
+    fault: dict[str, Any]
+    where: str
+    note: str = ""
+
+    @property
+    def until(self) -> float | None:
+        return None if self.hold is None else self.at + self.hold
+
+
+@dataclass(frozen=True)
+class Timeline:
+    path: Path
+    title: str
+    entries: tuple[Entry, ...]
+    observe: float = DEFAULT_OBSERVE
+    description: str = ""
+    configuration: dict[str, Any] = field(default_factory=dict)
+    verify: tuple[dict[str, Any], ...] = ()
+    recorded: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def length(self) -> float:
+        """Seconds from the first fault to the end of the last window."""
+        return max((e.until if e.until is not None else e.at) for e in self.entries)
+
+
+def _seconds(value: Any, where: str, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or (positive and value == 0):
+        raise SpecError(f"{where}: expected seconds{' above 0' if positive else ' (0 or more)'}, got {value!r}")
+    return float(value)
+
+
+def load(path: Path) -> Timeline:
+    """Read and check a timeline file without a cluster; SpecError lists every problem."""
+    where = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{where}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{where}: not YAML: {str(exc).splitlines()[0]}") from None
+    return parse(data, path)
+
+
+def parse(data: Any, path: Path) -> Timeline:
+    where = str(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a timeline (a mapping with title and faults), got {type(data).__name__}")
+    problems = [f"{where}: {k}: unknown field; expected one of {', '.join(sorted(_TOP))}" for k in sorted(
+        set(data) - _TOP)]
+    if not isinstance(data.get("title"), str) or not data["title"].strip():
+        problems.append(f"{where}: title: required, a line that names the incident")
+    raw = data.get("faults")
+    entries: list[Entry] = []
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{where}: faults: required, a list of {{at, for, fault}}")
+        raw = []
+    for i, item in enumerate(raw):
+        at_where = f"{where}: faults[{i}]"
+        try:
+            entries.append(_entry(item, at_where))
+        except SpecError as exc:
+            problems.append(str(exc))
+    observe = DEFAULT_OBSERVE
+    for key, kind in (("configuration", dict), ("recorded", dict), ("source", dict), ("verify", list)):
+        if key in data and not isinstance(data[key], kind):
+            problems.append(f"{where}: {key}: expected a {'mapping' if kind is dict else 'list'}, got {data[key]!r}")
+    try:
+        observe = _seconds(data.get("observe", DEFAULT_OBSERVE), f"{where}: observe", positive=False)
+    except SpecError as exc:
+        problems.append(str(exc))
+    if not problems:
+        problems += overlaps(entries, {i: static_targets(e.fault) for i, e in enumerate(entries)}, where)
+    if problems:
+        raise SpecError("\n".join(problems))
+    return Timeline(path, data["title"].strip(), tuple(sorted(entries, key=lambda e: e.at)), observe,
+                    str(data.get("description") or ""), dict(data.get("configuration") or {}),
+                    tuple(data.get("verify") or ()), dict(data.get("recorded") or {}), dict(data.get("source") or {}))
+
+
+def _entry(item: Any, where: str) -> Entry:
+    if not isinstance(item, dict):
+        raise SpecError(f"{where}: expected a mapping with at, for and fault, got {item!r}")
+    unknown = sorted(set(item) - _ENTRY)
+    if unknown:
+        raise SpecError(f"{where}.{unknown[0]}: unknown field; expected one of {', '.join(sorted(_ENTRY))}")
+    if "at" not in item or "fault" not in item:
+        raise SpecError(f"{where}: {'at' if 'at' not in item else 'fault'}: required")
+    at = _seconds(item["at"], f"{where}.at", positive=False)
+    hold = _seconds(item["for"], f"{where}.for", positive=True) if item.get("for") is not None else None
+    plan.parse(item["fault"], f"{where}.fault")  # the fault kind's own checks, field by field
+    return Entry(at, hold, dict(item["fault"]), f"{where}.fault", str(item.get("note") or ""))
+
+
+def static_targets(fault: dict[str, Any]) -> set[tuple[str, ...]]:
+    """The targets a fault names outright (listed nodes, with their cards): what can be checked
+    for overlaps before any cluster is read. Selectors resolve later (`resolved_targets`)."""
+    nodes = fault.get("nodes") if isinstance(fault.get("nodes"), list) else []
+    cards = fault.get("cards") if isinstance(fault.get("cards"), list) else (
+        [fault["card"]] if "card" in fault else [None])
+    return {(str(n), *(() if c is None else (f"card {c}",))) for n in nodes for c in cards}
+
+
+def resolved_targets(records: list[ledger.Record]) -> set[tuple[str, ...]]:
+    """The targets a planned fault resolved to, keyed as `static_targets` keys them."""
+    found = set()
+    for r in records:
+        t = r.target
+        if t.get("name"):
+            found.add((f"{t.get('namespace', '')}/{t['name']}",))
+            continue
+        cards = t.get("cards") if isinstance(t.get("cards"), list) else [t.get("card")]
+        found |= {(str(t.get("node")), *(() if c is None else (f"card {c}",))) for c in cards}
+    return found
+
+
+def overlaps(entries: list[Entry] | tuple[Entry, ...], targets: dict[int, set[tuple[str, ...]]],
+             where: str) -> list[str]:
+    """Pairs of one kind on one target whose windows overlap ([at, at + for), open-ended without for)."""
+    problems = []
+    for i, a in enumerate(entries):
+        for j in range(i + 1, len(entries)):
+            b = entries[j]
+            if a.fault.get("kind") != b.fault.get("kind"):
+                continue
+            shared = targets.get(i, set()) & targets.get(j, set())
+            first, second = (a, b) if a.at <= b.at else (b, a)
+            if shared and (first.until is None or second.at < first.until):
+                problems.append(f"{where}: faults[{j}] overlaps faults[{i}]: both {a.fault['kind']} on "
+                                f"{' '.join(sorted(shared)[0])} between {second.at:g} s and "
+                                f"{'the end' if first.until is None else f'{first.until:g} s'}; "
+                                "one fault per target at a time (end the first with `for`)")
+    return problems
+
+
+def experiment(timeline: Timeline) -> dict[str, Any]:
+    """The replay as a Chaos Toolkit experiment: one action plays the faults at their offsets (and
+    watches `observe` seconds more), then the timeline's own probes judge."""
+    played = [{"at": e.at, "for": e.hold, "fault": e.fault} for e in timeline.entries]
+    return {
+        "title": f"replay: {timeline.title}",
+        "description": timeline.description or f"Replay of the incident timeline {timeline.path}.",
+        "tags": ["kilocard", "replay"],
+        "configuration": dict(timeline.configuration),
+        "method": [{"type": "action", "name": ACTION, "provider": {
+            "type": "python", "module": "chaos.actions", "func": "replay_timeline",
+            "arguments": {"timeline": played, "observe": timeline.observe}}}, *timeline.verify],
+        "extensions": [{"name": EXTENSION, "timeline": str(timeline.path), "recorded": timeline.recorded,
+                        "source": timeline.source}],
+    }
+
+
+def play(ctx: Context, book: ledger.Ledger, entries: list[dict[str, Any]], observe: float,
+         clock: Callable[[], float] = time.time) -> list[dict[str, Any]]:
+    """Apply each fault at its offset from now and revert it when its window ends (a fault with no
+    `for` stays to the end, where the runner's revert takes it); keep watching `observe` seconds
+    after the last. Each fault is resolved when its time comes (the cluster has moved on since
+    the plan). Returns per fault its planned and actual offsets; a stop (a signal, a stop
+    condition) ends the replay early, and a fault that could not be applied fails it."""
+    t0 = clock()
+    timed = sorted((float(e["at"]), i, e) for i, e in enumerate(entries))
+    played: list[dict[str, Any]] = [{} for _ in entries]
+    open_: list[tuple[float, int, list[ledger.Record]]] = []  # (revert at, index, records)
+
+    def wait_until(offset: float) -> bool:
+        """Revert what is due on the way; False when a stop came first."""
+        while True:
+            for due in sorted(o for o in open_ if o[0] <= clock() - t0):
+                _revert_due(ctx, book, due, played, clock() - t0)
+                open_.remove(due)
+            remaining = offset - (clock() - t0)
+            if remaining <= 0:
+                return True
+            nxt = min([remaining, *(o[0] - (clock() - t0) for o in open_)])
+            if ctx.stop.wait(max(0.0, nxt)):
+                return False
+
+    for at, i, entry in timed:
+        if not wait_until(at):
+            break
+        fault = plan.execute_one(ctx, book, plan.plan(ctx, [(entry["fault"], f"timeline[{i}]")]).faults[0])
+        applied = [r.applied_at for r in fault.records if r.applied_at]
+        played[i] = {"at": at, "kind": fault.kind, "targets": [r.target for r in fault.records],
+                     "applied_after": round(min(applied) - t0, 3) if applied else None}
+        if fault.failed:
+            raise KilocardError(f"timeline[{i}] {fault.kind}: " + "; ".join(
+                f"{r.target}: {r.error}" for r in fault.failed))
+        hold = entry.get("for")
+        if hold is not None and lifecycle.desired_phase(clock(), min(applied), float(hold), False) == "injected":
+            open_.append((at + float(hold), i, fault.records))
+    ends = [o[0] for o in open_] + [float(e["at"]) + float(e.get("for") or 0) for e in entries]
+    wait_until(max(ends, default=0.0) + observe)
+    return played
+
+
+def _revert_due(ctx: Context, book: ledger.Ledger, due: tuple[float, int, list[ledger.Record]],
+                played: list[dict[str, Any]], now: float) -> None:
+    _, i, records = due
+    left = revert.revert(ctx, book, records)
+    played[i]["reverted_after"] = round(now, 3)
+    if left:
+        raise KilocardError(f"timeline[{i}]: revert failed: " + "; ".join(r.error for r in left))

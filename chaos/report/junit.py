@@ -1,0 +1,55 @@
+"""JUnit XML of runs: one testsuite per run, one testcase per probe (hypothesis checks before and
+after the method, and method probes) and one for the run's verdict. A failure's message is the
+probe's reason; its text adds the fix hint. Invalid input is an error, not a failure."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+from chaos.report import hints
+from chaos.report.journal import Run
+
+PHASE_NAMES = {"before": "steady state before", "method": "method", "after": "steady state after"}
+
+
+def _suite(run: Run) -> ET.Element:
+    suite = ET.Element("testsuite", name=run.scenario, timestamp=_iso(run.when), time=f"{run.duration or 0:.3f}")
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("run_id", run.run_id), ("exit_code", str(run.exit_code)), ("verdict", run.verdict),
+                        ("experiment_file", run.experiment_file)):
+        ET.SubElement(properties, "property", name=name, value=value)
+    failures = errors = 0
+    for check in run.checks:
+        case = ET.SubElement(suite, "testcase", classname=run.scenario, name=f"{PHASE_NAMES[check.phase]}: "
+                             f"{check.name}", time=f"{check.seconds:.3f}")
+        if not check.ok:
+            failures += 1
+            found = hints.hint(check, run)
+            failure = ET.SubElement(case, "failure", message=check.reason, type=check.func or "probe")
+            failure.text = check.reason + (f"\n\nfix: {found}" if found else "")
+    verdict = ET.SubElement(suite, "testcase", classname=run.scenario, name="verdict", time=f"{run.duration or 0:.3f}")
+    if run.exit_code == 2:
+        errors += 1
+        ET.SubElement(verdict, "error", message=run.reason, type="invalid input").text = run.reason
+    elif run.exit_code != 0:
+        failures += 1
+        ET.SubElement(verdict, "failure", message=run.reason, type=f"exit {run.exit_code}").text = run.reason
+    suite.set("tests", str(len(run.checks) + 1))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    return suite
+
+
+def _iso(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch))
+
+
+def render(runs: list[Run]) -> str:
+    root = ET.Element("testsuites", name="kilocard")
+    suites = [_suite(r) for r in runs]
+    root.extend(suites)
+    for attribute in ("tests", "failures", "errors"):
+        root.set(attribute, str(sum(int(s.get(attribute, "0")) for s in suites)))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,32 @@
+"""A Markdown summary of a run: what a pull-request comment or a chat message carries."""
+
+from __future__ import annotations
+
+from chaos.report import hints, trend
+from chaos.report.journal import Run
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def summary(run: Run) -> str:
+    lines = [f"# {run.title}", "", f"**{run.verdict}** (exit {run.exit_code}): {run.reason}", "",
+             f"run `{run.run_id or '-'}`, experiment `{run.experiment_file}`", ""]
+    if run.faults:
+        lines += ["| fault | target | state |", "|---|---|---|"]
+        lines += [f"| {f.kind} | {_cell(f.target)} | {f.state} |" for f in run.faults]
+        lines.append("")
+    if run.checks:
+        lines += ["| when | probe | result | reason |", "|---|---|---|---|"]
+        lines += [f"| {c.phase} | {_cell(c.name)} | {'ok' if c.ok else '**failed**'} | {_cell(c.reason)} |"
+                  for c in run.checks]
+        lines.append("")
+    worst = trend.slowest(run)
+    if worst:
+        lines += [f"Slowest recovery: {worst.seconds:.1f} s of a {worst.budget:g} s budget ({worst.check}).", ""]
+    for c in run.checks:
+        found = hints.hint(c, run)
+        if found:
+            lines += [f"**Fix for {c.name}:**", "", "```", found, "```", ""]
+    return "\n".join(lines)

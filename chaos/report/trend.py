@@ -1,0 +1,81 @@
+"""Recovery and verdict per scenario over runs, and the resilience score.
+
+Score of one run: 0 unless it passed (its judged exit code is 0: an experiment that declares an
+expected failure passes when that failure is met). A passing run scores 1 - 0.5 x r, where r is
+its slowest recovery as a share of that check's budget (capped at 1): a recovery at the budget
+scores 0.5, an instant one 1. A run with no budgeted recovery check scores 1 when it passes.
+A scenario's score is the mean of its last five runs; the resilience score is 100 x the mean of
+the scenarios' scores, rounded. Budgeted recoveries are those the probes measured: TP groups
+whole and Ready (tp_groups_recovered_within), remediation (remediated_within) and the SLO back
+and held (slo_recovered_within).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chaos.report.journal import Check, Run
+
+LAST = 5
+
+
+@dataclass(frozen=True)
+class Recovery:
+    seconds: float
+    budget: float
+    check: str
+
+
+def _budget(check: Check, run: Run) -> float | None:
+    for entry in run.raw.get("run") or []:
+        activity = entry.get("activity") or {}
+        if activity.get("name") == check.name:
+            args = (activity.get("provider") or {}).get("arguments") or {}
+            value = args.get("budget", args.get("deadline"))
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def recoveries(run: Run) -> list[Recovery]:
+    """Every budgeted recovery the run measured."""
+    found = []
+    for s in run.series:
+        if s.recovered_after is not None and s.deadline:
+            found.append(Recovery(float(s.recovered_after), s.deadline, s.check))
+    for c in run.checks:
+        measured = c.output.get("recovered_after") if c.func == "tp_groups_recovered_within" else (
+            c.output.get("seconds") if c.func == "remediated_within" else None)
+        budget = _budget(c, run)
+        if measured is not None and budget:
+            found.append(Recovery(float(measured), budget, c.name))
+    return found
+
+
+def slowest(run: Run) -> Recovery | None:
+    found = recoveries(run)
+    return max(found, key=lambda r: r.seconds / r.budget) if found else None
+
+
+def score(run: Run) -> float:
+    if run.exit_code != 0:
+        return 0.0
+    worst = slowest(run)
+    return 1.0 if worst is None else 1.0 - 0.5 * min(1.0, worst.seconds / worst.budget)
+
+
+def by_scenario(runs: list[Run]) -> dict[str, list[Run]]:
+    found: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: r.when):
+        found.setdefault(run.scenario, []).append(run)
+    return found
+
+
+def resilience(runs: list[Run]) -> int:
+    scenarios = by_scenario(runs)
+    if not scenarios:
+        return 0
+    means = [sum(score(r) for r in rs[-LAST:]) / len(rs[-LAST:]) for rs in scenarios.values()]
+    return round(100 * sum(means) / len(means))

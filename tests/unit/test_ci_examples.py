@@ -1,0 +1,107 @@
+"""The shipped CI examples cannot drift from the code: every kilocard command the GitHub Actions
+workflow runs parses with the real parser, every --kilocard option it gives pytest exists, its
+header explains every exit code, and its artifacts and teardown survive a failed run. The
+Containerfile is the runner alone, as a non-root user."""
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos import cli, pytest_plugin
+from chaos.errors import Exit
+
+ROOT = Path(__file__).parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "resilience.yml"
+CONTAINERFILE = ROOT / "Containerfile"
+
+
+def steps() -> list[dict]:
+    return [step for job in yaml.safe_load(WORKFLOW.read_text())["jobs"].values() for step in job["steps"]]
+
+
+def commands() -> list[list[str]]:
+    """Each shell command of the workflow's `run:` scripts, as words, cut at the first shell operator."""
+    found = []
+    for step in steps():
+        for line in step.get("run", "").replace("\\\n", " ").splitlines():
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            words = list(lexer)
+            cut = next((i for i, w in enumerate(words) if set(w) <= set("();<>|&")), len(words))
+            if words[:cut]:
+                found.append(words[:cut])
+    return found
+
+
+class _Options:
+    """Records the option names the plugin's pytest_addoption declares."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def getgroup(self, *_args: object, **_kwargs: object) -> "_Options":
+        return self
+
+    def addoption(self, *names: str, **_kwargs: object) -> None:
+        self.names.update(names)
+
+
+def test_the_workflow_runs_on_pull_requests_weekly_and_by_hand():
+    triggers = yaml.safe_load(WORKFLOW.read_text())[True]  # YAML 1.1 reads the key `on` as true
+    assert set(triggers) == {"pull_request", "schedule", "workflow_dispatch"}
+    assert triggers["schedule"][0]["cron"].split()[4] != "*"  # once a week
+
+
+def test_every_kilocard_command_of_the_workflow_parses():
+    kilocard = [words[1:] for words in commands() if Path(words[0]).name == "kilocard"]
+    assert {tuple(argv[:2]) if argv[0] == "testbed" else argv[0] for argv in kilocard} >= {
+        "validate", ("testbed", "up"), "run", ("testbed", "down")}
+    for argv in kilocard:
+        try:
+            cli.build_parser(with_testbed=True).parse_args(argv)
+        except SystemExit as exc:
+            pytest.fail(f"kilocard {shlex.join(argv)}: does not parse (exit {exc.code})")
+
+
+def test_every_kilocard_option_the_workflow_gives_pytest_exists():
+    options = _Options()
+    pytest_plugin.pytest_addoption(options)  # type: ignore[arg-type]
+    given = [w.split("=")[0] for words in commands() if "pytest" in words for w in words if w.startswith("--kilocard")]
+    assert "--kilocard" in given
+    assert set(given) <= options.names, set(given) - options.names
+
+
+def test_the_header_explains_every_exit_code():
+    header = WORKFLOW.read_text().split("\nname:")[0]
+    for code in Exit:
+        assert re.search(rf"^#\s+{int(code)}\s+{code.name.lower().replace('_', ' ')}\b", header, re.MULTILINE), code
+
+
+def test_artifacts_are_uploaded_and_the_testbed_torn_down_whatever_the_verdict():
+    uploads = [s for s in steps() if s.get("uses", "").startswith("actions/upload-artifact@")]
+    teardowns = [s for s in steps() if "testbed down" in s.get("run", "")]
+    assert uploads and teardowns
+    assert all(s.get("if") == "always()" for s in uploads + teardowns)
+    assert {"reports/", "junit.xml"} <= set(uploads[0]["with"]["path"].split())
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Containerfile, comments dropped and continued lines joined."""
+    text = "\n".join(line for line in CONTAINERFILE.read_text().splitlines() if not line.lstrip().startswith("#"))
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.replace("\\\n", " ").splitlines()
+            if line.strip()]
+
+
+def test_the_containerfile_builds_the_runner_alone_as_a_non_root_user():
+    found = instructions()
+    assert found[0] == ("FROM", "python:3.11-slim")
+    users = [args for name, args in found if name == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+    assert [json.loads(args) for name, args in found if name == "ENTRYPOINT"] == [["kilocard"]]
+    assert any(name == "RUN" and re.search(r"\bpip install \.", args) for name, args in found)
+    for name, args in found:
+        assert not re.search(r"testbed|golang|\bgo\b|\[test\]", args), f"{name} {args}"

@@ -1,0 +1,182 @@
+"""Reports from real journals of the catalog (tests/unit/journals: S3, S7 and S8 as kilocard
+wrote them on the testbed): the page, the JUnit, the hints, the trend score, and refusals."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+from junitparser import Failure, JUnitXml
+
+from chaos import report
+from chaos.cli import main
+from chaos.errors import SpecError
+from chaos.report import hints, html, junit, markdown, trend
+from chaos.report.journal import Check
+
+JOURNALS = Path(__file__).parent / "journals"
+
+
+def journal(name: str) -> dict:
+    return json.loads((JOURNALS / f"{name}.json").read_text())
+
+
+def run_of(data: dict, name: str = "j.json") -> report.Run:
+    return report.parse(data, Path(name))
+
+
+def with_placement(data: dict) -> dict:
+    """S3's journal with a placement section as the runner now writes it."""
+    data = copy.deepcopy(data)
+    k = data["kilocard"]
+    old, new = k["recovery"][0]["pod"], k["recovery"][0]["replacement"]
+    pod = {"namespace": "kilocard-fleet", "model": "llama-3-70b", "cards": 8, "ready": True, "group": "g"}
+    node = {"rack": "rack-01", "capacity": 8, "allocatable": 8, "unschedulable": False, "taints": [], "other_cards": 0}
+    k["placement"] = {"card_resource": "nvidia.com/gpu",
+                      "before": [{**node, "name": "gpu-070", "pods": [{**pod, "name": old}]},
+                                 {**node, "name": "gpu-088", "pods": []}],
+                      "after": [{**node, "name": "gpu-070", "unschedulable": True, "allocatable": 7,
+                                 "taints": ["kilocard.io/quarantine=ecc:NoSchedule"], "pods": []},
+                                {**node, "name": "gpu-088", "pods": [{**pod, "name": new}]}]}
+    return data
+
+
+def test_s3_reads_into_its_verdict_fault_window_checks_and_series() -> None:
+    run = run_of(journal("s3"))
+    assert (run.exit_code, run.verdict, run.scenario) == (0, "passed", "s3-ecc-one-tp-member")
+    (fault,) = run.faults
+    assert fault.kind == "gpu-ecc" and fault.target == "gpu-070 card 3" and fault.node == "gpu-070"
+    assert 29 < fault.ended_at - fault.applied_at < 32  # reverted at the run's end
+    assert [c.phase for c in run.checks] == ["before", "before", "method", "method", "after", "after"]
+    assert all(c.ok for c in run.checks)
+    (series,) = run.series
+    assert series.check == "ttft-breached-then-recovered" and series.outcome == "recovered"
+    assert series.points[0][0] >= 0 and series.threshold == 0.5 and series.deadline == 90
+    assert max(v for _, values in series.points for v in values.values()) > series.threshold  # the breach is there
+
+
+def test_the_page_is_self_contained_and_draws_the_slo_with_its_fault_window(tmp_path: Path) -> None:
+    page = report.write(run_of(with_placement(journal("s3"))), tmp_path)
+    assert page == tmp_path / "run-20261201-144422-854bcf" / "index.html"
+    text = page.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing fetched from the network
+    assert "<script" not in text
+    assert text.count("<svg") == 4  # timeline, SLO, recovery, placement
+    assert "ttft-breached-then-recovered: recovered" in text and "threshold 0.5" in text
+    assert "fault applied -&gt; reverted" in text  # the shaded window's legend
+    assert "gpu-088" in text and "moved replica" in text
+    assert {p.name for p in page.parent.iterdir()} == {"index.html", "summary.md", "junit.xml", "journal.json"}
+
+
+def test_junit_of_s8_has_exactly_one_failing_testcase_the_placement_probe(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(junit.render([run_of(journal("s8"))]))
+    cases = [case for suite in JUnitXml.fromfile(str(path)) for case in suite]
+    failing = [c for c in cases if any(isinstance(r, Failure) for r in c.result)]
+    assert [c.name for c in failing] == ["method: replicas-kept-apart"]
+    (failure,) = failing[0].result
+    assert failure.message.startswith("llama-2-7b-fragile: nothing keeps its replicas apart")
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in failure.text  # the fix rides along
+    assert next(c for c in cases if c.name == "verdict").is_passed  # S8 expects that failure: its verdict passes
+
+
+def test_junit_counts_an_invalid_run_as_an_error_and_a_failed_verdict_as_a_failure(tmp_path: Path) -> None:
+    invalid = run_of({"kilocard": {"exit_code": 2, "verdict": "invalid", "reason": "x.yaml: method[0]: bad",
+                                   "experiment_file": "x.yaml"}})
+    failed = copy.deepcopy(journal("s3"))
+    failed["kilocard"].update(exit_code=1, verdict="failed", reason="probe 'p' failed: slow")
+    path = tmp_path / "junit.xml"
+    path.write_text(junit.render([invalid, run_of(failed)]))
+    xml = JUnitXml.fromfile(str(path))
+    assert (xml.tests, xml.failures, xml.errors) == (1 + 7, 1, 1)
+
+
+def test_the_anti_affinity_hint_is_the_stanza_for_that_model() -> None:
+    run = run_of(journal("s8"))
+    (check,) = [c for c in run.checks if not c.ok]
+    found = hints.hint(check, run)
+    assert "matchLabels: {kilocard.io/model: llama-2-7b-fragile}" in found
+    assert "topologyKey: kubernetes.io/hostname" in found
+    assert all(hints.hint(c, run) is None for c in run.checks if c.ok)
+
+
+def test_the_capacity_hint_counts_the_cards_and_replicas_missing() -> None:
+    run = run_of(with_placement(journal("s3")))
+    gib = 2**30
+    check = Check("method", "fits", "capacity_fits", False, "short", {
+        "model": "llama-3-70b", "need_bytes": 700 * gib, "supply_bytes": 320 * gib, "serving_replicas": 1})
+    found = hints.hint(check, run)
+    # 380 GiB short at 40 GiB of KV per card: 10 cards, two more TP=8 replicas.
+    assert "380.0 GiB of KV cache short: at least 10 more cards" in found and "2 more TP=8 replica(s)" in found
+
+
+def test_the_recovery_hint_names_the_slowest_phase() -> None:
+    run = run_of(journal("s3"))
+    check = Check("method", "ready", "tp_groups_recovered_within", False, "late", {"model": "llama-3-70b"})
+    assert "the image pull" in hints.hint(check, run) and "6.0 s" in hints.hint(check, run)
+
+
+def test_score_follows_its_documented_formula() -> None:
+    s3 = run_of(journal("s3"))
+    worst = trend.slowest(s3)  # the SLO back after 21.3 s of a 90 s deadline
+    assert worst.check == "ttft-breached-then-recovered" and worst.budget == 90
+    assert trend.score(s3) == pytest.approx(1 - 0.5 * worst.seconds / 90)
+    failed = copy.deepcopy(journal("s3"))
+    failed["kilocard"]["exit_code"] = 1
+    assert trend.score(run_of(failed)) == 0
+    s7, s8 = run_of(journal("s7")), run_of(journal("s8"))  # expected verdicts met, no budgeted recovery
+    assert trend.score(s7) == trend.score(s8) == 1
+    assert trend.resilience([s3, run_of(failed), s7, s8]) == round(100 * ((trend.score(s3) + 0) / 2 + 1 + 1) / 3)
+
+
+def test_trend_and_compare_pages_link_and_overlay(tmp_path: Path) -> None:
+    runs = [run_of(journal(n), f"{n}.json") for n in ("s3", "s7", "s8")]
+    page = report.write_trend(runs, tmp_path).read_text()
+    assert re.search(r"Resilience: \d+ / 100", page)
+    for r in runs:
+        assert f'href="../{r.key}/index.html"' in page and (tmp_path / r.key / "index.html").is_file()
+    compared = report.compare(runs[0], runs[2], tmp_path).read_text()
+    assert runs[0].run_id in compared and runs[2].run_id in compared
+    assert "one of the runs has no SLO series" in compared  # S8 judged no SLO
+
+
+def test_markdown_summary_carries_the_verdict_and_the_fix() -> None:
+    text = markdown.summary(run_of(journal("s8")))
+    assert "**failed** (exit 0): as expected (failed)" in text
+    assert "**Fix for replicas-kept-apart:**" in text
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not a kilocard journal: not JSON"),
+    ("[1, 2]", "not a kilocard journal: no 'kilocard' section"),
+    ('{"status": "completed", "run": []}', "not a kilocard journal: no 'kilocard' section"),
+    ('{"kilocard": {"verdict": "passed", "reason": "r"}}', "kilocard.exit_code: not a kilocard journal"),
+])
+def test_a_journal_that_is_not_ours_is_refused_and_nothing_is_written(tmp_path: Path, capsys, content: str,
+                                                                      message: str) -> None:
+    bad = tmp_path / "journal.json"
+    bad.write_text(content)
+    with pytest.raises(SpecError, match=re.escape(f"{bad}: {message}")):
+        report.load(bad)
+    out = tmp_path / "reports"
+    assert main(["report", str(JOURNALS / "s3.json"), str(bad), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_report_cli_writes_each_run_and_the_trend(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(JOURNALS), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == f"trend {tmp_path / 'trend' / 'index.html'}"
+    assert len([line for line in printed if line.startswith("report ")]) == 3
+    assert main(["report", "--compare", str(JOURNALS / "s3.json"), "--out", str(tmp_path)]) == 2
+    assert "--compare: expected two journals, got 1" in capsys.readouterr().err
+
+
+def test_html_escapes_what_the_journal_says() -> None:
+    data = copy.deepcopy(journal("s8"))
+    data["kilocard"]["reason"] = "<script>alert(1)</script>"
+    assert "<script>alert" not in html.run_page(run_of(data))

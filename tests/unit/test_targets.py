@@ -1,0 +1,46 @@
+"""Target picks: the same run picks the same targets when planned and when applied."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from chaos.faults import node_isolation, pod_kill
+from chaos.targets import NodeSelection, select_nodes
+
+
+class Listing:
+    """The two LISTs target selection makes, over fixed objects."""
+
+    def __init__(self, nodes: int) -> None:
+        self.nodes = [{"metadata": {"name": f"gpu-{i:03d}"}} for i in range(nodes)]
+        self.pods = [{"metadata": {"namespace": "fleet", "name": f"p-{i:03d}", "uid": str(i), "labels": {}},
+                      "spec": {"nodeName": f"gpu-{i:03d}"}, "status": {"phase": "Running"}} for i in range(nodes)]
+
+    def list_nodes_raw(self, selector: str | None = None) -> list[dict[str, Any]]:
+        return self.nodes
+
+    def list_pods_raw(self, namespace: str | None, label_selector: str | None = None,
+                      field_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.pods
+
+
+def ctx(run_id: str) -> Any:
+    return SimpleNamespace(kube=Listing(64), run_id=run_id)
+
+
+def test_an_unseeded_pick_is_the_same_for_the_same_run_and_differs_across_runs() -> None:
+    spec = pod_kill.parse({"kind": "pod-kill", "namespace": "fleet", "label_selector": "a=b", "count": 3}, "f")
+    planned = pod_kill.targets(ctx("run-1"), spec, "f")
+    assert pod_kill.targets(ctx("run-1"), spec, "f") == planned
+    picks = {tuple(t["name"] for t in pod_kill.targets(ctx(f"run-{i}"), spec, "f")) for i in range(8)}
+    assert len(picks) > 1  # not one fixed pick: the run id seeds it
+
+
+def test_a_seed_of_its_own_wins_over_the_run_id() -> None:
+    selection = NodeSelection(None, "pool=gpu", 2, None, 7)
+    assert select_nodes(Listing(64), selection, "f", "run-1") == select_nodes(Listing(64), selection, "f", "run-2")
+    spec = node_isolation.parse({"kind": "node-isolate", "node_selector": "pool=gpu", "count": 2, "seed": 7,
+                                 "ttl_seconds": 60}, "f")
+    assert [t["node"] for t in node_isolation.targets(ctx("run-9"), spec, "f")] == \
+        select_nodes(Listing(64), selection, "f", "run-1")
