@@ -33,25 +33,11 @@ def _for(*funcs: str) -> Callable[[Hint], Hint]:
 
 
 def _argument(check: Check, run: Run, name: str, default: str = "") -> str:
-    """An activity's argument as the run resolved it (its output echoes some; the journal's
-    experiment has the rest, with ${vars} in it)."""
+    """An argument of the probe: as its output echoes it, else as the run gave it."""
     if name in check.output:
         return str(check.output[name])
-    for entry in _entries(run):
-        activity = entry.get("activity") or {}
-        if activity.get("name") == check.name:
-            value = str(((activity.get("provider") or {}).get("arguments") or {}).get(name, default))
-            config = (run.raw.get("experiment") or {}).get("configuration") or {}
-            for key, v in config.items():
-                value = value.replace(f"${{{key}}}", str(v))
-            return value
-    return default
-
-
-def _entries(run: Run) -> list[dict]:
-    states = run.raw.get("steady_states") or {}
-    return [*((states.get("before") or {}).get("probes") or []), *(run.raw.get("run") or []),
-            *((states.get("after") or {}).get("probes") or [])]
+    found = run.argument(check.name, name)
+    return default if found is None else str(found)
 
 
 @_for("placement_holds")

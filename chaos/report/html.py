@@ -21,6 +21,7 @@ STYLE = "".join((
     ".badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:600}",
     ".e0{background:#2d6a4f} .e1{background:#c1121f} .e2{background:#7b2cbf} .e3{background:#e76f51}",
     ".e4{background:#000} .ok{color:#2d6a4f;font-weight:600} .bad{color:#c1121f;font-weight:600} .muted{color:#666}",
+    ".ok,.bad,.nw{white-space:nowrap}",
     "pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}",
     ".hint{background:#fff7e6;border-left:4px solid #f4a261;padding:6px 10px;margin:4px 0;white-space:pre-wrap;",
     "font-family:ui-monospace,monospace;font-size:12px} .fig svg{max-width:100%;height:auto}",
@@ -85,8 +86,9 @@ def _checks(run: Run) -> str:
     for c in run.checks:
         found = hints.hint(c, run)
         reason = escape(c.reason) + (f'<div class="hint"><b>fix:</b> {escape(found)}</div>' if found else "")
-        rows.append((escape(c.phase), escape(c.name), '<span class="ok">ok</span>' if c.ok else
-                     '<span class="bad">failed</span>', reason, f"{c.seconds:.1f} s"))
+        rows.append((f'<span class="nw">{escape(c.phase)}</span>', escape(c.name),
+                     '<span class="ok">ok</span>' if c.ok else '<span class="bad">failed</span>', reason,
+                     f'<span class="nw">{c.seconds:.1f} s</span>'))
     return _table(("when", "probe", "result", "reason", "took"), rows)
 
 

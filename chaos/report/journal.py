@@ -9,6 +9,7 @@ whose `kilocard` section lacks a verdict, is not ours, and says so (SpecError, e
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,26 @@ class Run:
     def first_fault(self) -> float | None:
         applied = [f.applied_at for f in self.faults if f.applied_at]
         return min(applied) if applied else None
+
+    def argument(self, activity: str, name: str) -> Any:
+        """An argument an activity was given, with the experiment's ${configuration} filled in as
+        the run had it (--var included); None when it was not given."""
+        states = self.raw.get("steady_states") or {}
+        entries = [*((states.get("before") or {}).get("probes") or []), *(self.raw.get("run") or []),
+                   *((states.get("after") or {}).get("probes") or [])]
+        config = (self.raw.get("experiment") or {}).get("configuration") or {}
+        for entry in entries:
+            found = entry.get("activity") or {}
+            arguments = (found.get("provider") or {}).get("arguments") or {}
+            if found.get("name") == activity and name in arguments:
+                value = arguments[name]
+                whole = re.fullmatch(r"\$\{(\w+)\}", value) if isinstance(value, str) else None
+                if whole and whole.group(1) in config:
+                    return config[whole.group(1)]
+                if isinstance(value, str):
+                    return re.sub(r"\$\{(\w+)\}", lambda m: str(config.get(m.group(1), m.group(0))), value)
+                return value
+        return None
 
     @property
     def replay(self) -> dict[str, Any] | None:

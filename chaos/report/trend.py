@@ -27,16 +27,11 @@ class Recovery:
 
 
 def _budget(check: Check, run: Run) -> float | None:
-    for entry in run.raw.get("run") or []:
-        activity = entry.get("activity") or {}
-        if activity.get("name") == check.name:
-            args = (activity.get("provider") or {}).get("arguments") or {}
-            value = args.get("budget", args.get("deadline"))
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                return None
-    return None
+    value = run.argument(check.name, "budget")
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def recoveries(run: Run) -> list[Recovery]:

@@ -127,9 +127,15 @@ def test_score_follows_its_documented_formula() -> None:
     failed = copy.deepcopy(journal("s3"))
     failed["kilocard"]["exit_code"] = 1
     assert trend.score(run_of(failed)) == 0
-    s7, s8 = run_of(journal("s7")), run_of(journal("s8"))  # expected verdicts met, no budgeted recovery
-    assert trend.score(s7) == trend.score(s8) == 1
-    assert trend.resilience([s3, run_of(failed), s7, s8]) == round(100 * ((trend.score(s3) + 0) / 2 + 1 + 1) / 3)
+    s7, s8 = run_of(journal("s7")), run_of(journal("s8"))  # expected verdicts met
+    assert trend.score(s7) == 1  # no budgeted recovery
+    # S8's replacements were back within its budget, given as ${budget_seconds}: the run's configuration.
+    slow = trend.slowest(s8)
+    assert (slow.check, slow.budget) == ("replaced-within-budget",
+                                         float(journal("s8")["experiment"]["configuration"]["budget_seconds"]))
+    assert trend.score(s8) == pytest.approx(1 - 0.5 * slow.seconds / slow.budget)
+    assert trend.resilience([s3, run_of(failed), s7, s8]) == round(
+        100 * ((trend.score(s3) + 0) / 2 + 1 + trend.score(s8)) / 3)
 
 
 def test_trend_and_compare_pages_link_and_overlay(tmp_path: Path) -> None:
