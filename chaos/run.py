@@ -130,18 +130,21 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         data["configuration"] = {**(data.get("configuration") or {}), **config_vars}
     experiment = Experiment(path, data, config_vars, secret_vars, hashlib.sha256(raw).hexdigest())
     problems: list[str] = []
+    timeouts = _timeouts(data)
     try:
-        ensure_experiment_is_valid(data)
+        # A bad timeout is said once, naming its activity (chaoslib's "activity timeout must be a
+        # number" names none): chaoslib checks the rest without it.
+        ensure_experiment_is_valid(_without_bad_timeouts(data) if timeouts else data)
         configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
         secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
     except (ChaosException, TypeError, ValueError, KeyError) as exc:
-        problems.append(_first_line(exc))
+        problems.extend([_first_line(exc), *timeouts])
     else:
         # The schemas first (every argument of every kilocard activity and control, in one pass),
         # then, when those hold, the parsers' own checks across fields.
         argued = schemas.problems(data, configuration, secrets)
         problems.extend(argued or _kilocard_faults(experiment, configuration, secrets))
-        problems.extend(_timeouts(data))
+        problems.extend(timeouts)
         try:  # the controls' arguments are input too, and so is the expected verdict
             experiment.expect = _expectation(data)
             if not argued:
@@ -220,11 +223,23 @@ def _kilocard_faults(experiment: Experiment, configuration: dict[str, Any], secr
     return problems
 
 
+def _bad_timeout(timeout: Any) -> bool:
+    return timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0)
+
+
+def _without_bad_timeouts(data: dict[str, Any]) -> dict[str, Any]:
+    copy = json.loads(json.dumps(data, default=str))
+    for _where, activity in _activities(copy):
+        if isinstance(activity, dict) and _bad_timeout(activity.get("timeout")):
+            del activity["timeout"]
+    return copy
+
+
 def _timeouts(data: dict[str, Any]) -> list[str]:
     problems = []
     for where, activity in _activities(data):
         timeout = activity.get("timeout") if isinstance(activity, dict) else None
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        if _bad_timeout(timeout):
             problems.append(f"{_named(where, activity)}: timeout: expected seconds above 0, got {timeout!r}")
     return problems
 

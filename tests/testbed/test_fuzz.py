@@ -1,0 +1,70 @@
+"""R2 on the real apiserver: 500 broken experiments (tests/unit/test_fuzz_inputs.py's generator),
+plus ones only the cluster can tell are wrong (a selector matching nothing, a card the node lacks,
+a node that does not exist), through one `kilocard run`: every one exits 2 with its file named,
+no traceback, and the audit log shows not one write by kilocard."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+
+from testbed import audit
+from tests.testbed.test_runner import KILOCARD
+from tests.unit.test_fuzz_inputs import EXPERIMENTS, broken
+
+pytestmark = pytest.mark.testbed
+GENERATED = 500
+
+
+def write_broken(folder) -> None:
+    made: set[str] = set()
+
+    # Hypothesis skips inputs it has tried already: asked for more, it gives at least GENERATED distinct ones.
+    @settings(max_examples=2 * GENERATED, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(broken())
+    def one(case) -> None:
+        name, data, _ = case
+        text = data if isinstance(data, str) else yaml.safe_dump(data)
+        if len(made) < GENERATED and text not in made:
+            made.add(text)
+            (folder / f"{len(made):04d}-{name}").write_text(text)
+
+    one()
+
+
+def cluster_only(folder, pool_nodes: list[str]) -> int:
+    """Valid files that only the cluster refuses: what they name is not there."""
+    s2 = EXPERIMENTS["s2-isolate-one-card.yaml"]
+    fault = next(a for a in s2["method"] if a["provider"]["func"] == "apply_fault")["provider"]["arguments"]["fault"]
+    cases = {"nothing-matches": {"nodes_of": {"namespace": "no-such-namespace", "label_selector": "a=b"}},
+             "no-such-node": {"nodes": ["no-such-node"]},
+             "no-such-card": {"nodes": pool_nodes[:1], "card": 9}}
+    for name, change in cases.items():
+        data = yaml.safe_load(yaml.safe_dump(s2))
+        target = next(a for a in data["method"] if a["provider"]["func"] == "apply_fault")["provider"]["arguments"]
+        target["fault"] = {**{k: v for k, v in fault.items() if k != "nodes_of"}, **change}
+        (folder / f"cluster-{name}.yaml").write_text(yaml.safe_dump(data))
+    return len(cases)
+
+
+def test_broken_experiments_by_the_hundred_exit_2_and_write_nothing(testbed, pool, tmp_path):
+    p = pool(1)
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    write_broken(folder)
+    files = len(list(folder.iterdir())) + cluster_only(folder, p.node_names)
+    assert files >= GENERATED
+    since = time.time()
+    done = subprocess.run([*KILOCARD, "run", str(folder), "--kubeconfig", str(testbed.paths.kubeconfig),
+                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals"),
+                           "--no-report"], capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
+    assert out.count("invalid (exit 2)") == files, out[-3000:]
+    writes = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
+    assert writes == []

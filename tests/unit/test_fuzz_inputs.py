@@ -1,0 +1,117 @@
+"""R2, bad input as a property: the catalog's experiments, each broken one way at random (a fault's
+field given the wrong type, a required field dropped, a field nobody knows, an unknown kind, a TTL
+out of range, a probe argument of the wrong type, a timeout below zero, a document that is not a
+mapping, YAML that does not parse). Every one is refused by `chaos.run.load` with a SpecError that
+names the file, the activity and the field, and never with any other exception: nothing of it
+reaches a cluster (the testbed leg checks the audit log)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chaos import run
+from chaos.errors import SpecError
+from chaos.faults import registry
+
+CATALOG = sorted((Path(__file__).parents[2] / "experiments").glob("s[1-8]-*.yaml"))
+EXPERIMENTS = {p.name: yaml.safe_load(p.read_text()) for p in CATALOG}
+# Values of another type than a field's own (null is "not given", which an optional field allows).
+NEGATIVE = st.integers(-10**9, -1)
+TEXT = st.text(min_size=1, max_size=12).filter(lambda t: not t.strip().lstrip("-").replace(".", "", 1).isdigit())
+BOXED = st.one_of(st.lists(st.integers(), min_size=1, max_size=3), st.dictionaries(TEXT, st.integers(), min_size=1,
+                                                                                    max_size=2))
+WRONG = {str: st.one_of(NEGATIVE, st.booleans(), BOXED), int: st.one_of(TEXT, st.booleans(), BOXED, NEGATIVE),
+         float: st.one_of(TEXT, st.booleans(), BOXED, NEGATIVE), dict: st.one_of(TEXT, NEGATIVE, st.lists(
+             st.integers(), min_size=1, max_size=3)), list: st.one_of(NEGATIVE, st.dictionaries(
+                 TEXT, st.integers(), min_size=1, max_size=2))}
+KNOWN = {"kind", "namespace", "label_selector", "field_selector", "count", "percent", "seed", "mode", "grace_seconds",
+         "nodes", "node_selector", "nodes_of", "card", "cards", "params", "ttl_seconds", "interface", "netns",
+         "effect", "drain", "rank", "allow_empty", "pod_selector", "to", "eviction_deadline_seconds", "cidrs",
+         "ports", "direction", "device_name", "driver", "xid"}
+
+
+def faults(data: dict) -> list[tuple[str, dict]]:
+    """(where, fault mapping) of each apply_fault action."""
+    return [(f"method[{i}]", a["provider"]["arguments"]["fault"]) for i, a in enumerate(data.get("method") or [])
+            if a.get("provider", {}).get("func") == "apply_fault"]
+
+
+def probes(data: dict) -> list[tuple[str, dict]]:
+    found = [(f"steady-state-hypothesis.probes[{i}]", p) for i, p in
+             enumerate((data.get("steady-state-hypothesis") or {}).get("probes") or [])]
+    return found + [(f"method[{i}]", a) for i, a in enumerate(data.get("method") or []) if a["type"] == "probe"]
+
+
+@st.composite
+def broken(draw: st.DrawFn) -> tuple[str, dict | str, str]:
+    """(file name, the broken document, what the error must name)."""
+    name = draw(st.sampled_from(sorted(EXPERIMENTS)))
+    data = copy.deepcopy(EXPERIMENTS[name])
+    how = draw(st.sampled_from(("fault-type", "fault-drop", "fault-unknown", "fault-kind", "fault-ttl",
+                                "probe-type", "timeout", "not-a-mapping", "not-yaml")))
+    if how == "not-a-mapping":
+        return name, yaml.safe_dump([data]), "expected an experiment"
+    if how == "not-yaml":
+        return name, "title: [unclosed\n", ""
+    if how == "timeout":
+        where, activity = draw(st.sampled_from(probes(data) or [("method[0]", data["method"][0])]))
+        activity["timeout"] = draw(st.one_of(st.just(0), NEGATIVE, TEXT))
+        return name, data, f"{where}"
+    if how == "probe-type":
+        typed = [(w, p, k) for w, p in probes(data) for k, v in (p["provider"].get("arguments") or {}).items()
+                 if k in ("threshold", "budget", "deadline", "hold", "max_skew") and not str(v).startswith("${")]
+        typed += [(w, p, "budget") for w, p in probes(data) if p["provider"]["func"].endswith("_within")
+                  and "budget" in (p["provider"].get("arguments") or {})]
+        if typed:
+            where, probe, key = draw(st.sampled_from(typed))
+            probe["provider"]["arguments"][key] = draw(st.one_of(TEXT, BOXED))
+            return name, data, key
+    found = faults(data)
+    where, fault = draw(st.sampled_from(found))
+    if how == "fault-drop":
+        fault.pop("kind")
+        return name, data, "kind"
+    if how == "fault-unknown":
+        fault[draw(st.from_regex(r"[a-z_]{2,12}", fullmatch=True).filter(lambda k: k not in KNOWN))] = draw(
+            st.integers())
+        return name, data, where
+    if how == "fault-kind":
+        fault["kind"] = draw(st.one_of(TEXT, st.sampled_from(["pod-kil", "gpu", "", "NODE-ISOLATE"])).filter(
+            lambda k: k not in plan_kinds()))
+        return name, data, "kind"
+    if how == "fault-ttl" and "ttl_seconds" in fault:
+        fault["ttl_seconds"] = draw(st.one_of(st.just(0), NEGATIVE, st.integers(10**6, 10**12), TEXT))
+        return name, data, "ttl_seconds"
+    key = draw(st.sampled_from(sorted(k for k in fault if k != "kind" and type(fault[k]) in WRONG)))
+    fault[key] = draw(WRONG[type(fault[key])])
+    return name, data, key
+
+
+def plan_kinds() -> set[str]:
+    return set(registry())
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(broken())
+def test_every_broken_experiment_is_refused_with_its_file_and_field(tmp_path_factory, case) -> None:
+    name, data, field = case
+    path = tmp_path_factory.mktemp("fuzz") / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    try:
+        run.load(path)
+    except SpecError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError(f"accepted: {path.read_text()[:400]}")
+    first = message.splitlines()[0]
+    assert first.startswith(f"{path}: "), first  # the file, on every line
+    assert all(line.startswith(f"{path}: ") for line in message.splitlines()), message
+    assert field in message, (field, message)
+    assert not re.search(r"Traceback|Error\(|object at 0x", message), message
