@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from chaos import ledger, lifecycle, plan, revert
+from chaos import ledger, plan, revert
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 
@@ -237,11 +237,9 @@ def play(ctx: Context, book: ledger.Ledger, entries: list[dict[str, Any]], obser
         if fault.failed:
             raise KilocardError(f"timeline[{i}] {fault.kind}: " + "; ".join(
                 f"{r.target}: {r.error}" for r in fault.failed))
-        hold = entry.get("for")
-        if hold is not None and lifecycle.desired_phase(clock(), min(applied), float(hold), False) == "injected":
-            open_.append((at + float(hold), i, fault.records))
-    ends = [o[0] for o in open_] + [float(e["at"]) + float(e.get("for") or 0) for e in entries]
-    wait_until(max(ends, default=0.0) + observe)
+        if entry.get("for") is not None:  # reverted when its window ends: at once if applying took longer
+            open_.append((at + float(entry["for"]), i, fault.records))
+    wait_until(max((float(e["at"]) + float(e.get("for") or 0) for e in entries), default=0.0) + observe)
     return played
 
 

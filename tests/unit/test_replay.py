@@ -98,7 +98,7 @@ def test_the_replay_is_an_experiment_with_one_timed_action(tmp_path: Path) -> No
 class Played:
     """plan/execute/revert stand-ins that note when each was called."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, applying: float = 0.0) -> None:
         self.calls: list[tuple[str, str, float]] = []
         self.t0 = time.time()
 
@@ -108,6 +108,7 @@ class Played:
 
         def execute_one(ctx, book, planned):
             now = time.time()
+            time.sleep(applying)  # an apply that takes this long (an eviction a PDB holds up)
             self.calls.append(("apply", planned.where, now - self.t0))
             planned.records = [Record("r", planned.where, planned.kind, {"node": "n"}, "", state="applied",
                                       applied_at=now)]
@@ -137,6 +138,15 @@ def test_play_applies_each_fault_at_its_offset_and_reverts_it_when_its_window_en
     assert all(abs(o["applied_after"] - o["at"]) < 0.1 for o in out)
     assert abs(out[1]["reverted_after"] - 0.4) < 0.1 and "reverted_after" not in out[0]  # to the end: the runner's
     assert time.time() - played.t0 >= 0.8  # watched `observe` past the last fault
+
+
+def test_a_fault_whose_apply_outlasts_its_window_is_reverted_at_once_not_at_the_end(monkeypatch) -> None:
+    played = Played(monkeypatch, applying=0.3)
+    out = replay.play(SimpleNamespace(stop=threading.Event()), None, [{"at": 0, "for": 0.1, "fault": ECC}],
+                      observe=0.5)
+    (_, _, applied), (what, _, reverted) = played.calls
+    assert what == "revert" and reverted - applied < 0.45, played.calls  # after the apply, before `observe` ends
+    assert out[0]["reverted_after"] < 0.45
 
 
 def test_a_stop_ends_the_play_before_the_next_fault(monkeypatch) -> None:
