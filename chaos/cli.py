@@ -289,7 +289,7 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
     plan = gameday.load(args.plan, args.var)  # every step's experiment too: exit 2 before anything starts
     _embedded_default(args)
     console = Console(highlight=False)
-    results: list[Any] = []
+    runs: list[Any] = []  # each experiment's, as its report read it
 
     def run_one(path: Path, variables: list[str]) -> Any:
         console.rule(str(path))
@@ -297,8 +297,8 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
                               view=timeline.Timeline(console))
         console.print(timeline.summary(result))
         if not args.no_report:
-            console.print(f"report {_report(result.journal, path, args.reports)}", soft_wrap=True)
-        results.append(result)
+            runs.append(report.parse(result.journal, path))
+            console.print(f"report {report.write(runs[-1], args.reports)}", soft_wrap=True)
         return result
 
     kube = None
@@ -317,8 +317,7 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
             kube.close()
     console.print(view.summary(day))
     console.print(f"journal {journal.write(journals, day)}", soft_wrap=True)
-    if results and not args.no_report:
-        runs = [report.parse(r.journal, r.path) for r in results]
+    if runs:
         stamp = day.started_at.strftime("%Y%m%dT%H%M%S")
         console.print(f"trend {_trend(args.reports)}", soft_wrap=True)
         page = report.write_trend(runs, args.reports, f"gameday-{args.plan.stem}-{stamp}")
@@ -351,11 +350,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from chaos import replay
 
     timeline = replay.load(args.timeline)
+    _embedded_default(args)
+    _resolved_overlaps(args, timeline)
     path = args.reports / "replays" / f"{args.timeline.stem}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(replay.experiment(timeline), sort_keys=False))
-    _embedded_default(args)
-    _resolved_overlaps(args, timeline)
     if args.twin:
         args.experiment, args.json = path, False
         return _plan_experiment(args)
