@@ -34,6 +34,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,7 +229,7 @@ def _bad_timeout(timeout: Any) -> bool:
 
 
 def _without_bad_timeouts(data: dict[str, Any]) -> dict[str, Any]:
-    copy = json.loads(json.dumps(data, default=str))
+    copy = deepcopy(data)
     for _where, activity in _activities(copy):
         if isinstance(activity, dict) and _bad_timeout(activity.get("timeout")):
             del activity["timeout"]
@@ -244,13 +245,14 @@ def _timeouts(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check(ctx: Any, experiment: Experiment) -> dict[str, Any]:
+def check(ctx: Any, experiment: Experiment, s: snapshot.ClusterSnapshot | None = None) -> dict[str, Any]:
     """Resolve the experiment's faults against the cluster (no change): selectors that match
-    nothing, cards a node does not have, conflicts with other runs and the guards' limits are
-    found before the run. Returns what it would do: each fault's targets and the blast radius."""
+    nothing, cards a node does not have, conflicts with other runs and the guards' limits (on
+    `s` if given) are found before the run. Returns what it would do: each fault's targets and
+    the blast radius."""
     planned = plan.plan(ctx, experiment.faults)
     return {"faults": planned.describe(),
-            "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path))}
+            "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s)}
 
 
 class ActivityTimeout(Exception):
@@ -303,8 +305,7 @@ def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
         if run.get("status") == "failed":
             return Exit.FAILED, f"{(run.get('activity') or {}).get('type', 'activity')} {name!r} failed: {_reason(run)}"
         # chaoslib ignores a method probe's tolerance; here a probe out of it fails the run.
-        tolerance = (run.get("activity") or {}).get("tolerance")
-        if tolerance is not None and not within_tolerance(tolerance, run.get("output"), configuration={}, secrets={}):
+        if not in_tolerance(run):
             return Exit.FAILED, f"probe {name!r} failed: {_reason(run)}"
         if timeout and run.get("duration") is not None and run["duration"] > timeout:
             return Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s timeout"
@@ -316,6 +317,12 @@ def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
     if (journal.get("steady_states") or {}).get("after") is None and before is None:
         return Exit.PASSED, "method ran; no steady-state hypothesis to check"
     return Exit.PASSED, "steady state met before and after the method"
+
+
+def in_tolerance(run: dict[str, Any]) -> bool:
+    """Pure: a method run entry's output within its activity's tolerance (none: within)."""
+    tolerance = (run.get("activity") or {}).get("tolerance")
+    return tolerance is None or bool(within_tolerance(tolerance, run.get("output"), configuration={}, secrets={}))
 
 
 def _probe_failures(state: dict[str, Any]) -> str:
@@ -361,11 +368,12 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     spent = _Stopwatch()  # the runner's own time, per phase, beside chaoslib's
     ctx, book = spent("connect", session, data["configuration"])
     try:
-        planned = spent("plan_and_guards", check, ctx, experiment)
+        # One snapshot serves the guards and the placement before the method.
+        before = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
+        planned = spent("plan_and_guards", check, ctx, experiment, before)
         touched = _by_namespace(planned["blast_radius"]["models"])
         released = spent("release", release.fetch, ctx.kube, touched)
         journal: dict[str, Any] = {}
-        before = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, f"{MODEL_LABEL} in ({m})").start()
                                              for ns, m in touched])
         try:

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaoslib.hypothesis import within_tolerance
-
 from chaos.errors import SpecError
-from chaos.run import why
+from chaos.run import in_tolerance, why
 from chaos.vocabulary import epoch
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
@@ -109,11 +107,8 @@ class Run:
     def argument(self, activity: str, name: str) -> Any:
         """An argument an activity was given, with the experiment's ${configuration} filled in as
         the run had it (--var included); None when it was not given."""
-        states = self.raw.get("steady_states") or {}
-        entries = [*((states.get("before") or {}).get("probes") or []), *(self.raw.get("run") or []),
-                   *((states.get("after") or {}).get("probes") or [])]
         config = (self.raw.get("experiment") or {}).get("configuration") or {}
-        for entry in entries:
+        for _phase, entry in _entries(self.raw):
             found = entry.get("activity") or {}
             arguments = (found.get("provider") or {}).get("arguments") or {}
             if found.get("name") == activity and name in arguments:
@@ -196,19 +191,23 @@ def _fault(f: dict[str, Any]) -> Fault:
                  state=str(f.get("state", "?")), error=str(f.get("error") or ""))
 
 
+def _entries(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(phase, run entry) of the hypothesis probes before, the method's activities, the probes after."""
+    states = data.get("steady_states") or {}
+    return [*(("before", p) for p in (states.get("before") or {}).get("probes") or []),
+            *(("method", e) for e in data.get("run") or []),
+            *(("after", p) for p in (states.get("after") or {}).get("probes") or [])]
+
+
 def _checks(data: dict[str, Any]) -> list[Check]:
     found = []
-    states = data.get("steady_states") or {}
-    entries = [("before", p) for p in (states.get("before") or {}).get("probes") or []]
-    entries += [("method", e) for e in data.get("run") or [] if (e.get("activity") or {}).get("type") == "probe"]
-    entries += [("after", p) for p in (states.get("after") or {}).get("probes") or []]
-    for phase, e in entries:
+    for phase, e in _entries(data):
         activity = e.get("activity") or {}
+        if activity.get("type") != "probe":
+            continue
         output = e.get("output") if isinstance(e.get("output"), dict) else {}
         if phase == "method":  # as the runner judges it: failed, or out of its tolerance
-            tolerance = activity.get("tolerance")
-            ok = e.get("status") == "succeeded" and (tolerance is None or within_tolerance(
-                tolerance, e.get("output"), configuration={}, secrets={}))
+            ok = e.get("status") == "succeeded" and in_tolerance(e)
         else:
             ok = bool(e.get("tolerance_met"))
         reason = why(e) or ("" if ok else f"status {e.get('status')}")
