@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -136,6 +137,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rec.add_argument("--until", required=True, help="end of the range: RFC 3339, or epoch seconds")
     rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
     rec.add_argument("--prometheus-url", help="where the ALERTS series are (default: no alerts read)")
+    _prometheus_token_flag(rec)
     rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
     rec.add_argument("--mapping", type=Path, help="YAML: alert or event name -> {lead, fault template}, added to "
                                                  "(or replacing) the built-in mapping")
@@ -170,6 +172,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--journal", type=Path, default=None,
                    help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
     p.add_argument("--prometheus-url", help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
+    _prometheus_token_flag(p)
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
@@ -177,6 +180,24 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="where each run's report goes (<run id>/index.html), and the trend over all of them "
                         "(trend/index.html); default %(default)s")
     p.add_argument("--no-report", action="store_true", help="write the journal only")
+
+
+def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prometheus-token-file", type=Path, metavar="FILE",
+                   help="a bearer token for Prometheus (else $KILOCARD_PROMETHEUS_TOKEN); it is sent, never written")
+
+
+def _prometheus_token(args: argparse.Namespace) -> None:
+    """The token file's content into the environment, where the probes read it: never into the
+    configuration, which journals keep."""
+    from probes import slo
+
+    path = getattr(args, "prometheus_token_file", None)
+    if path is not None:
+        try:
+            os.environ[slo.TOKEN_ENV] = path.read_text().strip()
+        except OSError as exc:
+            raise SpecError(f"--prometheus-token-file: cannot read {path}: {exc.strerror}") from None
 
 
 def _experiment_flags(p: argparse.ArgumentParser) -> None:
@@ -273,7 +294,9 @@ def _journal_files(paths: list[Path]) -> list[Path]:
 
 
 def _kilocard_vars(args: argparse.Namespace) -> list[str]:
-    """The cluster flags of a command that runs experiments, as the runner's configuration."""
+    """The cluster flags of a command that runs experiments, as the runner's configuration (a
+    Prometheus token goes to the environment instead)."""
+    _prometheus_token(args)
     return [f"{key}={value}" for key, value in (
         ("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
         ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir))
@@ -404,9 +427,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         event_map.update(extra.get("events") or {})
     sightings, others = [], []
     if args.prometheus_url:
-        from prometheus_api_client import PrometheusConnect
+        from probes import slo
 
-        series = record.alert_series(PrometheusConnect(args.prometheus_url), start, end, args.step)
+        _prometheus_token(args)
+        series = record.alert_series(slo.connect(args.prometheus_url), start, end, args.step)
         sightings, others = record.faults_from_alerts(series, args.step, end, alert_map)
     from chaos.kube import Kube
     from chaos.vocabulary import local_testbed_kubeconfig

@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,6 +43,10 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # connection pool matches it (a request beyond the pool opens, and then drops, a TLS connection).
 MAX_IN_FLIGHT = 64
 _in_batch = threading.local()
+# Every retry this process made, by cause (429, 5xx, connection): a run's journal says how hard
+# the cluster pushed back (kilocard.api_retries).
+_retried: Counter[str] = Counter()
+_retried_lock = threading.Lock()
 
 
 def _mark_batch_worker() -> None:
@@ -70,6 +75,19 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError))
 
 
+def _count_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    status = (exc.status or 0) if isinstance(exc, ApiException) else 0
+    with _retried_lock:
+        _retried["429" if status == 429 else "5xx" if status else "connection"] += 1
+
+
+def retries() -> dict[str, int]:
+    """The retries this process has made so far, by cause."""
+    with _retried_lock:
+        return dict(_retried)
+
+
 def _wait(state: RetryCallState) -> float:
     exc = state.outcome.exception() if state.outcome else None
     headers = getattr(exc, "headers", None) or {}
@@ -80,6 +98,16 @@ def _wait(state: RetryCallState) -> float:
         except ValueError:
             pass
     return float(wait_exponential_jitter(initial=0.2, max=5)(state))
+
+
+def _tuned(configuration: client.Configuration, pool: int) -> client.Configuration:
+    """The connection pool matches the batch width. urllib3 would silently retry a 429 that
+    carries Retry-After (three times, unseen); `Kube._call` retries it instead, so it is counted
+    and a PodDisruptionBudget's 429 on an eviction is never retried. Dropped connections are still
+    retried where they happen."""
+    configuration.connection_pool_maxsize = pool
+    configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
+    return configuration
 
 
 class _RawWatch(watch.Watch):
@@ -137,8 +165,7 @@ class Kube:
             )
         except (config.ConfigException, OSError) as exc:
             raise SpecError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'}: {exc}") from None
-        configuration.connection_pool_maxsize = pool
-        kube = cls(client.ApiClient(configuration))
+        kube = cls(client.ApiClient(_tuned(configuration, pool)))
         if context is None:
             _contexts, active = config.list_kube_config_contexts(config_file=str(path) if path else None)
             context = (active or {}).get("name")
@@ -156,8 +183,7 @@ class Kube:
                 configuration)
         except config.ConfigException as exc:
             raise SpecError(f"in-cluster configuration ({account}): {exc}") from None
-        configuration.connection_pool_maxsize = pool
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(_tuned(configuration, pool)))
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
@@ -204,6 +230,7 @@ class Kube:
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
             wait=_wait,
+            before_sleep=_count_retry,
             stop=stop_after_delay(self._retry_seconds),
             reraise=True,
         )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from chaos import faults, ledger
+from chaos import failpoints, faults, ledger
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 
@@ -113,11 +113,13 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
     for record in fault.records:
         record.expires_at = expires
     book.write(fault.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
+    failpoints.reach("fault-recorded")
 
     def applied(record: ledger.Record) -> ledger.Record:
         started = time.time()  # the fault's time: the first change comes at the start of its apply
         try:
             record.undo = module.apply(ctx, spec, record.target, record.undo)
+            failpoints.reach("fault-applied")
             record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
             record.applied_at = started
         except KilocardError as exc:

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from chaos import faults, ledger
+from chaos import failpoints, faults, ledger
 from chaos.errors import KilocardError
 from chaos.faults import Context
 
@@ -25,6 +25,7 @@ def revert(ctx: Context, book: ledger.Ledger, records: list[ledger.Record]) -> l
     def one(record: ledger.Record) -> ledger.Record:
         try:
             modules[record.kind].revert(ctx.for_run(record.run_id), record.undo)
+            failpoints.reach("fault-reverted")
             record.state, record.error = "reverted", ""
         except KilocardError as exc:
             record.error = f"revert failed: {exc}"

@@ -48,7 +48,7 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import __version__, actions, guards, ledger, plan, release, revert, schemas, stop
+from chaos import __version__, actions, guards, kube, ledger, plan, release, revert, schemas, stop
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
@@ -414,6 +414,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
         "placement": _placement(before, after, touched, records),
         "runner_seconds": spent.phases,
+        "api_retries": kube.retries(),  # by cause: 429 (Retry-After honoured), 5xx, connection
     }
     return Result(experiment.path, run_id, code, reason, journal)
 

@@ -8,16 +8,19 @@ Configuration keys (optional): `kilocard_kubeconfig`, `kilocard_context`,
 applied, unless given `fault_at`), `kilocard_scrape_interval` (seconds; else read from Prometheus).
 """
 
+import functools
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from chaos import ledger
 from chaos.actions import run_id_of
+from chaos.errors import KubeError
 from chaos.kube import Kube
 from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
-from probes import capacity, placement, remediation, slo, snapshot, tp_groups
-from probes.errors import ProbeError
+from probes import capacity, metric_names, placement, remediation, slo, snapshot, tp_groups
+from probes.errors import NoData, ProbeError
+from probes.verdict import failed
 
 __all__ = [
     "capacity_fits",
@@ -29,6 +32,20 @@ __all__ = [
     "tp_groups_recovered_within",
     "tp_groups_whole",
 ]
+
+
+def _unknown_without_data(probe: Callable[..., Dict[str, Any]]) -> Callable[..., Dict[str, Any]]:
+    """A probe whose source did not answer (Prometheus down, the apiserver gone past the
+    retries) returns a failed verdict, outcome "unknown": never a pass, and said as what it is."""
+    @functools.wraps(probe)  # the signature stays the probe's: Chaos Toolkit checks arguments against it
+    def judged(*args: Any, **kwargs: Any) -> Dict[str, Any]:
+        try:
+            return probe(*args, **kwargs)
+        except (NoData, KubeError) as exc:
+            if isinstance(exc, KubeError) and 0 < exc.status < 500:
+                raise  # the apiserver answered no (a 403, a 404): that is not missing data
+            return failed(f"no data: {exc}: cannot judge, not healthy", outcome="unknown").to_json()
+    return judged
 
 
 def _kube(cfg: Optional[Dict[str, Any]]) -> Kube:
@@ -51,6 +68,7 @@ def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
     return slo.connect((cfg or {}).get("kilocard_prometheus_url", PROMETHEUS_URL))
 
 
+@_unknown_without_data
 def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", namespace: str = None,
                     max_skew: int = 1, guaranteed: bool = False,
                     configuration: Dict[str, Any] = None) -> Dict[str, Any]:
@@ -60,12 +78,14 @@ def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", na
                                    max_skew, guaranteed).to_json()
 
 
+@_unknown_without_data
 def tp_groups_whole(model: str = None, namespace: str = None,
                     configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Every TP group on as few nodes as its size needs, complete, not partially Ready."""
     return tp_groups.check(_snapshot(configuration, namespace), model, namespace).to_json()
 
 
+@_unknown_without_data
 def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
                                configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Within `budget` s of the run's first fault (from its ledger), every TP group of the model
@@ -83,6 +103,7 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
         kube.close()
 
 
+@_unknown_without_data
 def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int, latency_seconds: float,
                   headroom: float = 0.25, losing_nodes: List[str] = None, namespace: str = None,
                   configuration: Dict[str, Any] = None) -> Dict[str, Any]:
@@ -93,6 +114,7 @@ def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int
                          losing_nodes=tuple(losing_nodes or ()), namespace=namespace).to_json()
 
 
+@_unknown_without_data
 def room_to_reschedule(model: str, losing_nodes: List[str] = None, namespace: str = None,
                        configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """The model's Pending replicas, and those the loss of `losing_nodes` (default: of any one of
@@ -110,6 +132,7 @@ def _indicator(prom: Any, indicator: str, model: str, namespace: Optional[str], 
                          query=query)
 
 
+@_unknown_without_data
 def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, per: str = "replica",
               namespace: str = None, window: str = "1m", query: str = None,
               configuration: Dict[str, Any] = None) -> Dict[str, Any]:
@@ -119,6 +142,7 @@ def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, p
     return slo.under(prom, _indicator(prom, indicator, model, namespace, window, per, query), threshold).to_json()
 
 
+@_unknown_without_data
 def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95", threshold: float = 0.5,
                          hold: float = 10.0, per: str = "replica", expect_impact: bool = True,
                          namespace: str = None, window: str = "30s", query: str = None, fault_at: float = None,
@@ -161,10 +185,14 @@ def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
     """The scrape job behind the indicator's series, for its scrape interval."""
     if not ind.metric:
         return None  # a query of one's own: the global interval
-    found = prom.custom_query(f"count by (job) ({ind.metric})")
+    try:
+        found = prom.custom_query(f"count by (job) ({ind.metric})")
+    except Exception as exc:  # noqa: BLE001 - sorted by query_failed
+        raise metric_names.query_failed(f"PromQL count by (job) ({ind.metric})", exc) from None
     return found[0]["metric"].get("job") if found else None
 
 
+@_unknown_without_data
 def remediated_within(models: List[str], budget: float, node: str = None, namespace: str = None,
                       path: str = "quarantine", configuration: Dict[str, Any] = None) -> Dict[str, Any]:
     """Within budget, on `path`: `quarantine` (the node cordoned and tainted or labelled, and

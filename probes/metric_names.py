@@ -8,9 +8,14 @@ empty vector, which must never be read as "no traffic": resolve the name first.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
-from probes.errors import ProbeError
+import requests
+
+from probes.errors import NoData, ProbeError
+
+_SERVER_ERROR = re.compile(r"HTTP Status Code 5\d\d")
 
 
 class MetricNotFound(ProbeError):
@@ -19,6 +24,13 @@ class MetricNotFound(ProbeError):
 
 class Queryable(Protocol):
     def custom_query(self, query: str) -> list[dict[str, Any]]: ...
+
+
+def query_failed(what: str, exc: Exception, error: type[ProbeError] = ProbeError) -> ProbeError:
+    """The error for a query that raised: Prometheus did not answer (refused, timed out, a 5xx)
+    is NoData; an answer of no (bad PromQL) is `error`."""
+    unanswered = isinstance(exc, (requests.RequestException, OSError)) or bool(_SERVER_ERROR.search(str(exc)))
+    return (NoData if unanswered else error)(f"{what} failed: {exc}")
 
 
 def spellings(name: str) -> list[str]:
@@ -40,6 +52,10 @@ def resolve_any(prom: Queryable, names: tuple[str, ...], matchers: str = "") -> 
     tried = [candidate for name in names for candidate in spellings(name)]
     for candidate in tried:
         selector = f'{{__name__="{candidate}"{"," + matchers if matchers else ""}}}'
-        if prom.custom_query(f"count({selector})"):
+        try:
+            found = prom.custom_query(f"count({selector})")
+        except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
+            raise query_failed(f"PromQL count({selector})", exc) from None
+        if found:
             return candidate
     raise MetricNotFound(f"no series named {' or '.join(tried)}{' with ' + matchers if matchers else ''} in Prometheus")

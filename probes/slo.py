@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
 import time
 import urllib.request
@@ -38,7 +39,7 @@ from prometheus_api_client import PrometheusConnect
 
 from chaos import events
 from probes import metric_names
-from probes.errors import ProbeError
+from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
 from probes.verdict import Verdict, failed, passed
 
@@ -58,8 +59,18 @@ class SloError(ProbeError):
     pass
 
 
+TOKEN_ENV = "KILOCARD_PROMETHEUS_TOKEN"
+
+
+def _auth() -> dict[str, str]:
+    """A Prometheus behind an authenticating proxy: the bearer token in $KILOCARD_PROMETHEUS_TOKEN
+    (`--prometheus-token-file` puts it there), never in the configuration, so never in a journal."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def connect(url: str) -> PrometheusConnect:
-    return PrometheusConnect(url, disable_ssl=True)
+    return PrometheusConnect(url, disable_ssl=True, headers=_auth() or None)
 
 
 def seconds(duration: str) -> float:
@@ -148,8 +159,8 @@ def values(prom: Any, ind: Indicator) -> dict[str, float]:
     """Series name -> value now; NaN dropped. A failed query is an error, never an empty answer."""
     try:
         result = prom.custom_query(ind.query)
-    except Exception as exc:  # noqa: BLE001 - the client raises many kinds; all mean "could not ask"
-        raise SloError(f"PromQL {ind.query!r} failed: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
+        raise metric_names.query_failed(f"PromQL {ind.query!r}", exc, SloError) from None
     return _rows(_one_unless_by(result, ind), ind)
 
 
@@ -309,10 +320,12 @@ def _peak(seen: list[Sample]) -> tuple[str, float] | None:
 def scrape_interval(url: str, job: str | None = None, timeout: float = 5.0) -> float:
     """Seconds between scrapes of `job` (else the global interval), from Prometheus's own config."""
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/status/config", timeout=timeout) as reply:
+        request = urllib.request.Request(f"{url.rstrip('/')}/api/v1/status/config", headers=_auth())
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
             config = yaml.safe_load(json.loads(reply.read())["data"]["yaml"])
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell": say so
-        raise SloError(f"cannot read the scrape interval from {url} ({exc}); give scrape_interval") from None
+        raise metric_names.query_failed(f"reading the scrape interval from {url} (else give scrape_interval)", exc,
+                                        SloError) from None
     interval = (config.get("global") or {}).get("scrape_interval", "1m")
     for scrape in config.get("scrape_configs") or []:
         if job and scrape.get("job_name") == job:
@@ -331,7 +344,7 @@ def history(prom: Any, ind: Indicator, start: float, end: float, step: float) ->
         result = prom.custom_query_range(ind.query, start_time=dt.datetime.fromtimestamp(first, dt.UTC),
                                          end_time=dt.datetime.fromtimestamp(last, dt.UTC), step=f"{step:g}")
     except Exception as exc:  # noqa: BLE001
-        raise SloError(f"PromQL range {ind.query!r} failed: {exc}") from None
+        raise metric_names.query_failed(f"PromQL range {ind.query!r}", exc, SloError) from None
     by_time: dict[float, dict[str, float]] = {}
     for row in _one_unless_by(result, ind):
         name = _series_name(row["metric"], ind)
@@ -354,7 +367,7 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
         if now <= due:  # a probe started late judges what the deadline saw, from the history
             try:
                 samples.append(Sample(now, values(prom, ind)))
-            except SloError as exc:
+            except (SloError, NoData) as exc:
                 samples.append(Sample(now, {}, str(exc)))  # no data is never healthy
             events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": samples[-1].worst(),
                      "error": samples[-1].error, "threshold": r.threshold, "left": due - now, "at": now,

@@ -419,6 +419,28 @@ class Testbed:
         except TimeoutError:
             raise TestbedError(f"{want} nodes not Ready in time: {self._log_tail('kwok')}") from None
 
+    # --- one component, for the reliability suite's control-plane faults -----------------------
+    def stop_component(self, name: str) -> None:
+        """Stop one running component (SIGTERM, then SIGKILL): an apiserver or etcd restart, a
+        Prometheus outage. The testbed is not `running()` until `start_component`."""
+        (proc,) = [p for p in self.procs() if p.name == name]
+        left = processes.stop([proc])
+        if left:
+            raise TestbedError(f"could not stop {name}")
+
+    def start_component(self, name: str, extra_args: tuple[str, ...] = (), timeout: float = 60.0) -> None:
+        """Start a stopped component again with its own arguments (later flags win: `extra_args`
+        can override one, e.g. a tiny --max-requests-inflight), and wait until it is healthy."""
+        procs = self.procs()
+        index = next(i for i, p in enumerate(procs) if p.name == name)
+        if procs[index].alive():
+            raise TestbedError(f"{name} is running: stop it first")
+        procs[index] = processes.start(name, [*self._argv(name), *extra_args], self.paths.logs / f"{name}.log",
+                                       env={COMPONENT_ENV: name})
+        kept = {k: v for k, v in json.loads(self.paths.state.read_text()).items() if k not in ("config", "processes")}
+        self._save(procs, **kept)
+        self._wait_healthy(name, procs, time.monotonic() + timeout)
+
     # --- down ----------------------------------------------------------------------------------
     def down(self, say: Say = print) -> bool:
         """Stop every process; False when nothing was running."""

@@ -20,7 +20,7 @@ KWOK_PROFILE = (
     "node/chaos/node-not-ready.yaml",
     "pod/fast/pod-complete.yaml",
 )
-OWN_PROFILE = ("pod-start.yaml", "pod-ready.yaml", "pod-delete.yaml")
+OWN_PROFILE = ("pod-start.yaml", "pod-ready.yaml", "pod-ready-again.yaml", "pod-delete.yaml")
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # Ready=False: not-ready taint
 # A dead kubelet: kwok stops managing the node (see cluster.py), so its Lease lapses, the controller
 # manager marks it Unknown and taints it unreachable, and its pods are never confirmed deleted.

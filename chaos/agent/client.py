@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
 from chaos.agent.protocol import IDEMPOTENCY_HEADER
 from chaos.errors import KilocardError, NotFound, SpecError
@@ -27,6 +27,9 @@ from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
 AGENT_SELECTOR = "app.kubernetes.io/name=kilocard-agent"
 AGENT_PORT = 9470
 TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
+# A revert outwaits an agent restarting (a DaemonSet pod comes back in seconds); asking a dead
+# agent to apply or list gives up at once, so a plan does not hang on it.
+REVERT_PATIENCE_SECONDS = 30.0
 
 
 class AgentError(KilocardError):
@@ -72,7 +75,8 @@ class AgentClient:
                              f"no running agent pod in {TOKEN_SECRET[0]})")
         return f"http://{ready[0].status.host_ip}:{AGENT_PORT}"
 
-    def _request(self, method: str, url: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
+    def _request(self, method: str, url: str, body: Any = None, key: str | None = None,
+                 patience: float = 0.0) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         if key:
@@ -89,8 +93,9 @@ class AgentClient:
                 except ValueError:
                     return err.code, {"error": err.reason}
 
+        stop = stop_after_delay(patience) if patience else stop_after_attempt(4)
         retrying = Retrying(retry=retry_if_exception_type((urllib.error.URLError, ConnectionError, TimeoutError)),
-                            stop=stop_after_attempt(4), wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+                            stop=stop, wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
         try:
             return retrying(send)
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
@@ -107,14 +112,14 @@ class AgentClient:
             raise AgentError(f"agent {endpoint} refused {kind}: {status} {message}", status)
         return dict(body)
 
-    def list(self, endpoint: str) -> list[dict[str, Any]]:
-        status, body = self._request("GET", f"{endpoint}/v1/faults")
+    def list(self, endpoint: str, patience: float = 0.0) -> list[dict[str, Any]]:
+        status, body = self._request("GET", f"{endpoint}/v1/faults", patience=patience)
         if status != 200:
             raise AgentError(f"agent {endpoint}: {status} {body}", status)
         return list(body["faults"])
 
     def delete(self, endpoint: str, fault_id: str) -> None:
         """Revert; a fault the agent no longer knows (expired, agent restarted) counts as reverted."""
-        status, body = self._request("DELETE", f"{endpoint}/v1/faults/{fault_id}")
+        status, body = self._request("DELETE", f"{endpoint}/v1/faults/{fault_id}", patience=REVERT_PATIENCE_SECONDS)
         if status not in (200, 404):
             raise AgentError(f"agent {endpoint} could not revert {fault_id}: {status} {body}", status)

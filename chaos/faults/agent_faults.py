@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.agent import kinds, protocol
-from chaos.agent.client import AgentError
+from chaos.agent.client import REVERT_PATIENCE_SECONDS, AgentError
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context, Disruption
 from chaos.faults._spec import MAX_CARD, Fields
@@ -163,7 +163,7 @@ def revert(ctx: Context, undo: dict[str, Any]) -> None:
         ctx.agents.delete(undo["endpoint"], undo["agent_id"])
         return
     # The runner died between asking and hearing back: find the fault by what it was.
-    for fault in ctx.agents.list(undo["endpoint"]):
+    for fault in ctx.agents.list(undo["endpoint"], patience=REVERT_PATIENCE_SECONDS):
         if (fault.get("run_id"), fault.get("kind"), fault.get("target")) == (
                 undo["run_id"], undo["agent_kind"], undo["target"]):
             ctx.agents.delete(undo["endpoint"], fault["id"])

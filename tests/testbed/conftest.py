@@ -20,7 +20,9 @@ from testbed import fleet, nodes
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 
-PORT_BASE = int(os.environ.get("KILOCARD_TEST_PORT_BASE", "17443"))
+# Each xdist worker ("gw0", "gw1", ...) has its own testbed, 200 ports above the previous one's.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+PORT_BASE = int(os.environ.get("KILOCARD_TEST_PORT_BASE", "17443")) + 200 * _WORKER
 _pool_ids = itertools.count()
 
 

@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from chaos.kube import Kube, pod_ready
@@ -93,3 +94,53 @@ def wait_applied(proc: subprocess.Popen[str], count: int) -> list[str]:
         assert line, f"runner ended early: {proc.stderr.read() if proc.stderr else ''}"
         lines.append(line.strip())
     return lines
+
+
+def service_account_kubeconfig(tb: Any, kube: Kube, namespace: str, name: str, path: Any) -> Any:
+    """A kubeconfig holding a TokenRequest token of a ServiceAccount, as its pod would authenticate
+    (not system:masters, so RBAC and the apiserver's request limits apply to it)."""
+    import yaml  # noqa: PLC0415 - only the callers that need a token pay for it
+
+    token = kube.core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    config = yaml.safe_load(tb.paths.kubeconfig.read_text())
+    config["users"] = [{"name": name, "user": {"token": token}}]
+    config["contexts"] = [{"name": name, "context": {"cluster": config["clusters"][0]["name"], "user": name}}]
+    config["current-context"] = name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def differences(before: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What differs between two fingerprints of a cluster, a node's fields named one by one."""
+    diff = {}
+    for k in before.keys() | now.keys():
+        was, is_ = before.get(k), now.get(k)
+        if isinstance(was, dict) and isinstance(is_, dict):
+            diff.update({f"{k}.{f}": (was.get(f), is_.get(f)) for f in was.keys() | is_.keys()
+                         if was.get(f) != is_.get(f)})
+        elif was != is_:
+            diff[k] = (was, is_)
+    return diff
+
+
+def settled(fingerprint: Callable[[], dict[str, Any]], before: dict[str, Any],
+            timeout: float) -> dict[str, tuple[Any, Any]]:
+    """Wait for the cluster to come back to `before` (controllers catch up, replacements start, a
+    stopped kubelet comes back); return what still differs at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        diff = differences(before, fingerprint())
+        if not diff or time.monotonic() > deadline:
+            return diff
+        time.sleep(0.5)
+
+
+def steady(fingerprint: Callable[[], dict[str, Any]], timeout: float = 30, interval: float = 2) -> dict[str, Any]:
+    """The fingerprint once it stops changing: a new node is still being labelled and annotated
+    (kwok, the simulator, the controller manager), a revert's effects still landing."""
+    previous, deadline = None, time.monotonic() + timeout
+    while (now := fingerprint()) != previous and time.monotonic() < deadline:
+        previous = now
+        time.sleep(interval)
+    return now

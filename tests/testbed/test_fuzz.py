@@ -13,6 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from testbed import audit
+from tests import figures
 from tests.testbed.test_runner import KILOCARD
 from tests.unit.test_fuzz_inputs import EXPERIMENTS, broken
 
@@ -67,4 +68,6 @@ def test_broken_experiments_by_the_hundred_exit_2_and_write_nothing(testbed, poo
     assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
     assert out.count("invalid (exit 2)") == files, out[-3000:]
     writes = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
+    figures.record("fuzz-cluster", {"inputs": files, "exit_2": out.count("invalid (exit 2)"), "api_writes": len(writes),
+                                    "seconds": round(time.time() - since, 1)})
     assert writes == []

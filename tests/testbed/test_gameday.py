@@ -1,5 +1,5 @@
 """Game days on the real apiserver: the manifests `gameday schedule` prints are admitted (server-side
-dry run), the game day's ServiceAccount can do what its plan needs and nothing more (impersonated),
+dry run), the game day's ServiceAccount can do what its plan needs and nothing more (with a ServiceAccount token),
 and `gameday run` waits on its ConfigMap gate until the facilitator annotates it, and starts
 nothing once the control ConfigMap says abort."""
 
@@ -17,6 +17,7 @@ import yaml
 from chaos.errors import KubeError, NotFound
 from chaos.gameday import gates
 from chaos.kube import Kube
+from tests.testbed.helpers import service_account_kubeconfig
 from tests.testbed.test_runner import KILOCARD
 
 pytestmark = pytest.mark.testbed
@@ -71,9 +72,8 @@ def test_a_scheduled_game_day_is_admitted_and_its_account_can_do_what_it_needs_a
                                                               "ClusterRole", "ClusterRoleBinding")]
     for doc in rbac:
         kube.apply(doc)
-    as_day = Kube.from_kubeconfig(testbed.paths.kubeconfig)
-    as_day.api_client.set_default_header("Impersonate-User", f"system:serviceaccount:{ns}:{account}")
-    as_day.api_client.set_default_header("Impersonate-Group", "system:serviceaccounts")
+    # As the CronJob's pod authenticates: a TokenRequest token of its ServiceAccount.
+    as_day = Kube.from_kubeconfig(service_account_kubeconfig(testbed, kube, ns, account, tmp_path / "day.kubeconfig"))
     summary = f"{account}-summary"
     allowed = {
         "read its gate": lambda: as_day.read_config_map(ns, "gates"),

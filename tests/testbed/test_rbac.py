@@ -1,81 +1,178 @@
-"""The runner's RBAC from deploy/ on the real apiserver: everything the faults need is allowed,
-everything else is refused (impersonating the runner's ServiceAccount)."""
+"""R5: the RBAC in deploy/ on the real apiserver, each identity authenticated as its pod would be
+(a TokenRequest token of its ServiceAccount, not impersonation): the runner performs every fault
+kind it is meant to and reads what its probes read; the reaper reverts every kind it may find in
+a ledger marker; the agent's pods (the namespace's default account, no token mounted) can call
+nothing; and each is refused everything else with a 403."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
-from chaos import ledger, plan, revert
+from chaos import ledger, plan, release, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KubeError
 from chaos.faults import Context
 from chaos.kube import Kube
+from probes import snapshot
 from testbed import fleet
-from tests.testbed.helpers import wait_ready
+from tests.testbed.helpers import markers, service_account_kubeconfig, wait_ready
 
 pytestmark = pytest.mark.testbed
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-RUNNER = "system:serviceaccount:kilocard-system:kilocard-runner"
+SMALL = "llama-2-7b-fragile"
 
 
 @pytest.fixture
-def runner(kube, testbed):
-    for name in ("namespace.yaml", "rbac-runner.yaml"):
+def identity(kube, testbed, tmp_path):
+    """identity(account) -> a Kube authenticated as kilocard-system/<account>."""
+    for name in ("namespace.yaml", "rbac-runner.yaml", "rbac-reaper.yaml"):
         for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
             kube.apply(doc)
-    as_runner = Kube.from_kubeconfig(testbed.paths.kubeconfig)
-    as_runner.api_client.set_default_header("Impersonate-User", RUNNER)
-    as_runner.api_client.set_default_header("Impersonate-Group", "system:serviceaccounts")
-    yield as_runner
-    as_runner.close()
+    kube.ensure_namespace("kilocard-system")
+    made: list[Kube] = []
+
+    def make(account: str) -> Kube:
+        path = service_account_kubeconfig(testbed, kube, "kilocard-system", account, tmp_path / f"{account}.kubeconfig")
+        made.append(Kube.from_kubeconfig(path))
+        return made[-1]
+
+    yield make
+    for k in made:
+        k.close()
 
 
-def test_runner_can_do_what_its_faults_need(runner, kube, pool, tmp_path):
+def every_kind(p, driver: str) -> list[dict]:
+    a, b = p.node_names
+    return [
+        {"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model", "count": 1},
+        {"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model", "count": 1,
+         "mode": "evict"},
+        {"kind": "node-isolate", "nodes": [a], "drain": True, "ttl_seconds": 300},
+        {"kind": "node-out-of-service", "nodes": [b], "ttl_seconds": 300},
+        {"kind": "gpu-ecc", "nodes": [b], "card": 0, "params": {"type": "sbe"}, "ttl_seconds": 300},  # no quarantine
+        {"kind": "network-policy-partition", "namespace": p.namespace, "pod_selector": {"kilocard.io/model": SMALL},
+         "ttl_seconds": 300},
+        {"kind": "dra-card-isolate", "nodes": [b], "cards": [1], "driver": driver, "ttl_seconds": 300},
+    ]
+
+
+def residue(kube: Kube, p, run_id: str) -> list[str]:
+    """What of the run is still in the cluster."""
+    nodes = [kube.read_node(n) for n in p.node_names]
+    left = [f"{n.metadata.name} cordoned" for n in nodes if n.spec.unschedulable]
+    left += [f"{n.metadata.name} taint {t.key}" for n in nodes for t in (n.spec.taints or [])
+             if t.key.startswith("kilocard.io/") and t.key != fleet.POOL_LABEL
+             or t.key == "node.kubernetes.io/out-of-service"]
+    left += [f"NetworkPolicy {x.metadata.name}" for x in kube.list_network_policies(p.namespace)]
+    left += [f"DeviceTaintRule {r['metadata']['name']}" for r in kube.list_objects("resource.k8s.io/v1beta2",
+                                                                                 "DeviceTaintRule")
+             if r["metadata"].get("labels", {}).get("kilocard.io/run-id") == run_id]
+    return left + [f"marker {c.metadata.name}" for c in markers(kube, run_id)]
+
+
+def deployed(kube, pool):
     p = pool(2)
-    fleet.deploy(kube, p.fleet("llama-2-7b-fragile", replicas={"llama-2-7b-fragile": 2}), timeout=60,
-                 say=lambda _m: None)
-    wait_ready(kube, p.namespace, "llama-2-7b-fragile", 2)
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None)
+    wait_ready(kube, p.namespace, SMALL, 2)
+    return p
+
+
+def test_the_runner_performs_every_fault_kind_and_reads_what_its_probes_read(identity, kube, pool, tmp_path):
+    runner = identity("kilocard-runner")
+    p = deployed(kube, pool)
     ctx = Context(runner, AgentClient(runner), f"rbac-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     book = ledger.Ledger(ctx.run_id, runner, tmp_path)
     records = []
-    for raw in ({"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model", "count": 1},
-                {"kind": "pod-kill", "namespace": p.namespace, "label_selector": "kilocard.io/model", "count": 1,
-                 "mode": "evict"},
-                {"kind": "node-isolate", "nodes": [p.node_names[0]], "drain": True, "ttl_seconds": 60},
-                {"kind": "gpu-ecc", "nodes": [p.node_names[1]], "card": 0, "ttl_seconds": 60},
-                {"kind": "network-policy-partition", "namespace": p.namespace,
-                 "pod_selector": {"kilocard.io/model": "llama-2-7b-fragile"}, "ttl_seconds": 60}):
+    for raw in every_kind(p, f"{p.name}.gpu.kilocard.io"):
         injection = plan.inject(ctx, book, raw)
         assert not injection.failed, injection.failed
         records += injection.records
+    seen = snapshot.fetch(runner, "nvidia.com/gpu", p.namespace)  # the snapshot probes' two LISTs
+    assert {n.name for n in seen.nodes} >= set(p.node_names)
+    assert release.fetch(runner, [(p.namespace, SMALL)])  # the journal's release metadata
     assert revert.revert(ctx, book, records) == []
-    assert not kube.read_node(p.node_names[0]).spec.unschedulable
+    assert residue(kube, p, ctx.run_id) == []
 
 
-@pytest.mark.parametrize("attempt", ["create a workload", "read another secret", "delete a namespace",
-                                     "read a secret elsewhere", "change RBAC"])
-def test_runner_is_refused_everything_else(runner, attempt):
-    calls = {
-        "create a workload": lambda: runner.apply({"apiVersion": "apps/v1", "kind": "Deployment",
-                                                   "metadata": {"name": "x", "namespace": "default"},
-                                                   "spec": {"selector": {"matchLabels": {"a": "b"}},
-                                                            "template": {"metadata": {"labels": {"a": "b"}},
-                                                                         "spec": {"containers": [
-                                                                             {"name": "c", "image": "i"}]}}}}),
-        "read another secret": lambda: runner.read_secret("kilocard-system", "some-other-secret"),
-        "delete a namespace": lambda: runner.delete_namespace("default"),
-        "read a secret elsewhere": lambda: runner.read_secret("kube-system", "kilocard-agent-token"),
-        "change RBAC": lambda: runner.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                                             "metadata": {"name": "escalate"},
-                                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                         "name": "cluster-admin"},
-                                             "subjects": [{"kind": "ServiceAccount", "name": "kilocard-runner",
-                                                           "namespace": "kilocard-system"}]}),
-    }
+def test_the_reaper_reverts_every_kind_with_its_own_account(identity, kube, testbed, pool, tmp_path):
+    p = deployed(kube, pool)
+    run_id = f"reap-{uuid.uuid4().hex[:6]}"
+    ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None)
+    book = ledger.Ledger(run_id, kube, tmp_path / "runner-ledger")
+    for raw in every_kind(p, f"{p.name}.gpu.kilocard.io")[2:]:  # the kinds that leave something to revert
+        assert not plan.inject(ctx, book, raw).failed
+    identity("kilocard-reaper")  # its kubeconfig, for the process below
+    result = subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "recover", "--run", run_id, "--kubeconfig",
+         str(tmp_path / "kilocard-reaper.kubeconfig"), "--ledger-dir", str(tmp_path / "no-local-ledger")],
+        env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("reverted ") == 5, result.stdout
+    assert residue(kube, p, run_id) == []
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "default"},
+       "spec": {"containers": [{"name": "c", "image": "i"}]}}
+REFUSED = {
+    "kilocard-runner": {
+        "create a workload": lambda k: k.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": "x", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}}, "spec": POD["spec"]}}}),
+        "create a pod": lambda k: k.apply(POD),
+        "read another secret": lambda k: k.read_secret("kilocard-system", "some-other-secret"),
+        "read a secret elsewhere": lambda k: k.read_secret("kube-system", "kilocard-agent-token"),
+        "delete a namespace": lambda k: k.delete_namespace("default"),
+        "delete a node": lambda k: k.delete_node("gpu-000"),
+        "create a DeviceClass": lambda k: k.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                                  "metadata": {"name": "x"}}),
+        "change RBAC": lambda k: k.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                                          "metadata": {"name": "escalate"},
+                                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                      "kind": "ClusterRole", "name": "cluster-admin"},
+                                          "subjects": [{"kind": "ServiceAccount", "name": "kilocard-runner",
+                                                        "namespace": "kilocard-system"}]}),
+    },
+    "kilocard-reaper": {
+        "delete a pod": lambda k: k.delete_pod("default", "x"),
+        "evict a pod": lambda k: k.evict_pod("default", "x"),
+        "list pods elsewhere": lambda k: k.list_pods_raw("default"),
+        "create a NetworkPolicy": lambda k: k.create_network_policy("default", {
+            "metadata": {"name": "x"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}),
+        "create a DeviceTaintRule": lambda k: k.apply({
+            "apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "x"},
+            "spec": {"deviceSelector": {"driver": "d"}, "taint": {"key": "k", "effect": "NoSchedule"}}}),
+        "read another secret": lambda k: k.read_secret("kilocard-system", "some-other-secret"),
+        "delete a node": lambda k: k.delete_node("gpu-000"),
+    },
+    "default": {  # the agent DaemonSet's pods: no token mounted, and none would help
+        "list nodes": lambda k: k.list_nodes(),
+        "read the agent token": lambda k: k.read_secret("kilocard-system", "kilocard-agent-token"),
+        "list pods": lambda k: k.list_pods_raw(None),
+        "read a ledger marker": lambda k: k.list_config_maps("kilocard-system"),
+    },
+}
+
+
+@pytest.mark.parametrize("account, attempt", [(a, what) for a, calls in REFUSED.items() for what in calls])
+def test_each_identity_is_refused_everything_else(identity, account, attempt):
+    as_it = identity(account)
     with pytest.raises(KubeError) as refused:
-        calls[attempt]()
+        REFUSED[account][attempt](as_it)
     assert refused.value.status == 403, refused.value
+
+
+def test_the_agent_daemonset_mounts_no_token_and_the_reaper_runs_as_its_own_account():
+    (agent,) = yaml.safe_load_all((DEPLOY / "agent-daemonset.yaml").read_text())
+    pod = agent["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    (reaper,) = yaml.safe_load_all((DEPLOY / "reaper-cronjob.yaml").read_text())
+    assert reaper["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == "kilocard-reaper"
+    kustomized = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    assert {"rbac-runner.yaml", "rbac-reaper.yaml", "agent-daemonset.yaml", "reaper-cronjob.yaml"} <= set(kustomized)

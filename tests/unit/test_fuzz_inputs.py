@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from chaos import run
 from chaos.errors import SpecError
 from chaos.faults import registry
+from tests import figures
 
 CATALOG = sorted((Path(__file__).parents[2] / "experiments").glob("s[1-8]-*.yaml"))
 EXPERIMENTS = {p.name: yaml.safe_load(p.read_text()) for p in CATALOG}
@@ -115,3 +116,4 @@ def test_every_broken_experiment_is_refused_with_its_file_and_field(tmp_path_fac
     assert all(line.startswith(f"{path}: ") for line in message.splitlines()), message
     assert field in message, (field, message)
     assert not re.search(r"Traceback|Error\(|object at 0x", message), message
+    figures.record("fuzz-files", {"experiment": name, "field": field or "(not YAML)"})

@@ -20,6 +20,7 @@ from chaos.faults import agent_faults, node_isolation, pod_kill
 from chaos.ledger import Record
 from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
+from tests import figures
 
 CARDS = 8
 NS = "fleet"
@@ -156,5 +157,6 @@ def test_the_guard_refuses_exactly_the_runs_that_pass_a_limit(case) -> None:
     refused = guards.judge(guards.radius(plan, fleet.snapshot), fleet.snapshot, lim, opted_in=set())
     should = breaches(fleet, plan, lim)
     assert bool(refused) == bool(should), (refused, should)
+    figures.record("guard-properties", {"pods": len(fleet.pods), "refused": sorted({r.split(":")[0] for r in refused})})
     for name in should:  # each breach is named, with its limit
         assert any(name.split()[0] in said for said in refused), (name, refused)

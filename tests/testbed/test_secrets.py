@@ -1,0 +1,137 @@
+"""R5: secrets never reach an artifact. One run holds every credential kilocard handles: a
+Prometheus bearer token (checked by an authenticating proxy in front of the testbed's Prometheus,
+so the run must really send it), the node agents' token, the ServiceAccount token in its
+kubeconfig, and a token and a password a user put in the experiment's configuration and secrets.
+Then every file the run wrote (journal, report page, summary, JUnit, trend, ledger, its output)
+and every Event it left is searched for each of them."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import secrets
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed import fleet
+from tests.testbed.helpers import service_account_kubeconfig, wait_ready
+from tests.testbed.test_catalog import serving
+
+pytestmark = pytest.mark.testbed
+SMALL = "llama-2-7b-fragile"
+
+
+@pytest.fixture
+def guarded_prometheus(testbed) -> Iterator[tuple[str, str]]:
+    """(url, token): a proxy that forwards to the testbed's Prometheus only with the token."""
+    token = f"canary-prometheus-{secrets.token_hex(8)}"
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server spelling
+            if self.headers.get("Authorization") != f"Bearer {token}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            try:
+                with urllib.request.urlopen(testbed.prometheus_url + self.path, timeout=30) as reply:
+                    status, body = reply.status, reply.read()
+            except urllib.error.HTTPError as err:
+                status, body = err.code, err.read()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", token
+    finally:
+        server.shutdown()
+
+
+def experiment(namespace: str, node: str, planted: dict[str, str]) -> dict:
+    slo = {"model": SMALL, "namespace": namespace, "threshold": 5.0, "window": "10s"}
+    return {
+        "title": "every credential at once", "description": "R5 canaries",
+        "configuration": {"namespace": namespace, "prometheus_token": planted["configuration"]},
+        "secrets": {"kilocard": {"password": planted["secret"]}},
+        "steady-state-hypothesis": {"title": "serving", "probes": [{
+            "type": "probe", "name": "ttft-under", "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+            "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "slo_under", "arguments": slo}}]},
+        "method": [
+            {"type": "action", "name": "ecc", "provider": {"type": "python", "module": "chaos.actions",
+                                                           "func": "apply_fault", "arguments": {"fault": {
+                                                               "kind": "gpu-ecc", "nodes": [node], "card": 0,
+                                                               "params": {"type": "sbe"}, "ttl_seconds": 120}}}},
+            {"type": "action", "name": "kill", "provider": {"type": "python", "module": "chaos.actions",
+                                                            "func": "apply_fault", "arguments": {"fault": {
+                                                                "kind": "pod-kill", "namespace": namespace,
+                                                                "label_selector": f"kilocard.io/model={SMALL}",
+                                                                "count": 1}}}}],
+    }
+
+
+def test_no_credential_reaches_a_journal_a_report_a_log_or_an_event(testbed, kube, pool, prom, tmp_path,
+                                                                     guarded_prometheus):
+    p = pool(2)
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None)
+    wait_ready(kube, p.namespace, SMALL, 2)
+    serving(prom, p.namespace, {SMALL: 2})
+    url, prometheus_token = guarded_prometheus
+    inputs = tmp_path / "inputs"  # what the user gave; everything else under tmp_path is the run's
+    inputs.mkdir()
+    for name in ("namespace.yaml", "rbac-runner.yaml"):
+        for doc in yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / name).read_text()):
+            kube.apply(doc)
+    kubeconfig = service_account_kubeconfig(testbed, kube, "kilocard-system", "kilocard-runner",
+                                            inputs / "runner.kubeconfig")
+    (inputs / "prometheus.token").write_text(prometheus_token + "\n")
+    planted = {"configuration": f"canary-config-{secrets.token_hex(8)}", "secret": f"canary-secret-{secrets.token_hex(8)}"}
+    (inputs / "experiment.yaml").write_text(yaml.safe_dump(experiment(p.namespace, p.node_names[0], planted)))
+    canaries = {
+        "prometheus token": prometheus_token,
+        "agent token": testbed.paths.agent_token.read_text().strip(),
+        "kubeconfig token": yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"],
+        **{f"planted in the {k}": v for k, v in planted.items()},
+    }
+    out = tmp_path / "run"
+    out.mkdir()
+    done = subprocess.run([sys.executable, "-m", "chaos.cli", "run", str(inputs / "experiment.yaml"), "--kubeconfig",
+                           str(kubeconfig), "--prometheus-url", url, "--prometheus-token-file",
+                           str(inputs / "prometheus.token"), "--ledger-dir", str(out / "ledger"),
+                           "--journal", str(out / "journal.json"), "--reports", str(out / "reports")],
+                          cwd=out, capture_output=True, text=True, timeout=300)
+    (out / "stdout.txt").write_text(done.stdout)
+    (out / "stderr.txt").write_text(done.stderr)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]  # the token was sent: the proxy let it by
+    journal = json.loads((out / "journal.json").read_text())
+    assert journal["configuration"]["prometheus_token"] == "***"  # where the planted one was: redacted
+    artifacts = [f for f in out.rglob("*") if f.is_file()]
+    assert {f.name for f in artifacts} >= {"journal.json", "index.html", "summary.md", "junit.xml", "stdout.txt"}
+    assert any(f.suffix == ".jsonl" for f in artifacts)  # the ledger
+    events = [e.to_dict() for ns in (p.namespace, "kilocard-system") for e in kube.core.list_namespaced_event(ns).items]
+    for what, canary in canaries.items():
+        forms = (canary, base64.b64encode(canary.encode()).decode())
+        found = [str(f.relative_to(out)) for f in artifacts if any(x.encode() in f.read_bytes() for x in forms)]
+        assert not found, f"the {what} is in {found}"
+        assert not [e for e in events if any(x in str(e) for x in forms)], f"the {what} is in an Event"
+    # ...while the run did use what it was given: without the token the proxy refuses, and the
+    # probe says it could not look.
+    unauthorised = subprocess.run([sys.executable, "-m", "chaos.cli", "run", str(inputs / "experiment.yaml"),
+                                   "--kubeconfig", str(kubeconfig), "--prometheus-url", url, "--ledger-dir",
+                                   str(tmp_path / "ledger2"), "--journal", str(tmp_path / "j2.json"), "--no-report"],
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert unauthorised.returncode == 1 and "401" in (tmp_path / "j2.json").read_text()
