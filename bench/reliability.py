@@ -3,6 +3,7 @@ those tests (they start their own testbeds) with KILOCARD_FIGURES set, so each w
 measured, and turns the figures into one page.
 
     .venv/bin/python bench/reliability.py [--out docs/reliability.md] [--seed 20261201] [--keep DIR]
+    .venv/bin/python bench/reliability.py --render DIR      # the page again from a kept run's figures
 
 R1 runner death (tests/testbed/test_runner_death.py), R2 bad input (tests/unit/test_fuzz_inputs.py,
 tests/testbed/test_fuzz.py), R3 blast radius (tests/unit/test_guard_properties.py), R4 control-
@@ -37,22 +38,25 @@ def rows(figures: Path, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
-def run_suite(figures: Path, seed: int) -> tuple[dict[str, str], float]:
-    """Each test's outcome (from JUnit XML) and the suite's wall time."""
-    junit = figures / "junit.xml"
+def run_suite(figures: Path, seed: int) -> None:
+    """Run the suite; its figures, its JUnit XML and its wall time land in `figures`."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
-                   cwd=ROOT, env={**os.environ, "KILOCARD_FIGURES": str(figures), "KILOCARD_TRIAL_SEED": str(seed)},
-                   check=False)
-    seconds = time.monotonic() - started
+    subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-p", "no:cacheprovider",
+                    f"--junitxml={figures / 'junit.xml'}"], cwd=ROOT, check=False,
+                   env={**os.environ, "KILOCARD_FIGURES": str(figures), "KILOCARD_TRIAL_SEED": str(seed)})
+    (figures / "seconds").write_text(f"{time.monotonic() - started:.1f}\n")
+
+
+def outcomes_of(figures: Path) -> dict[str, str]:
+    """Each test's outcome, from the run's JUnit XML."""
     from junitparser import JUnitXml
 
     outcomes = {}
-    for suite in JUnitXml.fromfile(str(junit)):
+    for suite in JUnitXml.fromfile(str(figures / "junit.xml")):
         for case in suite:
             outcomes[f"{case.classname}.{case.name}"] = "passed" if case.is_passed else (
                 "skipped" if case.is_skipped else "failed")
-    return outcomes, seconds
+    return outcomes
 
 
 def table(header: list[str], lines: list[list[Any]]) -> list[str]:
@@ -77,7 +81,12 @@ def runner_death(figures: Path) -> list[str]:
            "TTLs and the in-cluster reaper), and separately by `kilocard recover --all` from another copy of the "
            f"code with no local ledger. Fault kinds: {len(kinds)} ({', '.join(kinds)}).", ""]
     out += table(["kill point", "cleaned by", "runs", "SIGKILLed", "left something to clean", "residue after",
-                  "kinds"], lines)
+                  "fault kinds"], lines)
+    out.append("\"Left something to clean\": right after the kill the cluster differed from before the trial "
+               "(a ledger marker at least); a kill before the first ledger write, or of a kind with nothing to "
+               "revert (a pod kill), leaves nothing. A failpoint trial also checks that the ledger stopped where "
+               "the failpoint sits.")
+    out.append("")
     residue = [t for t in trials if t["residue"]]
     out.append(f"Residue found after cleaning: {len(residue)} of {len(trials)} runs"
                + (": " + "; ".join(f"{t['trial']} ({t['cleaner']}): {', '.join(t['residue'])}" for t in residue)
@@ -128,7 +137,12 @@ def control_plane(figures: Path) -> list[str]:
                      if "neighbour_refused" in r else "")
         lines.append([r["fault"], r["exit"], retried, r["faults"], neighbour, r.get("probe", "")])
     return [*table(["fault during the run", "exit", "runner's requests retried (by cause)", "faults, all reverted",
-                    "a neighbour's requests refused (429)", "SLO probe"], lines), ""]
+                    "a neighbour's requests refused (429)", "SLO probe"], lines),
+            "Every fault's ledger shows recorded, applied, reverted, and the cluster matched its fingerprint "
+            "from before the run. No retry (\"none\") means no request failed: while etcd was down the apiserver "
+            "held requests until it was back; Prometheus and the node agent are not the apiserver (a revert "
+            "outwaits an agent's restart for up to 30 s). With Prometheus gone the SLO probe fails as "
+            "\"unknown\" (exit 1) and the SLO stop condition fires (exit 3): missing data is never healthy.", ""]
 
 
 def security(outcomes: dict[str, str]) -> list[str]:
@@ -170,12 +184,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "reliability.md")
     parser.add_argument("--seed", type=int, default=20261201, help="the runner-death trials' seed")
-    parser.add_argument("--keep", type=Path, help="keep the raw figures (JSON lines) here")
+    parser.add_argument("--keep", type=Path, help="keep the raw figures (JSON lines, JUnit XML) here")
+    parser.add_argument("--render", type=Path, metavar="DIR", help="only write the page, from a kept run's figures")
     args = parser.parse_args()
-    figures = args.keep or Path(tempfile.mkdtemp(prefix="kilocard-reliability-"))
-    figures.mkdir(parents=True, exist_ok=True)
-    outcomes, seconds = run_suite(figures, args.seed)
-    args.out.write_text(page(figures, outcomes, seconds, args.seed))
+    figures = args.render or args.keep or Path(tempfile.mkdtemp(prefix="kilocard-reliability-"))
+    if args.render is None:
+        figures.mkdir(parents=True, exist_ok=True)
+        run_suite(figures, args.seed)
+    seconds = float((figures / "seconds").read_text())
+    args.out.write_text(page(figures, outcomes_of(figures), seconds, args.seed))
     print(f"wrote {args.out}")
     return 0
 

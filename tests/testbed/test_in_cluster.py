@@ -1,5 +1,5 @@
 """Inside a cluster (the reaper CronJob, a runner Job) kilocard authenticates as its pod's
-ServiceAccount: a real token from the TokenRequest API, the runner's least-privilege RBAC, the
+ServiceAccount: a real token from the TokenRequest API, the reaper's least-privilege RBAC, the
 testbed's apiserver, no kubeconfig anywhere."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def test_the_reaper_path_recovers_with_a_service_account_token(testbed, kube, pool, tmp_path):
-    for name in ("namespace.yaml", "rbac-runner.yaml"):
+    for name in ("namespace.yaml", "rbac-reaper.yaml"):
         for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
             kube.apply(doc)
     (node,) = pool(1).node_names
@@ -36,7 +36,7 @@ def test_the_reaper_path_recovers_with_a_service_account_token(testbed, kube, po
     account = tmp_path / "serviceaccount"
     account.mkdir()
     token = kube.core.create_namespaced_service_account_token(
-        "kilocard-runner", "kilocard-system", {"spec": {"expirationSeconds": 600}}).status.token
+        "kilocard-reaper", "kilocard-system", {"spec": {"expirationSeconds": 600}}).status.token
     (account / "token").write_text(token)
     (account / "ca.crt").write_bytes(testbed.pki.ca_cert.read_bytes())
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "KILOCARD_STATE": str(tmp_path / "none"),

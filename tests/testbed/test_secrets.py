@@ -118,7 +118,7 @@ def test_no_credential_reaches_a_journal_a_report_a_log_or_an_event(testbed, kub
     (out / "stderr.txt").write_text(done.stderr)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]  # the token was sent: the proxy let it by
     journal = json.loads((out / "journal.json").read_text())
-    assert journal["configuration"]["prometheus_token"] == "***"  # where the planted one was: redacted
+    assert journal["experiment"]["configuration"]["prometheus_token"] == "***"  # where the planted one was: redacted
     artifacts = [f for f in out.rglob("*") if f.is_file()]
     assert {f.name for f in artifacts} >= {"journal.json", "index.html", "summary.md", "junit.xml", "stdout.txt"}
     assert any(f.suffix == ".jsonl" for f in artifacts)  # the ledger
