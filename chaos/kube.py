@@ -97,7 +97,7 @@ def _wait(state: RetryCallState) -> float:
             return float(retry_after)
         except ValueError:
             pass
-    return float(wait_exponential_jitter(initial=0.2, max=5)(state))
+    return float(wait_exponential_jitter(multiplier=0.2, max=5)(state))
 
 
 def _tuned(configuration: client.Configuration, pool: int) -> client.Configuration:
