@@ -34,6 +34,7 @@ from tenacity import (
 
 from chaos import __version__
 from chaos.errors import Conflict, KubeError, NotFound, SpecError, TooManyRequests
+from chaos.vocabulary import quiet_thread
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -51,6 +52,7 @@ _retried_lock = threading.Lock()
 
 def _mark_batch_worker() -> None:
     _in_batch.active = True
+    quiet_thread()
 _STATUS_ERRORS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 429: TooManyRequests}
 
 
@@ -78,8 +80,12 @@ def _retryable(exc: BaseException) -> bool:
 def _count_retry(state: RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
     status = (exc.status or 0) if isinstance(exc, ApiException) else 0
+    _counted("429" if status == 429 else "5xx" if status else "connection")
+
+
+def _counted(cause: str) -> None:
     with _retried_lock:
-        _retried["429" if status == 429 else "5xx" if status else "connection"] += 1
+        _retried[cause] += 1
 
 
 def retries() -> dict[str, int]:
@@ -584,6 +590,7 @@ class Kube:
             except (urllib3.exceptions.HTTPError, ConnectionError) as exc:
                 if stop is None:
                     raise _to_kube_error(exc, f"watch {kind}") from None
+                _counted("connection")
                 stop.wait(1.0)  # a long-running follower rides out an apiserver restart
                 version = None
             finally:

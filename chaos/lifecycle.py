@@ -71,7 +71,9 @@ def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,
         if desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected" and duration > 0:
             ctx.say(f"{plan.run_id}: holding for {duration:g} s (Ctrl-C reverts now)")
         while desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected":
-            stop.wait(max(0.0, outcome.held_since + duration - clock()))
+            # In slices: a SIGTERM the kernel hands to another thread only sets `stop` once this
+            # thread runs Python again (a blocked wait is not interrupted), so wake every second.
+            stop.wait(min(1.0, max(0.0, outcome.held_since + duration - clock())))
     except KilocardError as exc:
         outcome.error = exc  # reverted below all the same; the caller reports it
     finally:

@@ -52,6 +52,7 @@ from chaos import __version__, actions, guards, kube, ledger, plan, release, rev
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
+from probes import verdict as verdict_of
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
@@ -67,7 +68,10 @@ class Expectation:
     reason: str = ""  # how the verdict's reason starts
 
     def met(self, code: Exit, reason: str) -> bool:
-        return code == self.exit and reason.startswith(self.reason)
+        """The expected failure is the fault's effect: a probe that could not look, or a stop
+        condition that fired blind, never meets it (even where the reason starts the same)."""
+        blind = verdict_of.NO_DATA in reason or stop.BLIND in reason
+        return code == self.exit and reason.startswith(self.reason) and not blind
 
     def to_json(self) -> dict[str, Any]:
         return {"exit": int(self.exit), "reason": self.reason}
@@ -366,6 +370,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     run_id = run_id or ledger.new_run_id()
     data["configuration"] = {**(data.get("configuration") or {}), "kilocard_run_id": run_id}
     spent = _Stopwatch()  # the runner's own time, per phase, beside chaoslib's
+    retried_before = kube.retries()  # the process's count: several runs may share one process
     ctx, book = spent("connect", session, data["configuration"])
     try:
         # One snapshot serves the guards and the placement before the method.
@@ -414,7 +419,10 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
         "placement": _placement(before, after, touched, records),
         "runner_seconds": spent.phases,
-        "api_retries": kube.retries(),  # by cause: 429 (Retry-After honoured), 5xx, connection
+        # This run's retries by cause: 429 (Retry-After honoured), 5xx, connection (a lower bound:
+        # urllib3 reconnects at once without telling, kilocard's retries and re-watches are counted).
+        "api_retries": {k: n - retried_before.get(k, 0) for k, n in kube.retries().items()
+                        if n > retried_before.get(k, 0)},
     }
     return Result(experiment.path, run_id, code, reason, journal)
 

@@ -35,7 +35,7 @@ from chaoslib.exit import exit_gracefully
 from chaos.errors import KilocardError, SpecError
 from chaos.faults._spec import Fields
 from chaos.kube import Kube
-from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig, quiet_thread
 from probes import slo
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot
@@ -44,6 +44,7 @@ MODULE = "chaos.stop"
 KINDS = ("zero-ready", "unhealthy", "slo")
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
 JOURNAL_KEY = "kilocard_stop"
+BLIND = "a stop condition treats that as a breach"  # how a condition that could not look says it fired
 
 
 @dataclass(frozen=True)
@@ -111,13 +112,13 @@ def breach(c: Condition, s: ClusterSnapshot | None, worst: tuple[str, float] | N
     series and its value, None for no series, or the error that stopped the query."""
     if c.kind == "slo":
         if isinstance(worst, Exception):
-            return f"{c.describe()}: no data ({worst}): a stop condition treats that as a breach"
+            return f"{c.describe()}: no data ({worst}): {BLIND}"
         if worst is None:
-            return f"{c.describe()}: no series: a stop condition treats that as a breach"
+            return f"{c.describe()}: no series: {BLIND}"
         name, value = worst
         return f"{c.describe()}: {name} at {value:.3f}" if value > c.limit else None
     if s is None:
-        return f"{c.describe()}: the cluster could not be read: a stop condition treats that as a breach"
+        return f"{c.describe()}: the cluster could not be read: {BLIND}"
     pods = s.replicas(c.model, c.namespace)
     if c.kind == "unhealthy":
         unready = sorted(p.name for p in pods if not p.ready)
@@ -151,6 +152,7 @@ class Watcher:
             self.thread.join(timeout=30)
 
     def _loop(self) -> None:
+        quiet_thread()
         while not self.stopping.is_set():
             reason = self.check()
             if reason is not None and not self.stopping.is_set():

@@ -1,6 +1,7 @@
 """The names the toolkit, the probes, the testbed and the fleet simulator share: labels,
 annotations and taints, how a pod's TP group and rank are read, and readiness. Pure data and
-pure functions over the API's plain JSON; nothing here talks to a cluster.
+pure functions over the API's plain JSON (and how a thread kilocard starts treats signals);
+nothing here talks to a cluster.
 
 `probes` reach `chaos` only through this module (an import-linter contract), so a probe never
 depends on how faults are applied.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,10 @@ def epoch(value: str | None) -> float | None:
     if not value:
         return None
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def quiet_thread() -> None:
+    """Leave Ctrl-C and SIGTERM to the main thread (call it first thing in a thread kilocard
+    starts): a signal the kernel hands to another thread does not wake a main thread blocked in a
+    wait, so the stop it asks for would come late, or only when the wait ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

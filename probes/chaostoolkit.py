@@ -20,7 +20,7 @@ from chaos.kube import Kube
 from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
 from probes import capacity, metric_names, placement, remediation, slo, snapshot, tp_groups
 from probes.errors import NoData, ProbeError
-from probes.verdict import failed
+from probes.verdict import NO_DATA, failed
 
 __all__ = [
     "capacity_fits",
@@ -42,9 +42,9 @@ def _unknown_without_data(probe: Callable[..., Dict[str, Any]]) -> Callable[...,
         try:
             return probe(*args, **kwargs)
         except (NoData, KubeError) as exc:
-            if isinstance(exc, KubeError) and 0 < exc.status < 500:
+            if isinstance(exc, KubeError) and 0 < exc.status < 500 and exc.status != 429:
                 raise  # the apiserver answered no (a 403, a 404): that is not missing data
-            return failed(f"no data: {exc}: cannot judge, not healthy", outcome="unknown").to_json()
+            return failed(f"no data: {exc}: {NO_DATA}", outcome="unknown").to_json()
     return judged
 
 

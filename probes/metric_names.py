@@ -9,6 +9,7 @@ empty vector, which must never be read as "no traffic": resolve the name first.
 from __future__ import annotations
 
 import re
+import urllib.error
 from typing import Any, Protocol
 
 import requests
@@ -28,9 +29,20 @@ class Queryable(Protocol):
 
 def query_failed(what: str, exc: Exception, error: type[ProbeError] = ProbeError) -> ProbeError:
     """The error for a query that raised: Prometheus did not answer (refused, timed out, a 5xx)
-    is NoData; an answer of no (bad PromQL) is `error`."""
-    unanswered = isinstance(exc, (requests.RequestException, OSError)) or bool(_SERVER_ERROR.search(str(exc)))
-    return (NoData if unanswered else error)(f"{what} failed: {exc}")
+    is NoData; an answer of no (bad PromQL, a 401, a 404 from a backend without that endpoint,
+    a malformed URL) is `error`."""
+    return (NoData if _unanswered(exc) else error)(f"{what} failed: {exc}")
+
+
+def _unanswered(exc: Exception) -> bool:
+    if isinstance(exc, urllib.error.HTTPError):  # before URLError, which it is
+        return exc.code >= 500
+    if isinstance(exc, requests.HTTPError):
+        return exc.response is not None and exc.response.status_code >= 500
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout, urllib.error.URLError, ConnectionError,
+                        TimeoutError)):
+        return True
+    return bool(_SERVER_ERROR.search(str(exc)))  # prometheus-api-client's "HTTP Status Code 503 (...)"
 
 
 def spellings(name: str) -> list[str]:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos.vocabulary import ready
+from chaos.vocabulary import quiet_thread, ready
 from probes.verdict import Verdict, failed, passed
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ class Recorder:
                                      (pod.get("spec") or {}).get("nodeName"), api_at))
 
     def _run(self) -> None:
+        quiet_thread()
         for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop, raw=True):
             if kind == "SYNC":
                 for pod in obj:  # what exists at the start is the "before", not an event

@@ -41,7 +41,7 @@ from chaos import events
 from probes import metric_names
 from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
-from probes.verdict import Verdict, failed, passed
+from probes.verdict import NO_DATA, Verdict, failed, passed
 
 # The names each indicator may be stored under, in the order they are tried (any spelling).
 TTFT_NAMES = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
@@ -292,7 +292,7 @@ def judge(samples: list[Sample], fault_at: float, r: Recovery, final: bool) -> V
     if not final and not (hopeless and (breach is not None or not r.expect_impact)):
         return None
     if not any(s.values for s in seen) and (breach is None or all(s.error for s in seen)):
-        return failed(f"no data within {r.deadline:g} s of the fault: cannot judge, not healthy",
+        return failed(f"no data within {r.deadline:g} s of the fault: {NO_DATA}",
                       outcome="unknown", **details)
     if r.expect_impact and breach is None:
         peak_text = f" (worst {peak[0]}, peak {peak[1]:.3f})" if peak else ""

@@ -19,6 +19,11 @@ class Verdict:
         return {"verdict": "ok" if self.ok else "failed", "ok": self.ok, "reason": self.reason, **self.details}
 
 
+# How a verdict says it had no data to judge by (its outcome is "unknown"): never healthy, and
+# never the failure an experiment expects either (chaos.run.Expectation).
+NO_DATA = "cannot judge, not healthy"
+
+
 def passed(reason: str, **details: Any) -> Verdict:
     return Verdict(True, reason, details)
 

@@ -420,11 +420,12 @@ class Testbed:
             raise TestbedError(f"{want} nodes not Ready in time: {self._log_tail('kwok')}") from None
 
     # --- one component, for the reliability suite's control-plane faults -----------------------
-    def stop_component(self, name: str) -> None:
-        """Stop one running component (SIGTERM, then SIGKILL): an apiserver or etcd restart, a
-        Prometheus outage. The testbed is not `running()` until `start_component`."""
+    def stop_component(self, name: str, grace: float = 10.0) -> None:
+        """Stop one running component (SIGTERM, then SIGKILL after `grace` s; 0: a crash): an
+        apiserver or etcd restart, a Prometheus outage. The testbed is not `running()` until
+        `start_component`."""
         (proc,) = [p for p in self.procs() if p.name == name]
-        left = processes.stop([proc])
+        left = processes.stop([proc], timeout=grace)
         if left:
             raise TestbedError(f"could not stop {name}")
 

@@ -1,6 +1,7 @@
 """R5: the RBAC in deploy/ on the real apiserver, each identity authenticated as its pod would be
-(a TokenRequest token of its ServiceAccount, not impersonation): the runner performs every fault
-kind it is meant to and reads what its probes read; the reaper reverts every kind it may find in
+(a TokenRequest token of its ServiceAccount, not impersonation): the runner performs a fault of
+each way it changes the cluster (pod delete and eviction, node holds, the agent, NetworkPolicies,
+DeviceTaintRules) and reads what its probes read; the reaper reverts every kind it may find in
 a ledger marker; the agent's pods (the namespace's default account, no token mounted) can call
 nothing; and each is refused everything else with a 403."""
 
@@ -74,6 +75,8 @@ def residue(kube: Kube, p, run_id: str) -> list[str]:
     left += [f"DeviceTaintRule {r['metadata']['name']}" for r in kube.list_objects("resource.k8s.io/v1beta2",
                                                                                  "DeviceTaintRule")
              if r["metadata"].get("labels", {}).get("kilocard.io/run-id") == run_id]
+    agents = AgentClient(kube)
+    left += [f"agent fault {f['kind']} on {n}" for n in p.node_names for f in agents.list(agents.endpoint(n))]
     return left + [f"marker {c.metadata.name}" for c in markers(kube, run_id)]
 
 
@@ -128,14 +131,15 @@ REFUSED = {
         "create a pod": lambda k: k.apply(POD),
         "read another secret": lambda k: k.read_secret("kilocard-system", "some-other-secret"),
         "read a secret elsewhere": lambda k: k.read_secret("kube-system", "kilocard-agent-token"),
-        "delete a namespace": lambda k: k.delete_namespace("default"),
+        "delete a namespace": lambda k: k.delete_namespace("kilocard-rbac-victim"),
         "delete a node": lambda k: k.delete_node("gpu-000"),
         "create a DeviceClass": lambda k: k.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                                   "metadata": {"name": "x"}}),
         "change RBAC": lambda k: k.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                                           "metadata": {"name": "escalate"},
+                                          # its own role: no escalation check refuses it first
                                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                      "kind": "ClusterRole", "name": "cluster-admin"},
+                                                      "kind": "ClusterRole", "name": "kilocard-runner"},
                                           "subjects": [{"kind": "ServiceAccount", "name": "kilocard-runner",
                                                         "namespace": "kilocard-system"}]}),
     },
@@ -161,11 +165,13 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("account, attempt", [(a, what) for a, calls in REFUSED.items() for what in calls])
-def test_each_identity_is_refused_everything_else(identity, account, attempt):
+def test_each_identity_is_refused_everything_else(identity, kube, account, attempt):
+    kube.ensure_namespace("kilocard-rbac-victim")  # one that admission would let go: only RBAC stops it
     as_it = identity(account)
     with pytest.raises(KubeError) as refused:
         REFUSED[account][attempt](as_it)
-    assert refused.value.status == 403, refused.value
+    # RBAC's own refusal ("... cannot <verb> resource ..."), not admission's or an escalation check's.
+    assert refused.value.status == 403 and " cannot " in str(refused.value), refused.value
 
 
 def test_the_agent_daemonset_mounts_no_token_and_the_reaper_runs_as_its_own_account():

@@ -4,6 +4,7 @@ pass; a source that answers no (bad PromQL, a 403) is still an error of its own.
 from __future__ import annotations
 
 import inspect
+import urllib.error
 
 import pytest
 import requests
@@ -19,6 +20,10 @@ from probes.errors import NoData
     (requests.Timeout("slow"), NoData),
     (PrometheusApiClientException("HTTP Status Code 503 (b'unavailable')"), NoData),
     (PrometheusApiClientException("HTTP Status Code 400 (b'parse error')"), slo.SloError),
+    (urllib.error.HTTPError("http://p/api/v1/status/config", 404, "not found", {}, None), slo.SloError),
+    (urllib.error.HTTPError("http://p/api/v1/status/config", 502, "bad gateway", {}, None), NoData),
+    (urllib.error.URLError("refused"), NoData),
+    (requests.exceptions.MissingSchema("no scheme"), slo.SloError),
 ])
 def test_unanswered_is_no_data_and_answered_no_is_an_error(exc, kind):
     error = metric_names.query_failed("PromQL up", exc, slo.SloError)

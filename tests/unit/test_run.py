@@ -128,6 +128,12 @@ def test_a_declared_expected_failure_is_met_or_not():
     assert run.judged(expect, Exit.INVALID, "bad")[0] == Exit.INVALID
     assert run.judged(run.Expectation(Exit.ABORTED), Exit.REVERT_INCOMPLETE, "x")[0] == Exit.REVERT_INCOMPLETE
     assert run.judged(None, Exit.ABORTED, "stop") == (Exit.ABORTED, "stop")
+    # Missing data is never the expected finding, even where the reason starts the same way.
+    blind = "probe 'apart' failed: no data: list pods: connection refused: cannot judge, not healthy"
+    assert run.judged(expect, Exit.FAILED, blind)[0] == Exit.FAILED
+    fired = "stop condition fired: zero-ready m: the cluster could not be read: a stop condition treats that as a breach"
+    assert run.judged(run.Expectation(Exit.ABORTED, "stop condition fired: zero-ready"), Exit.ABORTED, fired)[0] == (
+        Exit.FAILED)
 
 
 @pytest.mark.parametrize("expect", [{"exit": 1, "reason": "probe 'x' failed: "}, {"exit": 3}, {"exit": 0},
