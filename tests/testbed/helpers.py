@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from chaos.kube import Kube, pod_ready
@@ -144,3 +145,15 @@ def steady(fingerprint: Callable[[], dict[str, Any]], timeout: float = 30, inter
         previous = now
         time.sleep(interval)
     return now
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def apply_deploy(kube: Kube, *names: str) -> None:
+    """Apply manifests of deploy/ (the namespace, an RBAC file) as `kubectl apply -f` would."""
+    import yaml  # noqa: PLC0415 - as above
+
+    for name in names:
+        for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
+            kube.apply(doc)

@@ -38,11 +38,10 @@ from testbed.config import TestbedConfig
 from tests import figures
 from tests.netns.netns import Pair, free_port, start_agent, veth_pair
 from tests.testbed.conftest import PORT_BASE
-from tests.testbed.helpers import ready_pods, service_account_kubeconfig, settled, steady, wait_ready
+from tests.testbed.helpers import apply_deploy, ready_pods, service_account_kubeconfig, settled, steady, wait_ready
 from tests.testbed.test_catalog import serving
 
 pytestmark = pytest.mark.testbed
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 MODEL, NAMESPACE = "llama-3-70b", "kc-control-plane"
 RUNNER = ("kilocard-system", "kilocard-runner")
 # The controller manager's mirrors of a node's state (its cordon, its Ready condition): the spec
@@ -96,9 +95,7 @@ def stage(tmp_path_factory) -> Iterator[Stage]:
     tb.up(say=lambda _m: None, timeout=180)
     kube = tb.kube()
     try:
-        for name in ("namespace.yaml", "rbac-runner.yaml"):
-            for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
-                kube.apply(doc)
+        apply_deploy(kube, "namespace.yaml", "rbac-runner.yaml")
         objects = fleet.scaled(fleet.only(fleet.load("default", tb.config.card_resource, namespace=NAMESPACE),
                                           MODEL), {MODEL: 2})
         fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)

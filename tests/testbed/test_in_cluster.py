@@ -8,24 +8,19 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
-import yaml
 
 from chaos import ledger, plan
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
-from tests.testbed.helpers import markers
+from tests.testbed.helpers import apply_deploy, markers
 
 pytestmark = pytest.mark.testbed
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def test_the_reaper_path_recovers_with_a_service_account_token(testbed, kube, pool, tmp_path):
-    for name in ("namespace.yaml", "rbac-reaper.yaml"):
-        for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
-            kube.apply(doc)
+    apply_deploy(kube, "namespace.yaml", "rbac-reaper.yaml")
     (node,) = pool(1).node_names
     ctx = Context(kube, AgentClient(kube), f"sa-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     plan.inject(ctx, ledger.Ledger(ctx.run_id, kube, tmp_path / "runner-ledger"),

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,19 +22,16 @@ from chaos.faults import Context
 from chaos.kube import Kube
 from probes import snapshot
 from testbed import fleet
-from tests.testbed.helpers import markers, service_account_kubeconfig, wait_ready
+from tests.testbed.helpers import DEPLOY, apply_deploy, markers, service_account_kubeconfig, wait_ready
 
 pytestmark = pytest.mark.testbed
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SMALL = "llama-2-7b-fragile"
 
 
 @pytest.fixture
 def identity(kube, testbed, tmp_path):
     """identity(account) -> a Kube authenticated as kilocard-system/<account>."""
-    for name in ("namespace.yaml", "rbac-runner.yaml", "rbac-reaper.yaml"):
-        for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
-            kube.apply(doc)
+    apply_deploy(kube, "namespace.yaml", "rbac-runner.yaml", "rbac-reaper.yaml")
     kube.ensure_namespace("kilocard-system")
     made: list[Kube] = []
 

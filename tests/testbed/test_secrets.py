@@ -17,13 +17,12 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
 from testbed import fleet
-from tests.testbed.helpers import service_account_kubeconfig, wait_ready
+from tests.testbed.helpers import apply_deploy, service_account_kubeconfig, wait_ready
 from tests.testbed.test_catalog import serving
 
 pytestmark = pytest.mark.testbed
@@ -93,9 +92,7 @@ def test_no_credential_reaches_a_journal_a_report_a_log_or_an_event(testbed, kub
     url, prometheus_token = guarded_prometheus
     inputs = tmp_path / "inputs"  # what the user gave; everything else under tmp_path is the run's
     inputs.mkdir()
-    for name in ("namespace.yaml", "rbac-runner.yaml"):
-        for doc in yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy" / name).read_text()):
-            kube.apply(doc)
+    apply_deploy(kube, "namespace.yaml", "rbac-runner.yaml")
     kubeconfig = service_account_kubeconfig(testbed, kube, "kilocard-system", "kilocard-runner",
                                             inputs / "runner.kubeconfig")
     (inputs / "prometheus.token").write_text(prometheus_token + "\n")
