@@ -115,20 +115,40 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
     book.write(fault.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes
     failpoints.reach("fault-recorded")
 
-    def applied(record: ledger.Record) -> ledger.Record:
-        started = time.time()  # the fault's time: the first change comes at the start of its apply
-        try:
-            record.undo = module.apply(ctx, spec, record.target, record.undo)
+    def settle(record: ledger.Record, started: float, outcome: dict[str, Any] | BaseException) -> ledger.Record:
+        if isinstance(outcome, KilocardError):
+            record.state, record.error = "failed", str(outcome)
+        elif isinstance(outcome, BaseException):  # a bug must not cost the other targets their ledger entry
+            record.state, record.error = "failed", f"unexpected {type(outcome).__name__}: {outcome}"
+        else:
+            record.undo = outcome
             failpoints.reach("fault-applied")
             record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
             record.applied_at = started
-        except KilocardError as exc:
-            record.state, record.error = "failed", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a bug must not cost the other targets their ledger entry
-            record.state, record.error = "failed", f"unexpected {type(exc).__name__}: {exc}"
         return record
 
-    fault.records = ctx.kube.batch(applied, fault.records)
+    def applied(record: ledger.Record) -> ledger.Record:
+        started = time.time()  # the fault's time: the first change comes at the start of its apply
+        try:
+            outcome: dict[str, Any] | BaseException = module.apply(ctx, spec, record.target, record.undo)
+        except Exception as exc:  # noqa: BLE001 - settled as failed
+            outcome = exc
+        return settle(record, started, outcome)
+
+    # A kind that can apply to every target in one go (pod-kill's DELETEs, all in flight at once)
+    # says so with `apply_all`; None from it means "one by one" (an eviction waits on its PDB).
+    bulk = getattr(module, "apply_all", None)
+    started = time.time()
+    outcomes: list[Any] | None = None
+    if bulk is not None:
+        try:
+            outcomes = bulk(ctx, spec, [(r.target, r.undo) for r in fault.records])
+        except Exception as exc:  # noqa: BLE001 - every target settled as failed: it may have half-happened
+            outcomes = [exc] * len(fault.records)
+    if outcomes is None:
+        fault.records = ctx.kube.batch(applied, fault.records)
+    else:
+        fault.records = [settle(r, started, o) for r, o in zip(fault.records, outcomes, strict=True)]
     book.write(fault.records, in_cluster=module.REVERTIBLE)
     return fault
 

@@ -74,8 +74,8 @@ class Recorder:
         self.thread.join(timeout=35)
 
     def detach(self) -> list[Event]:
-        """Stop following without waiting for the watch to notice (it re-arms every few seconds,
-        then the daemon thread ends): the events so far."""
+        """Stop following without waiting for the thread (its watch is cut at once, then the
+        daemon thread ends): the events so far."""
         self.stop.set()
         return list(self.events)
 

@@ -152,5 +152,8 @@ def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_
 
 
 def fetch(kube: Kube, card_resource: str = "nvidia.com/gpu", namespace: str | None = None) -> ClusterSnapshot:
-    """The thin fetcher: two list calls, every pod (cards in use count them all) and every node."""
-    return build(kube.list_pods_raw(), kube.list_nodes_raw(), card_resource, namespace)
+    """The thin fetcher: every pod (cards in use count them all) and every node, both lists at once
+    and from the apiserver's watch cache (resourceVersion=0: no etcd read, which at 10,000 cards
+    would load the apiserver each time a probe looks)."""
+    pods, nodes = kube.batch(lambda lister: lister(cached=True), [kube.list_pods_raw, kube.list_nodes_raw])
+    return build(pods, nodes, card_resource, namespace)

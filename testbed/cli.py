@@ -15,7 +15,15 @@ from rich.table import Table
 
 from testbed import build, fleet, timing
 from testbed.cluster import Testbed
-from testbed.config import MAX_CARDS_PER_NODE, MAX_NODES, TestbedConfig, default_state_dir
+from testbed.config import (
+    LARGE,
+    LARGE_FROM_NODES,
+    MAX_CARDS_PER_NODE,
+    MAX_NODES,
+    PROFILES,
+    TestbedConfig,
+    default_state_dir,
+)
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -60,7 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
     up.add_argument("--no-remediation", action="store_true",
                     help="do not run the reference remediator (ECC/XID -> quarantine)")
-    up.add_argument("--scrape-interval", type=float, default=1.0, help="Prometheus scrape interval, seconds")
+    up.add_argument("--scrape-interval", type=float, default=None,
+                    help="Prometheus scrape interval of the engines' metrics, seconds (default: the profile's)")
+    up.add_argument("--profile", choices=PROFILES, default="auto",
+                    help="lease, scrape and remediation intervals: small (1 s scrapes, 5 s lease renewals), "
+                         f"large (production's 10 s renewals, fewer series), or auto (large from "
+                         f"{LARGE_FROM_NODES} nodes)")
     up.add_argument("--utilisation", type=float, default=0.25,
                     help="default load per replica, as a fraction of its healthy service rate")
     up.add_argument("--spike-factor", type=float, default=1.0,
@@ -91,6 +104,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
     existing = Testbed.from_state(args.state_dir)
+    objects = timing.stamp(fleet.load(args.fleet, args.card_resource), args.timing) if args.fleet else []
     if existing is not None and existing.running():
         testbed = existing
         say(f"testbed already running (kubeconfig {testbed.paths.kubeconfig}); nothing to start")
@@ -101,16 +115,21 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
             remediation=not args.no_remediation, scrape_seconds=args.scrape_interval,
+            profile=args.profile,
             utilisation=args.utilisation, spike_factor=args.spike_factor, openmetrics=args.openmetrics,
         ).validate()
         testbed = Testbed(config)
         testbed.check_ports()  # before a possibly long build
         build.build(say=say)
-        testbed.up(say=say, timeout=args.timeout)
-    if args.fleet:
+        # A large testbed's fleet goes in while its nodes register, as replicas start on a growing
+        # cluster's first Ready nodes; a small one's waits for every node, so that the scheduler
+        # sees the whole cluster (the catalog's placement findings depend on where replicas land).
+        early = objects if config.tuning is LARGE else []
+        testbed.up(say=say, timeout=args.timeout,
+                   before_nodes=(lambda kube: fleet.apply(kube, early)) if early else None)
+    if objects:
         kube = testbed.kube()
         try:
-            objects = timing.stamp(fleet.load(args.fleet, testbed.config.card_resource), args.timing)
             # --timeout is the wait beyond the replicas' own start-up time.
             fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=say)
         finally:

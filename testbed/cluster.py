@@ -165,9 +165,12 @@ class Testbed:
         return Kube.from_kubeconfig(self.paths.kubeconfig)
 
     # --- up ------------------------------------------------------------------------------------
-    def up(self, say: Say = print, timeout: float = 300.0, node_manifests: list[dict[str, Any]] | None = None) -> bool:
+    def up(self, say: Say = print, timeout: float = 300.0, node_manifests: list[dict[str, Any]] | None = None,
+           before_nodes: Callable[[Kube], None] | None = None) -> bool:
         """Start the control plane and the nodes (the config's, or `node_manifests`: a twin's
-        copies, each labelled kilocard.io/testbed=true); False when it was already running."""
+        copies, each labelled kilocard.io/testbed=true); False when it was already running.
+        `before_nodes` runs once the API serves, before the nodes register (a large testbed's
+        fleet is applied then, so its first replicas start on the first Ready nodes)."""
         if self.running():
             say(f"testbed already running (kubeconfig {self.paths.kubeconfig}); nothing to do")
             return False
@@ -187,7 +190,7 @@ class Testbed:
         stages.write_config(build.kwok_stage_dir(), self.paths.kwok_config)
         self.paths.audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         prometheus.write_config(self.paths.prometheus_config, self.config.ports.simulator, self.config.ports.apiserver,
-                                self.config.scrape_seconds, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
+                                self.config.tuning, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
         if not self.paths.agent_token.is_file():
             self.paths.agent_token.write_text(secrets.token_urlsafe(32) + "\n")
             self.paths.agent_token.chmod(0o600)
@@ -207,6 +210,8 @@ class Testbed:
             try:
                 self._wait_default_service_account(kube, deadline)
                 self._publish_agent_token(kube)
+                if before_nodes is not None:
+                    before_nodes(kube)
                 self._create_nodes(kube, deadline, node_manifests)
             finally:
                 kube.close()
@@ -273,7 +278,7 @@ class Testbed:
                 binary, *controller_common, f"--secure-port={ports.controller_manager}",
                 f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca_cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}", "--use-service-account-credentials=false",
-                "--node-monitor-period=1s", f"--node-monitor-grace-period={c.node_monitor_grace_seconds}s",
+                "--node-monitor-period=1s", f"--node-monitor-grace-period={c.tuning.node_monitor_grace_seconds}s",
                 # Upstream evicts at most one node per 10 s per zone, and none once over 55 % of a zone
                 # is down; experiments that take several nodes away need eviction to keep up.
                 "--node-eviction-rate=100", "--secondary-node-eviction-rate=100",
@@ -293,12 +298,13 @@ class Testbed:
                 sys.executable, "-m", "testbed.simulator", f"--kubeconfig={kubeconfig}", f"--port={ports.simulator}",
                 f"--token-file={self.paths.agent_token}", f"--card-resource={c.card_resource}",
                 f"--card-product={c.card_product}", f"--utilisation={c.utilisation}",
-                f"--spike-factor={c.spike_factor}", *(["--negotiate"] if c.openmetrics else []),
+                f"--spike-factor={c.spike_factor}", f"--dcgm-fields={c.tuning.dcgm_fields}",
+                *(["--negotiate"] if c.openmetrics else []),
             ]
         if name == "remediator":
             return [
                 sys.executable, "-m", "testbed.remediator", f"--kubeconfig={kubeconfig}",
-                f"--prometheus-url={self.prometheus_url}",
+                f"--prometheus-url={self.prometheus_url}", f"--interval={c.tuning.remediation_seconds}",
             ]
         if name == "kwok":
             return [
@@ -309,7 +315,7 @@ class Testbed:
                 # Terminating until PodGC (out-of-service taint, node deleted) removes them.
                 "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
                 f"--manage-nodes-with-label-selector={stages.LOST_LABEL}!=true",
-                f"--node-lease-duration-seconds={c.node_lease_seconds}", f"--cidr={POD_CIDR}",
+                f"--node-lease-duration-seconds={c.tuning.node_lease_seconds}", f"--cidr={POD_CIDR}",
                 "--node-ip=10.255.0.1", f"--server-address=127.0.0.1:{ports.kwok}",
             ]
         raise KeyError(name)
@@ -412,10 +418,8 @@ class Testbed:
         nodes.create_nodes(kube, manifests)
         want = len(manifests)
         try:
-            kube.wait_until(
-                "nodes", lambda items: sum(1 for n in items if node_ready(n)) >= want,
-                timeout=max(1.0, deadline - time.monotonic()), label_selector=f"{nodes.TESTBED_LABEL}=true",
-            )
+            kube.wait_ready("nodes", want, timeout=max(1.0, deadline - time.monotonic()),
+                            label_selector=f"{nodes.TESTBED_LABEL}=true")
         except TimeoutError:
             raise TestbedError(f"{want} nodes not Ready in time: {self._log_tail('kwok')}") from None
 

@@ -8,6 +8,7 @@ their own pool of nodes) with the pure helpers below before deploying it.
 from __future__ import annotations
 
 import copy
+import json
 import string
 import time
 from collections.abc import Callable
@@ -31,9 +32,18 @@ def names() -> list[str]:
 
 
 def load(name: str, card_resource: str, namespace: str = DEFAULT_NAMESPACE) -> list[Manifest]:
+    """A fleet's manifests; a folder with a `fleet.yaml` is another fleet resized (`base`,
+    `replicas` per model, `groups` per cross-node model) rather than a copy of its files."""
     folder = MANIFESTS / name
     if not folder.is_dir():
         raise SpecError(f"--fleet: unknown fleet {name!r}; known: {', '.join(names())}")
+    resize = folder / "fleet.yaml"
+    if resize.is_file():
+        spec = yaml.safe_load(resize.read_text())
+        objects = scaled(load(spec["base"], card_resource, namespace), spec.get("replicas") or {})
+        for model, count in (spec.get("groups") or {}).items():
+            objects = grouped(objects, model, count)
+        return objects
     objects: list[Manifest] = []
     for path in sorted(folder.glob("*.yaml")):
         text = string.Template(path.read_text()).substitute(namespace=namespace, card_resource=card_resource)
@@ -69,6 +79,18 @@ def scaled(objects: list[Manifest], replicas: dict[str, int]) -> list[Manifest]:
     return result
 
 
+def grouped(objects: list[Manifest], model: str, count: int) -> list[Manifest]:
+    """`count` cross-node groups of `model`: its first group's StatefulSet copied under new group
+    names (`<model>-g<i>`), the others dropped."""
+    groups = [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["labels"].get(MODEL_LABEL) == model]
+    if not groups:
+        raise SpecError(f"no cross-node groups of {model} to copy")
+    first = json.dumps(groups[0])
+    name = groups[0]["metadata"]["name"]
+    copies = [json.loads(first.replace(f'"{name}"', f'"{model}-g{i}"')) for i in range(count)]
+    return [o for o in objects if o not in groups] + copies
+
+
 def pinned(objects: list[Manifest], pool: str) -> list[Manifest]:
     """Confine every pod to nodes labelled and tainted `kilocard.io/pool=<pool>`."""
     result = copy.deepcopy(objects)
@@ -88,19 +110,22 @@ def namespace_of(objects: list[Manifest]) -> str:
     return next(o["metadata"]["name"] for o in objects if o["kind"] == "Namespace")
 
 
+def apply(kube: Kube, objects: list[Manifest]) -> None:
+    for o in objects:
+        kube.apply(o)
+
+
 def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
            say: Callable[[str], None] = print) -> float:
     """Apply the fleet (idempotent) and wait until every replica pod is Ready; return seconds."""
     started = time.monotonic()
-    for o in objects:
-        kube.apply(o)
+    apply(kube, objects)
     want = expected_pods(objects)
     namespace = namespace_of(objects)
     models = sorted({o["metadata"]["labels"][MODEL_LABEL] for o in _workloads(objects)})
     selector = f"{MODEL_LABEL} in ({','.join(models)})"
     try:
-        kube.wait_until("pods", lambda pods: sum(1 for p in pods if pod_ready(p)) >= want,
-                        timeout=timeout, namespace=namespace, label_selector=selector)
+        kube.wait_ready("pods", want, timeout=timeout, namespace=namespace, label_selector=selector)
     except TimeoutError:
         pods = kube.list_pods(namespace, selector).items
         pending = [p.metadata.name for p in pods if not pod_ready(p)]

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from chaos.errors import KilocardError
+from testbed.config import Tuning
 from testbed.remediator import CRITICAL_XIDS
 
 
@@ -38,15 +39,20 @@ ALERTS = {"groups": [{"name": "kilocard-testbed", "rules": [
 ]}]}
 
 
-def write_config(target: Path, simulator_port: int, apiserver_port: int, scrape_seconds: float,
+def _ms(seconds: float) -> str:
+    return f"{int(seconds * 1000)}ms"
+
+
+def write_config(target: Path, simulator_port: int, apiserver_port: int, tuning: Tuning,
                  ca: Path, cert: Path, key: Path) -> Path:
-    interval = f"{int(scrape_seconds * 1000)}ms"
+    engines, cards = _ms(tuning.engine_scrape_seconds), _ms(tuning.dcgm_scrape_seconds)
     config = {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
+        "global": {"scrape_interval": engines, "evaluation_interval": engines, "scrape_timeout": engines},
         "scrape_configs": [
             {"job_name": "vllm", "honor_labels": True, "metrics_path": "/metrics",
              "static_configs": [{"targets": [f"127.0.0.1:{simulator_port}"]}]},
             {"job_name": "dcgm-exporter", "honor_labels": True, "metrics_path": "/dcgm/metrics",
+             "scrape_interval": cards, "scrape_timeout": cards,
              "static_configs": [{"targets": [f"127.0.0.1:{simulator_port}"]}]},
             # Large and slow-changing: every 10 s is plenty and keeps the apiserver's CPU down.
             {"job_name": "kube-apiserver", "scheme": "https", "scrape_interval": "10s", "scrape_timeout": "5s",

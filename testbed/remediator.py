@@ -75,19 +75,22 @@ class Remediator:
         failing = fatal_cards(self.prom)
         self.failing_since = {n: self.failing_since.get(n, now) for n in failing}
         fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
-        nodes = self.kube.list_nodes()
-        quarantined = {n.metadata.name: n for n in nodes if (n.metadata.labels or {}).get(STATE_LABEL)
-                       in HOLDING_STATES}
-        managed = {n.metadata.name for n in nodes if (n.metadata.labels or {}).get(OPT_OUT_LABEL) != "false"}
-        for name, cards in sorted(fatal.items()):
-            if name in quarantined or name not in managed:
-                continue
-            if (len(quarantined) + 1) > self.max_fraction * len(nodes):
-                self.say(f"circuit breaker open: {len(quarantined)}/{len(nodes)} nodes quarantined; "
-                         f"not quarantining {name}")
-                continue
-            self.quarantine(name, cards)
-            quarantined[name] = self.kube.read_node(name)
+        # Only the quarantined nodes each round (a selector: the apiserver filters); every node
+        # only when a new one is to be quarantined (the circuit breaker counts them).
+        quarantined = {n.metadata.name: n for n in self.kube.list_nodes(
+            f"{STATE_LABEL} in ({','.join(sorted(HOLDING_STATES))})")}
+        if set(fatal) - set(quarantined):
+            nodes = self.kube.list_nodes()
+            managed = {n.metadata.name for n in nodes if (n.metadata.labels or {}).get(OPT_OUT_LABEL) != "false"}
+            for name, cards in sorted(fatal.items()):
+                if name in quarantined or name not in managed:
+                    continue
+                if (len(quarantined) + 1) > self.max_fraction * len(nodes):
+                    self.say(f"circuit breaker open: {len(quarantined)}/{len(nodes)} nodes quarantined; "
+                             f"not quarantining {name}")
+                    continue
+                self.quarantine(name, cards)
+                quarantined[name] = self.kube.read_node(name)
         for name, node in quarantined.items():
             if name not in failing:
                 self.release(node)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.kube import Kube, pod_ready
+from chaos.kube import Kube
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, MODEL_LABEL
 from probes import slo
 from probes.errors import ProbeError
@@ -228,8 +228,7 @@ def start(captured: dict[str, Any], state_dir: Path, port_base: int, card_resour
         _place_as_real(kube, objects, captured["placed"], wait)
         for ns in captured["namespaces"]:
             n = expected_pods([o for o in objects if o["metadata"].get("namespace") == ns])
-            kube.wait_until("pods", lambda pods, n=n: sum(1 for p in pods if pod_ready(p)) >= n, timeout=wait,
-                            namespace=ns)
+            kube.wait_ready("pods", n, timeout=wait, namespace=ns)
         _serving(tb, objects, wait)
         say(f"twin ready in {time.monotonic() - started:.1f} s: {len(captured['nodes'])} nodes, "
             f"{expected_pods(objects)} pods of {len(objects)} workloads, {len(captured['ballast'])} ballast pods")

@@ -106,5 +106,16 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
+def apply_all(ctx: Context, spec: Spec, targets: list[tuple[dict[str, Any], dict[str, Any]]]
+              ) -> list[dict[str, Any] | Exception] | None:
+    """Every DELETE at once on the bulk connection (one outcome per target); evictions one by one,
+    since each may wait out a PodDisruptionBudget."""
+    if spec.mode != "delete":
+        return None
+    errors = ctx.kube.delete_pods([(t["namespace"], t["name"], t["uid"]) for t, _ in targets], spec.grace_seconds)
+    return [undo if error is None or isinstance(error, NotFound) else error
+            for (_, undo), error in zip(targets, errors, strict=True)]
+
+
 def revert(ctx: Context, undo: dict[str, Any]) -> None:
     """A killed pod is not brought back by us: its controller does that (or does not: the finding)."""

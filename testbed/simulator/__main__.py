@@ -26,6 +26,7 @@ from chaos.errors import KubeError, NotFound
 from chaos.faults import Context
 from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
+from testbed.simulator.metrics import FIELD_SETS
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
 from testbed.stages import LOST_LABEL
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="serve OpenMetrics when asked (vllm: becomes vllm_ with prometheus_client >= 0.23)")
     parser.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname",
                         help="dcgm-exporter's host label: 'Hostname' up to 4.5.3-4.8.2, 'hostname' after")
+    parser.add_argument("--dcgm-fields", choices=sorted(FIELD_SETS), default="all",
+                        help="every default dcgm-exporter counter, or only the health ones (large testbeds)")
     args = parser.parse_args(argv)
 
     world = World(args.card_resource, args.card_product.replace("-", " "),
@@ -133,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     run_forever(follow_nodes, stop, kube, world, args.card_resource)
     run_forever(follow_pods, stop, kube, world)
     token = args.token_file.read_text().strip()
-    server = Server(("127.0.0.1", args.port), world, token, args.negotiate, args.hostname_label)
+    server = Server(("127.0.0.1", args.port), world, token, args.negotiate, args.hostname_label,
+                    args.dcgm_fields)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     run_forever(reap_expired, stop, kube, token)
     while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):

@@ -49,12 +49,12 @@ class NodeFaults:
 
 class Server(TokenServer):
     def __init__(self, address: tuple[str, int], world: World, token: str, negotiate: bool = False,
-                 hostname_label: str = "Hostname") -> None:
+                 hostname_label: str = "Hostname", dcgm_fields: str = "all") -> None:
         super().__init__(address, Handler)
         self.world = world
         self.token = token
         self.negotiate = negotiate
-        self.hostname_label = hostname_label
+        self.dcgm = metrics.DcgmRenderer(world, hostname_label, dcgm_fields)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(metrics.VllmCollector(world))
 
@@ -71,7 +71,7 @@ class Handler(JsonHandler):
                 encoder, content_type = generate_latest, CONTENT_TYPE_LATEST
             self.send_bytes(200, encoder(self.server.registry), content_type)
         elif path == "/dcgm/metrics":
-            self.send_bytes(200, metrics.render_dcgm(self.server.world, self.server.hostname_label).encode(),
+            self.send_bytes(200, self.server.dcgm.render().encode(),
                             CONTENT_TYPE_LATEST)
         elif path == "/healthz":
             self.send_bytes(200, b"ok", "text/plain")

@@ -170,8 +170,8 @@ def test_lost_node_is_tainted_unreachable_and_its_pods_replaced(kube, pool, test
         return any(t.key == "node.kubernetes.io/unreachable" and t.effect == "NoExecute"
                    for t in (items[0].spec.taints or []))
 
-    lease_renewal = c.node_lease_seconds / 4
-    kube.wait_until("nodes", unreachable, timeout=c.node_monitor_grace_seconds + lease_renewal + 20,
+    lease_renewal = c.tuning.node_lease_seconds / 4
+    kube.wait_until("nodes", unreachable, timeout=c.tuning.node_monitor_grace_seconds + lease_renewal + 20,
                     label_selector=f"kubernetes.io/hostname={node}")
     tainted_after = time.monotonic() - started
     pods = kube.wait_until(
@@ -181,6 +181,6 @@ def test_lost_node_is_tainted_unreachable_and_its_pods_replaced(kube, pool, test
     (replacement,) = [x for x in pods if pod_ready(x) and x.metadata.uid != victim.metadata.uid]
     replaced_after = time.monotonic() - started
     assert replacement.spec.node_name != node
-    assert c.node_monitor_grace_seconds - 1 <= tainted_after <= c.node_monitor_grace_seconds + lease_renewal + 5
+    assert c.tuning.node_monitor_grace_seconds - 1 <= tainted_after <= c.tuning.node_monitor_grace_seconds + lease_renewal + 5
     assert 0 <= replaced_after - tainted_after - c.unreachable_toleration_seconds <= 10, (tainted_after, replaced_after)
     assert kube.read_pod(p.namespace, victim.metadata.name).metadata.deletion_timestamp is not None  # Terminating

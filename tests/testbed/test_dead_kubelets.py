@@ -33,7 +33,7 @@ def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(ku
     for node in lost:
         kube.patch_node(node, {"metadata": {"labels": {stages.LOST_LABEL: "true"}}})
     c = testbed.config
-    evicted_within = c.node_monitor_grace_seconds + c.node_lease_seconds / 4 + c.unreachable_toleration_seconds + 20
+    evicted_within = c.tuning.node_monitor_grace_seconds + c.tuning.node_lease_seconds / 4 + c.unreachable_toleration_seconds + 20
 
     def rank_terminating(items):
         return any(x.metadata.uid == rank.metadata.uid and x.metadata.deletion_timestamp for x in items)

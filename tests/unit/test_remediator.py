@@ -18,8 +18,14 @@ class FakeKube:
         self.evicted = []
         self.events = []
 
-    def list_nodes(self):
-        return list(self.nodes.values())
+    def list_nodes(self, label_selector=None):
+        """All nodes, or those whose label is in the set: "key in (a,b)", the remediator's one selector."""
+        nodes = list(self.nodes.values())
+        if label_selector is None:
+            return nodes
+        key, values = label_selector.split(" in ")
+        wanted = set(values.strip("()").split(","))
+        return [n for n in nodes if (n.metadata.labels or {}).get(key) in wanted]
 
     def read_node(self, name):
         return self.nodes[name]
