@@ -206,9 +206,10 @@ class _Bulk:
         self.thread.start()
 
         async def opened() -> httpcore.AsyncConnectionPool:
-            # One connection: requests that come while it opens wait for it rather than each
-            # opening their own (the apiserver allows 250 streams on one connection).
-            return httpcore.AsyncConnectionPool(ssl_context=tls, http1=False, http2=True, max_connections=1,
+            # Requests that come while the first connection opens are queued on it, as it may be
+            # HTTP/2 (the apiserver allows 250 streams on one); behind a proxy that speaks only
+            # HTTP/1.1, up to MAX_IN_FLIGHT connections serve them instead.
+            return httpcore.AsyncConnectionPool(ssl_context=tls, http1=True, http2=True, max_connections=MAX_IN_FLIGHT,
                                                 proxy=httpcore.Proxy(c.proxy) if c.proxy else None)
 
         self.pool = self._run(opened())
