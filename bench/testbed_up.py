@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed import build, fleet, processes, timing  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
-from testbed.config import LARGE, TestbedConfig  # noqa: E402
+from testbed.config import TestbedConfig  # noqa: E402
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
                     subprocess.run([*cli, "down", *where], capture_output=True, check=True)
             tb = Testbed.from_state(Path(state))
             assert tb is not None and tb.running()
-            profile = "large" if tb.config.tuning is LARGE else "small"
+            profile = "large" if tb.config.large else "small"
             # Steady state: CPU over a window with the fleet running and kwok heartbeating every node.
             procs = tb.procs()
             before = processes.usage(procs)

@@ -13,6 +13,7 @@ import base64
 import functools
 import json
 import os
+import random
 import ssl
 import threading
 import time
@@ -88,10 +89,13 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError))
 
 
-def _count_retry(state: RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome else None
+def _cause(exc: BaseException | None) -> str:
     status = (exc.status or 0) if isinstance(exc, ApiException) else 0
-    _counted("429" if status == 429 else "5xx" if status else "connection")
+    return "429" if status == 429 else "5xx" if status else "connection"
+
+
+def _count_retry(state: RetryCallState) -> None:
+    _counted(_cause(state.outcome.exception() if state.outcome else None))
 
 
 def _counted(cause: str) -> None:
@@ -105,16 +109,20 @@ def retries() -> dict[str, int]:
         return dict(_retried)
 
 
-def _wait(state: RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome else None
+def _retry_after(exc: BaseException | None) -> float | None:
+    """The server's Retry-After, in seconds (header names are case-insensitive: HTTP/2 sends them
+    in lower case)."""
     headers = getattr(exc, "headers", None) or {}
-    retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
-    if retry_after:
-        try:
-            return float(retry_after)
-        except ValueError:
-            pass
-    return float(wait_exponential_jitter(multiplier=0.2, max=5)(state))
+    value = headers.get("Retry-After") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _wait(state: RetryCallState) -> float:
+    after = _retry_after(state.outcome.exception() if state.outcome else None)
+    return after if after is not None else float(wait_exponential_jitter(multiplier=0.2, max=5)(state))
 
 
 def _tuned(configuration: client.Configuration, pool: int) -> client.Configuration:
@@ -135,16 +143,20 @@ class _RawWatch(watch.Watch):
 
 
 def _cut_on_stop(stop: threading.Event, done: threading.Event, watching: list[watch.Watch]) -> None:
-    """Once `stop` is set, shut the current watch's response: its blocked read ends now, not at
-    the watch's timeout."""
+    """Once `stop` is set, shut the current watch's response, and any opened after it, until the
+    follower is done: its blocked read ends now, not at the watch's timeout."""
     quiet_thread()
     while not stop.wait(0.2):
         if done.is_set():
             return
-    for watcher in list(watching):
-        response = getattr(watcher, "_resp", None)  # set by Watch.stream for the request it reads
-        if response is not None:
-            response.shutdown()
+    while not done.wait(0.1):
+        for watcher in list(watching):
+            response = getattr(watcher, "_resp", None)  # set by Watch.stream for the request it reads
+            if response is not None:
+                try:
+                    response.shutdown()
+                except (RuntimeError, ValueError, OSError):
+                    pass  # already closed, or its connection already gone
 
 
 COMPONENT_ENV = "KILOCARD_COMPONENT"
@@ -175,7 +187,7 @@ def _error(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> ApiE
     except ValueError:
         reason = ""
     error = ApiException(status=status, reason=reason, body=body.decode(errors="replace"))
-    error.headers = {k.decode(): v.decode() for k, v in headers}
+    error.headers = urllib3.HTTPHeaderDict([(k.decode(), v.decode()) for k, v in headers])
     return error
 
 
@@ -183,6 +195,9 @@ def _error(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> ApiE
 # connection (Kube._call).
 _DROPPED = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException, OSError)
 _TIMEOUTS = {"timeout": {"connect": 30.0, "read": 30.0, "write": 30.0, "pool": 30.0}}
+# A request's whole life on the bulk connection, queueing included: requests waiting on a
+# connection that cannot open would otherwise each wait out their own connect timeout in turn.
+_REQUEST_SECONDS = 60.0
 
 
 class _Bulk:
@@ -201,6 +216,8 @@ class _Bulk:
         if c.cert_file:
             tls.load_cert_chain(c.cert_file, c.key_file)
         self.host = c.host.rstrip("/")
+        # A kubeconfig's tls-server-name: the name sent and verified, as the generated client does.
+        self.extensions = {**_TIMEOUTS, **({"sni_hostname": c.tls_server_name} if c.tls_server_name else {})}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._serve, name="kube-bulk", daemon=True)
         self.thread.start()
@@ -224,9 +241,9 @@ class _Bulk:
     async def _request(self, method: str, path: str, body: bytes | None, headers: list[tuple[str, str]]
                        ) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | ConnectionError:
         try:
-            reply = await self.pool.request(method, self.host + path, headers=headers, content=body,
-                                            extensions=_TIMEOUTS)
-        except _DROPPED as exc:
+            reply = await asyncio.wait_for(self.pool.request(method, self.host + path, headers=headers, content=body,
+                                                             extensions=self.extensions), _REQUEST_SECONDS)
+        except (TimeoutError, *_DROPPED) as exc:
             return ConnectionError(f"{method} {path}: {exc!r}")
         return reply.status, reply.content, reply.headers
 
@@ -236,18 +253,22 @@ class _Bulk:
         fields = list(headers.items())
 
         async def every() -> list[Exception | None]:
-            replies = await asyncio.gather(*(self._request(m, p, b.encode(), fields) for m, p, b in requests))
-            return [r if isinstance(r, Exception) else _error(*r) for r in replies]
+            # One request that raised something unforeseen keeps its own outcome; the others theirs.
+            replies = await asyncio.gather(*(self._request(m, p, b.encode(), fields) for m, p, b in requests),
+                                           return_exceptions=True)
+            return [r if isinstance(r, BaseException) else _error(*r) for r in replies]  # type: ignore[misc]
 
         return self._run(every())  # type: ignore[no-any-return]
 
-    def get_json(self, path: str, params: dict[str, str], headers: dict[str, str]) -> dict[str, Any] | Exception:
-        async def get() -> dict[str, Any] | Exception:
+    def get(self, path: str, params: dict[str, str], headers: dict[str, str]) -> bytes | Exception:
+        """The reply's body, or the error it makes (decoded by the caller: a 60 MB list decoded
+        here would stall every other stream)."""
+        async def get() -> bytes | Exception:
             reply = await self._request("GET", f"{path}?{urlencode(params)}" if params else path, None,
                                         list(headers.items()))
             if isinstance(reply, Exception):
                 return reply
-            return _error(*reply) or json.loads(reply[1])
+            return _error(*reply) or reply[1]
 
         return self._run(get())  # type: ignore[no-any-return]
 
@@ -345,6 +366,7 @@ class Kube:
             self._batch_pool.shutdown()
         if self._bulk is not None:
             self._bulk.close()
+            self._bulk = None
         self.api_client.close()
 
     def batch(self, fn: Callable[[A], T], items: Iterable[A]) -> list[T]:
@@ -415,6 +437,9 @@ class Kube:
             reply = replies[index]
             assert reply is not None
             if _retryable(reply):
+                # The first failure counts as a retry and waits as `_call` would before its own.
+                _counted(_cause(reply))
+                time.sleep(min(_retry_after(reply) or random.uniform(0.1, 0.3), 5.0))
                 try:
                     self._call(what, self._send, *requests[index])
                     return None
@@ -648,10 +673,10 @@ class Kube:
             params = {k: v for k, v in params.items() if k != "resourceVersion"} | {"continue": token}
 
     def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        reply = self._h2().get_json(path, params, self._headers())
+        reply = self._h2().get(path, params, self._headers())
         if isinstance(reply, Exception):
             raise reply
-        return reply
+        return json.loads(reply)  # type: ignore[no-any-return]
 
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
         return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
@@ -762,6 +787,8 @@ class Kube:
                 remaining = float(WATCH_SECONDS) if until is None else until - time.monotonic()
                 if remaining <= 0:
                     return
+                if stop is not None and stop.is_set():
+                    return  # stopped while listing: no watch to open
                 watcher = _RawWatch() if raw else watch.Watch()
                 watching[:] = [watcher]
                 try:

@@ -16,7 +16,6 @@ from rich.table import Table
 from testbed import build, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import (
-    LARGE,
     LARGE_FROM_NODES,
     MAX_CARDS_PER_NODE,
     MAX_NODES,
@@ -124,7 +123,7 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
         # A large testbed's fleet goes in while its nodes register, as replicas start on a growing
         # cluster's first Ready nodes; a small one's waits for every node, so that the scheduler
         # sees the whole cluster (the catalog's placement findings depend on where replicas land).
-        early = objects if config.tuning is LARGE else []
+        early = objects if config.large else []
         testbed.up(say=say, timeout=args.timeout,
                    before_nodes=(lambda kube: fleet.apply(kube, early)) if early else None)
     if objects:

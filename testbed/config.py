@@ -154,9 +154,12 @@ class TestbedConfig:
         return self.nodes * self.cards_per_node
 
     @property
+    def large(self) -> bool:
+        return self.profile == "large" or (self.profile == "auto" and self.nodes >= LARGE_FROM_NODES)
+
+    @property
     def tuning(self) -> Tuning:
-        large = self.profile == "large" or (self.profile == "auto" and self.nodes >= LARGE_FROM_NODES)
-        tuning = LARGE if large else SMALL
+        tuning = LARGE if self.large else SMALL
         if self.scrape_seconds is not None:
             tuning = dataclasses.replace(tuning, engine_scrape_seconds=self.scrape_seconds)
         return tuning
