@@ -37,7 +37,7 @@ JSON_SECTIONS: dict[str, tuple[str, list[str]]] = {
     "probes-1k": ("probes_snapshot.py", ["--nodes", "128", "--repeat", "20"]),
     "probes-10k": ("probes_snapshot.py", ["--nodes", "1250", "--repeat", "20"]),
     "api-1k": ("api_load.py", ["--nodes", "128", "--runs", "3", "--idle", "15"]),
-    "api-10k": ("api_load.py", ["--nodes", "1250", "--runs", "3", "--idle", "15"]),
+    "api-10k": ("api_load.py", ["--nodes", "1250", "--runs", os.environ.get("KILOCARD_API_RUNS", "3"), "--idle", "15"]),
 }
 TEXT_SECTIONS: dict[str, tuple[str, list[str]]] = {
     "calibration": ("fleet_calibration.py", []),
@@ -53,7 +53,7 @@ def machine() -> str:
             f"Python {platform.python_version()})")
 
 
-def run(name: str) -> None:
+def run(name: str) -> bool:
     KEPT.mkdir(parents=True, exist_ok=True)
     script, arguments = {**JSON_SECTIONS, **TEXT_SECTIONS}[name]
     argv = [sys.executable, str(ROOT / "bench" / script), *arguments]
@@ -65,9 +65,11 @@ def run(name: str) -> None:
     seconds = time.monotonic() - started
     print(done.stdout[-3000:], done.stderr[-2000:] if done.returncode else "", flush=True)
     if done.returncode:
-        raise SystemExit(f"{name} failed (exit {done.returncode}); its earlier figures are kept")
-    meta = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": " ".join(["bench/" + script,
-            *argv[3:]]), "seconds": round(seconds)}
+        print(f"{name} failed (exit {done.returncode}); its earlier figures are kept", flush=True)
+        return False
+    shown = ["bench/" + script, *arguments, *(["--port-base", PORT] if name in JSON_SECTIONS else [])]
+    meta = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": " ".join(shown),
+            "seconds": round(seconds)}
     if name in JSON_SECTIONS:
         tmp = KEPT / f"{name}.json.tmp"
         data = json.loads(tmp.read_text())
@@ -75,6 +77,7 @@ def run(name: str) -> None:
     else:
         data = {"output": done.stdout.strip()}
     (KEPT / f"{name}.json").write_text(json.dumps({"meta": meta, **data}, indent=2) + "\n")
+    return True
 
 
 def kept(name: str) -> dict[str, Any] | None:
@@ -215,10 +218,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=[*JSON_SECTIONS, *TEXT_SECTIONS])
     parser.add_argument("--render", action="store_true", help="only render the page from the kept figures")
     args = parser.parse_args()
+    failed = []
     if not args.render:
-        for name in args.only or [*JSON_SECTIONS, *TEXT_SECTIONS]:
-            run(name)
+        failed = [name for name in args.only or [*JSON_SECTIONS, *TEXT_SECTIONS] if not run(name)]
     render()
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

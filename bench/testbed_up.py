@@ -60,7 +60,9 @@ def main() -> None:
                 started = time.monotonic()
                 done = subprocess.run([*cli, "up", "--nodes", str(args.nodes), "--cards-per-node",
                                        str(args.cards_per_node), "--port-base", str(args.port_base), "--fleet", name,
-                                       "--timing", args.timing, *where], capture_output=True, text=True, check=True)
+                                       "--timing", args.timing, *where], capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"testbed up failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
                 total = time.monotonic() - started
                 nodes_s = float(re.search(r"testbed up in ([\d.]+) s", done.stdout).group(1))  # type: ignore[union-attr]
                 fleet_s = float(re.search(r"fleet Ready in ([\d.]+) s", done.stdout).group(1))  # type: ignore[union-attr]

@@ -40,9 +40,11 @@ class Tuning:
 # Small: fast node-loss detection (a renewal every 5 s) and every series each second.
 SMALL = Tuning(node_lease_seconds=20, node_monitor_grace_seconds=15, engine_scrape_seconds=1.0,
                dcgm_scrape_seconds=1.0, dcgm_fields="all", remediation_seconds=2.0)
-# Large: the kubelet's own lease (40 s, renewed every 10 s), dcgm-exporter's cards every 5 s (its
-# own default collection interval is 30 s), engines every 3 s, and only the health counters.
-LARGE = Tuning(node_lease_seconds=40, node_monitor_grace_seconds=20, engine_scrape_seconds=3.0,
+# Large: the kubelet's own lease (40 s, renewed every 10 s) and upstream's 40 s grace before 1.32
+# (a start-up that loads the machine delays renewals: with less, nodes flapped NotReady and their
+# pods were evicted as they came), dcgm-exporter's cards every 5 s (its own default collection
+# interval is 30 s), engines every 3 s, and only the health counters.
+LARGE = Tuning(node_lease_seconds=40, node_monitor_grace_seconds=40, engine_scrape_seconds=3.0,
                dcgm_scrape_seconds=5.0, dcgm_fields="health", remediation_seconds=5.0)
 
 

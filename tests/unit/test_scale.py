@@ -31,7 +31,7 @@ def test_the_profile_follows_the_size_unless_named():
 def test_every_profile_detects_a_lost_node_after_a_missed_renewal_only():
     for tuning in (SMALL, LARGE):
         renewal = tuning.node_lease_seconds / 4  # kwok renews a quarter into the lease
-        assert renewal < tuning.node_monitor_grace_seconds <= 2 * renewal + 5
+        assert renewal < tuning.node_monitor_grace_seconds <= 4 * renewal
 
 
 def test_prometheus_scrapes_cards_and_engines_at_the_profiles_intervals(tmp_path):
