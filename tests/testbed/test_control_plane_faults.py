@@ -244,11 +244,14 @@ def test_a_restart_under_the_run_is_ridden_out_and_every_fault_reverted(stage, t
     waited = round(when(placed, "end") - when(placed, "start"), 1)
     measured(f"{component} killed, started again 4 s later", code, journal, probe_waited_seconds=waited)
     assert code == 0, journal["kilocard"]["reason"]
-    # The outage met the run: its probe asked while the component was down and got its answer
-    # only once it was back (the apiserver's absence as retried connections).
-    assert window["down"] <= when(placed, "start") <= window["restarted"] <= when(placed, "end"), (window, placed)
+    # The outage met the run: its probe asked while the component was down.
+    assert window["down"] <= when(placed, "start") <= window["restarted"], (window, placed)
     if component == "kube-apiserver":
+        # It got its answer only once the apiserver was back (its absence as retried connections).
+        assert window["restarted"] <= when(placed, "end"), (window, placed)
         assert journal["kilocard"]["api_retries"].get("connection", 0) > 0, journal["kilocard"]["api_retries"]
+    # With etcd down the snapshot's lists (resourceVersion=0) are served from the apiserver's watch
+    # cache, which no write can have changed meanwhile: the answer may come during the outage.
     reverted_in_order(journal)
     assert settled(stage.fingerprint, before, timeout=60) == {}
 
