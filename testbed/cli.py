@@ -103,10 +103,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
     existing = Testbed.from_state(args.state_dir)
-    objects = timing.stamp(fleet.load(args.fleet, args.card_resource), args.timing) if args.fleet else []
+
+    def manifests(card_resource: str) -> list[dict[str, Any]]:
+        return timing.stamp(fleet.load(args.fleet, card_resource), args.timing) if args.fleet else []
+
     if existing is not None and existing.running():
         testbed = existing
         say(f"testbed already running (kubeconfig {testbed.paths.kubeconfig}); nothing to start")
+        objects = manifests(testbed.config.card_resource)  # the running testbed's cards, not the flag's
     else:
         config = TestbedConfig(
             nodes=args.nodes, cards_per_node=args.cards_per_node, card_resource=args.card_resource,
@@ -118,6 +122,7 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
             utilisation=args.utilisation, spike_factor=args.spike_factor, openmetrics=args.openmetrics,
         ).validate()
         testbed = Testbed(config)
+        objects = manifests(config.card_resource)
         testbed.check_ports()  # before a possibly long build
         build.build(say=say)
         # A large testbed's fleet goes in while its nodes register, as replicas start on a growing

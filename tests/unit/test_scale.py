@@ -81,7 +81,7 @@ def test_the_health_set_keeps_what_faults_move_and_labels_follow_pods():
 class _Events(Kube):
     """A Kube whose events() replays a script (the counting is what is under test)."""
 
-    def __init__(self, script):  # noqa: D107 - no API client: nothing is called
+    def __init__(self, script):  # no API client: nothing is called
         self.script = script
 
     def events(self, *args, **kwargs):
