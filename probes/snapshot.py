@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from chaos.vocabulary import MODEL_LABEL, group_of, ready
@@ -76,8 +77,12 @@ class ClusterSnapshot:
         return [p for p in self.pods if p.model == model and not p.deleting
                 and (namespace is None or p.namespace == namespace)]
 
+    @cached_property
+    def _by_name(self) -> dict[str, NodeView]:
+        return {n.name: n for n in self.nodes}
+
     def node(self, name: str) -> NodeView | None:
-        return next((n for n in self.nodes if n.name == name), None)
+        return self._by_name.get(name)
 
     def models(self) -> list[str]:
         return sorted({p.model for p in self.pods})
