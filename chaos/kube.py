@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpcore
 import urllib3
@@ -39,7 +39,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from chaos import __version__
+from chaos import __version__, written
 from chaos.errors import Conflict, KubeError, NotFound, SpecError, TooManyRequests
 from chaos.vocabulary import quiet_thread, ready
 
@@ -159,6 +159,17 @@ def _cut_on_stop(stop: threading.Event, done: threading.Event, watching: list[wa
                     pass  # already closed, or its connection already gone
 
 
+def _noting_writes(request: Callable[..., Any]) -> Callable[..., Any]:
+    """The generated client's request, with its writes to pods and nodes recorded (`written`)."""
+    def noted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        reply = request(method, url, *args, **kwargs)
+        if method != "GET" and reply.status < 400:
+            written.note(method, urlsplit(url).path, reply.read())  # kept: the caller's read() gets it too
+        return reply
+
+    return noted
+
+
 COMPONENT_ENV = "KILOCARD_COMPONENT"
 
 
@@ -256,6 +267,9 @@ class _Bulk:
             # One request that raised something unforeseen keeps its own outcome; the others theirs.
             replies = await asyncio.gather(*(self._request(m, p, b.encode(), fields) for m, p, b in requests),
                                            return_exceptions=True)
+            for (method, path, _body), reply in zip(requests, replies, strict=True):
+                if isinstance(reply, tuple) and reply[0] < 400:
+                    written.note(method, path, reply[1])
             return [r if isinstance(r, BaseException) else _error(*r) for r in replies]  # type: ignore[misc]
 
         return self._run(every())  # type: ignore[no-any-return]
@@ -285,6 +299,7 @@ class Kube:
     def __init__(self, api_client: client.ApiClient, retry_seconds: float = 30.0) -> None:
         # Who is calling, for the cluster's audit log: kilocard, and which part of it.
         api_client.user_agent = user_agent()
+        api_client.rest_client.request = _noting_writes(api_client.rest_client.request)
         self.api_client = api_client
         self.context: str | None = None  # the kubeconfig context; None in-cluster
         self._dynamic: DynamicClient | None = None
@@ -750,12 +765,14 @@ class Kube:
         until: float | None = None,
         stop: threading.Event | None = None,
         raw: bool = False,
+        cached: bool = False,
     ) -> Iterator[tuple[str, Any]]:
         """List `kind` ("pods", "nodes", "poddisruptionbudgets"), yield ("SYNC", [objects]), then
         follow its watch, yielding (ADDED|MODIFIED|DELETED, object). A watch that expires or
         whose resourceVersion is too old (410) is resumed or re-listed (a new SYNC). Ends at
         `until` (monotonic time) or when `stop` is set. `raw` yields plain JSON objects: a
-        long-running follower of a busy cluster spends most of its CPU decoding typed models."""
+        long-running follower of a busy cluster spends most of its CPU decoding typed models.
+        `cached` lists from the apiserver's watch cache (resourceVersion=0, as `list_raw`)."""
         # The watch decodes events by the list method's documented return type: pass the bound
         # API method itself (not a wrapper), with its positional arguments.
         namespaced, everywhere = {
@@ -778,7 +795,7 @@ class Kube:
                 if version is None:
                     if raw:
                         data = json.loads(self._call(f"list {kind}", lister, *args, _preload_content=False,
-                                                     **kwargs).data)
+                                                     **kwargs, **({"resource_version": "0"} if cached else {})).data)
                         version, items = data["metadata"]["resourceVersion"], list(data.get("items") or [])
                     else:
                         listed = self._call(f"list {kind}", lister, *args, **kwargs)

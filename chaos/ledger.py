@@ -213,8 +213,3 @@ def open_records(kube: Kube | None, directory: Path | None, run_id: str | None =
     """The faults still open (see `records`)."""
     return [r for r in records(kube, directory, run_id) if r.open]
 
-
-def last_applied(kube: Kube | None, directory: Path | None, run_id: str) -> float | None:
-    """When the run's most recent fault was applied (epoch seconds): where a recovery is timed from."""
-    times = [r.applied_at for r in records(kube, directory, run_id) if r.applied_at]
-    return max(times) if times else None

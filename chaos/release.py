@@ -9,7 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 from chaos.kube import Kube
-from chaos.vocabulary import MODEL_LABEL
+from chaos.vocabulary import MODEL_LABEL, selects
+from probes import snapshot
 
 
 def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
@@ -34,8 +35,15 @@ def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
 
 def fetch(kube: Kube, models: list[tuple[str, str]]) -> dict[str, Any]:
     """The release metadata of the models a run touches, given as (namespace, "model-a,model-b"):
-    one LIST per namespace."""
+    from the run's follower when one runs, else one LIST per namespace."""
     pods: list[dict[str, Any]] = []
+    source = snapshot.source_for(kube)
+    followed = source.objects() if source is not None else None
     for namespace, names in models:
-        pods += kube.list_pods_raw(namespace, f"{MODEL_LABEL} in ({names})")
+        selector = f"{MODEL_LABEL} in ({names})"
+        if followed is None:
+            pods += kube.list_pods_raw(namespace, selector)
+        else:
+            pods += [p for p in followed[0] if p["metadata"]["namespace"] == namespace
+                     and selects(selector, p["metadata"].get("labels") or {})]
     return of(pods)

@@ -50,6 +50,7 @@ from chaoslib.secret import load_secrets
 
 from chaos import __version__, actions, guards, kube, ledger, plan, release, revert, schemas, stop
 from chaos.errors import Exit, KilocardError, SpecError
+from chaos.follower import Follower
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
 from probes import verdict as verdict_of
@@ -372,6 +373,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     spent = _Stopwatch()  # the runner's own time, per phase, beside chaoslib's
     retried_before = kube.retries()  # the process's count: several runs may share one process
     ctx, book = spent("connect", session, data["configuration"])
+    follower = spent("follow", _follow, ctx.kube)
     try:
         # One snapshot serves the guards and the placement before the method.
         before = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
@@ -402,6 +404,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                       f"run 'kilocard recover --run {run_id}'")
         records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
     finally:
+        if isinstance(follower, Follower):
+            follower.stop()
         ctx.kube.close()
     applied = [r.applied_at for r in records if r.applied_at]
     history = ledger.transitions(book.path) if book.on_disk else {}
@@ -419,12 +423,25 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
         "placement": _placement(before, after, touched, records),
         "runner_seconds": spent.phases,
+        # Where its snapshots came from: the run's follower (its LISTs: 2, more after a 410), or
+        # LISTs each time, and why.
+        "snapshots": ({"from": "follower", "lists": follower.lists, "stopped_by": str(follower.error or "") or None}
+                      if isinstance(follower, Follower) else {"from": "lists", "why": follower}),
         # This run's retries by cause: 429 (Retry-After honoured), 5xx, connection (a lower bound:
         # urllib3 reconnects at once without telling, kilocard's retries and re-watches are counted).
         "api_retries": {k: n - retried_before.get(k, 0) for k, n in kube.retries().items()
                         if n > retried_before.get(k, 0)},
     }
     return Result(experiment.path, run_id, code, reason, journal)
+
+
+def _follow(client: kube.Kube) -> Follower | str:
+    """The run's follower of every pod and node, or why there is none (its snapshots are listed
+    each time then, as they can be: a watch the RBAC does not allow is not a failed run)."""
+    try:
+        return Follower(client).start()
+    except KilocardError as exc:
+        return str(exc)
 
 
 class _Stopwatch:

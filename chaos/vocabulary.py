@@ -105,3 +105,43 @@ def quiet_thread() -> None:
     starts): a signal the kernel hands to another thread does not wake a main thread blocked in a
     wait, so the stop it asks for would come late, or only when the wait ends."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def selects(selector: str | None, labels: dict[str, str]) -> bool:
+    """Does a label selector (the API's text form: `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`,
+    `k notin (a,b)`, comma-joined) select these labels? For filtering objects already in memory
+    the way the apiserver would."""
+    for term in _terms(selector or ""):
+        if " in " in f" {term} " or " notin " in f" {term} ":
+            key, op, values = term.partition(" notin ") if " notin " in term else term.partition(" in ")
+            wanted = {v.strip() for v in values.strip().removeprefix("(").removesuffix(")").split(",")}
+            key = key.strip()
+            if (labels.get(key) in wanted if key in labels else False) != (op.strip() == "in"):
+                return False
+        elif "!=" in term:
+            key, _, value = term.partition("!=")
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, _, value = term.replace("==", "=").partition("=")
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _terms(selector: str) -> list[str]:
+    """A selector's comma-joined terms (a comma inside a set's parentheses is not a join)."""
+    terms, depth, current = [], 0, ""
+    for ch in selector:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [t for t in [*terms, current.strip()] if t]

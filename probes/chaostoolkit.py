@@ -171,7 +171,7 @@ def _fault_time(cfg: Dict[str, Any]) -> float:
     run_id = run_id_of(cfg)
     kube = _kube(cfg)
     try:
-        at = ledger.last_applied(kube, _ledger_dir(cfg), run_id)
+        at = max((r.applied_at for r in _records(cfg, kube) if r.applied_at), default=None)
     finally:
         kube.close()
     if at is None:
@@ -222,9 +222,16 @@ def _faulted_nodes(records: List[ledger.Record]) -> set:
     return {str(r.target["node"]) for r in records if r.target.get("node") and "name" not in r.target}
 
 
+def _records(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:
+    """The run's ledger: this process's files, which every fault is written to before it is
+    applied, else (a probe in another process) the cluster's markers too."""
+    return ledger.records(None, _ledger_dir(cfg), run_id_of(cfg)) or ledger.records(kube, _ledger_dir(cfg),
+                                                                                    run_id_of(cfg))
+
+
 def _applied(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:
     """The run's faults applied so far (its ledger); none is an error: nothing to time from."""
-    records = [r for r in ledger.records(kube, _ledger_dir(cfg), run_id_of(cfg)) if r.applied_at]
+    records = [r for r in _records(cfg, kube) if r.applied_at]
     if not records:
         raise ProbeError(f"run {run_id_of(cfg)} has applied no fault yet: nothing to time a recovery from")
     return records

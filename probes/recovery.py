@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos.vocabulary import quiet_thread, ready
+from chaos.vocabulary import quiet_thread, ready, selects
+from probes import snapshot
 from probes.verdict import Verdict, failed, passed
 
 if TYPE_CHECKING:
@@ -50,7 +51,8 @@ def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
 
 
 class Recorder:
-    """Follows pods (one list + watch) in a background thread, turning state changes into events."""
+    """Follows pods in a background thread, turning state changes into events: on the run's
+    follower when one runs (chaos.follower: no request of its own), else one list + watch."""
 
     def __init__(self, kube: Kube, namespace: str, label_selector: str) -> None:
         self.kube, self.namespace, self.selector = kube, namespace, label_selector
@@ -59,10 +61,15 @@ class Recorder:
         self.stop = threading.Event()
         self.synced = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self._unsubscribe: Any = None
 
     def start(self) -> Recorder:
         """Follow from now on: returns once the initial list is in (at most 30 s)."""
-        self.thread.start()
+        source = snapshot.source_for(self.kube)
+        if source is not None:
+            self._unsubscribe = source.subscribe(self.namespace, self._selected)
+        else:
+            self.thread.start()
         self.synced.wait(30)
         return self
 
@@ -70,13 +77,16 @@ class Recorder:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
-        self.stop.set()
-        self.thread.join(timeout=35)
+        self.detach()
+        if self.thread.is_alive():
+            self.thread.join(timeout=35)
 
     def detach(self) -> list[Event]:
         """Stop following without waiting for the thread (its watch is cut at once, then the
         daemon thread ends): the events so far."""
         self.stop.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         return list(self.events)
 
     def _emit(self, phase: str, pod: dict[str, Any], api_at: float | None) -> None:
@@ -90,29 +100,39 @@ class Recorder:
     def _run(self) -> None:
         quiet_thread()
         for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop, raw=True):
-            if kind == "SYNC":
-                for pod in obj:  # what exists at the start is the "before", not an event
-                    self.seen[pod["metadata"]["uid"]] = (
-                        {"created", "scheduled", "started", "ready"} if ready(pod) else {"created"})
-                self.synced.set()
-                continue
-            meta = obj["metadata"]
-            if kind == "DELETED" or meta.get("deletionTimestamp"):
-                # deletionTimestamp is when the grace period ends, not when the delete came.
-                ends = _ts(meta.get("deletionTimestamp"))
-                grace = meta.get("deletionGracePeriodSeconds") or 0
-                self._emit("deleted", obj, ends - grace if ends is not None else None)
-                if kind == "DELETED":
-                    self._emit("gone", obj, None)
-                continue
-            self._emit("created", obj, _ts(meta.get("creationTimestamp")))
-            if (obj.get("spec") or {}).get("nodeName"):
-                self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
-            running = _running(obj)
-            if running is not None:
-                self._emit("started", obj, _ts(running.get("startedAt")))
-            if ready(obj):
-                self._emit("ready", obj, _condition_time(obj, "Ready"))
+            self._on(kind, obj)
+
+    def _selected(self, kind: str, obj: Any) -> None:
+        """An event of the follower's: the pods of this recorder's selector only."""
+        if kind == "SYNC":
+            self._on(kind, [p for p in obj if selects(self.selector, p["metadata"].get("labels") or {})])
+        elif selects(self.selector, obj["metadata"].get("labels") or {}):
+            self._on(kind, obj)
+
+    def _on(self, kind: str, obj: Any) -> None:
+        if kind == "SYNC":
+            for pod in obj:  # what exists at the start is the "before", not an event
+                self.seen[pod["metadata"]["uid"]] = (
+                    {"created", "scheduled", "started", "ready"} if ready(pod) else {"created"})
+            self.synced.set()
+            return
+        meta = obj["metadata"]
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            # deletionTimestamp is when the grace period ends, not when the delete came.
+            ends = _ts(meta.get("deletionTimestamp"))
+            grace = meta.get("deletionGracePeriodSeconds") or 0
+            self._emit("deleted", obj, ends - grace if ends is not None else None)
+            if kind == "DELETED":
+                self._emit("gone", obj, None)
+            return
+        self._emit("created", obj, _ts(meta.get("creationTimestamp")))
+        if (obj.get("spec") or {}).get("nodeName"):
+            self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
+        running = _running(obj)
+        if running is not None:
+            self._emit("started", obj, _ts(running.get("startedAt")))
+        if ready(obj):
+            self._emit("ready", obj, _condition_time(obj, "Ready"))
 
 
 def timeline(events: list[Event], fault_at: float) -> dict[str, Any]:

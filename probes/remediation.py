@@ -70,15 +70,16 @@ PATHS = {"quarantine": check, "out-of-service": out_of_service}
 
 def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namespace: str | None = None,
            card_resource: str = "nvidia.com/gpu", path: str = "quarantine") -> Verdict:
-    """Follow the cluster (by watch) until the path's check passes or the budget runs out."""
+    """Follow the cluster (the run's follower, else a watch) until the path's check passes or the budget
+    runs out."""
     if path not in PATHS:
         raise ValueError(f"remediation path: expected one of {', '.join(PATHS)}, got {path!r}")
     judge = PATHS[path]
     started = time.monotonic()
     deadline = started + budget
     verdict = failed(f"nothing observed within {budget:g} s")
-    for _kind, _obj in kube.events("pods", namespace, MODEL_LABEL, until=deadline, raw=True):
-        verdict = judge(snap.fetch(kube, card_resource, namespace), node, models, namespace)
+    for s in snap.followed(kube, card_resource, namespace, MODEL_LABEL, until=deadline):
+        verdict = judge(s, node, models, namespace)
         if verdict.ok:
             return passed(f"{verdict.reason} after {time.monotonic() - started:.1f} s (budget {budget:g} s)",
                           **verdict.details, seconds=time.monotonic() - started)

@@ -1,5 +1,5 @@
-"""A frozen view of the cluster that every placement, TP and capacity probe reads: built from two
-list calls (all pods, all nodes, as plain JSON), so a probe over a thousand cards costs two requests.
+"""A frozen view of the cluster that every placement, TP and capacity probe reads: built from every
+pod and every node as plain JSON, kept by the run's follower (no request) or listed (two requests).
 
 The views keep only what probes use; probes are pure functions over a `ClusterSnapshot`. Pods of
 models (label `kilocard.io/model`) get a view each; every pod bound to a node counts towards the
@@ -8,10 +8,11 @@ cards in use there, as the scheduler counts them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.vocabulary import MODEL_LABEL, group_of, ready
 
@@ -156,9 +157,74 @@ def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_
                                                for n in nodes), card_resource)
 
 
+class Source(Protocol):
+    """Every pod and node of one cluster, kept current in this process (chaos.follower)."""
+
+    host: str
+
+    @property
+    def alive(self) -> bool: ...
+
+    def objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None: ...
+
+    def changes(self, namespace: str | None = None) -> int: ...
+
+    def wait(self, seen: int, namespace: str | None, timeout: float) -> bool: ...
+
+    def subscribe(self, namespace: str | None, listener: Callable[[str, Any], None]) -> Callable[[], None]: ...
+
+
+_sources: list[Source] = []  # while a run follows its cluster, its snapshots are read from it
+
+
+def read_from(source: Source) -> None:
+    _sources.append(source)
+
+
+def stop_reading_from(source: Source) -> None:
+    if source in _sources:
+        _sources.remove(source)
+
+
+def host_of(kube: Kube) -> str:
+    return str(kube.api_client.configuration.host).rstrip("/")
+
+
+def source_for(kube: Kube) -> Source | None:
+    """The live source of `kube`'s cluster, if one runs in this process."""
+    host = host_of(kube)
+    return next((s for s in reversed(_sources) if s.host == host and s.alive), None)
+
+
 def fetch(kube: Kube, card_resource: str = "nvidia.com/gpu", namespace: str | None = None) -> ClusterSnapshot:
-    """The thin fetcher: every pod (cards in use count them all) and every node, both lists at once
-    and from the apiserver's watch cache (resourceVersion=0: no etcd read, which at 10,000 cards
-    would load the apiserver each time a probe looks)."""
-    pods, nodes = kube.batch(lambda lister: lister(cached=True), [kube.list_pods_raw, kube.list_nodes_raw])
+    """The thin fetcher: every pod (cards in use count them all) and every node. From the run's
+    follower when one runs (chaos.follower: memory, with this process's writes in); else both
+    lists at once, from the apiserver's watch cache (resourceVersion=0: no etcd read, which at
+    10,000 cards would load the apiserver each time a probe looks)."""
+    source = source_for(kube)
+    found = source.objects() if source is not None else None
+    if found is None:
+        found = kube.batch(lambda lister: lister(cached=True), [kube.list_pods_raw, kube.list_nodes_raw])
+    pods, nodes = found
     return build(pods, nodes, card_resource, namespace)
+
+
+def followed(kube: Kube, card_resource: str, namespace: str | None, label_selector: str,
+             until: float) -> Iterator[ClusterSnapshot]:
+    """A snapshot now, and again after each change of the pods in `namespace` (those matching
+    `label_selector` when no follower runs; with one, a node's cordon, taints, Ready or cards too),
+    until `until` (monotonic): what a probe that waits for a recovery judges. With the run's
+    follower, no request at all; else one watch."""
+    run = source_for(kube)
+    if run is None:
+        for _event in kube.events("pods", namespace, label_selector, until=until, raw=True):
+            yield fetch(kube, card_resource, namespace)
+        return
+    while True:
+        seen = run.changes(namespace)
+        yield fetch(kube, card_resource, namespace)
+        if not run.wait(seen, namespace, until - time.monotonic()):
+            if run.alive or time.monotonic() >= until:
+                return
+            yield from followed(kube, card_resource, namespace, label_selector, until)  # it stopped: watch
+            return

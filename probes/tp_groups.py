@@ -71,14 +71,14 @@ def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespac
 
 def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float, budget: float,
                      namespace: str | None = None, card_resource: str = "nvidia.com/gpu") -> Verdict:
-    """Follow the model's pods (by watch) until `recovered` holds or `budget` seconds after the
-    fault have passed."""
+    """Follow the model's pods (the run's follower, else a watch) until `recovered` holds or
+    `budget` seconds after the fault have passed."""
     deadline = fault_at + budget
     verdict = failed(f"{model}: not observed")
     wanted = desired(kube, model, namespace)
-    for _kind, _obj in kube.events("pods", namespace, f"{MODEL_LABEL}={model}",
-                                   until=time.monotonic() + max(0.0, deadline - time.time()), raw=True):
-        verdict = recovered(snap.fetch(kube, card_resource, namespace), model, faulted, namespace, wanted)
+    for s in snap.followed(kube, card_resource, namespace, f"{MODEL_LABEL}={model}",
+                           until=time.monotonic() + max(0.0, deadline - time.time())):
+        verdict = recovered(s, model, faulted, namespace, wanted)
         if verdict.ok:
             after = time.time() - fault_at
             return passed(f"{verdict.reason}, {after:.1f} s after the fault (budget {budget:g} s)",
