@@ -163,6 +163,9 @@ def main() -> None:
                 if tool == "terminate_pods cold":
                     return lambda: fresh("terminate_pods", kubeconfig, args.pods, seed)
                 if tool == "kilocard warm":
+                    # Its bulk connection made live before the clock, as the proxy's: the apiserver
+                    # drops one idle for 90 s, and reopening it is a cold cost.
+                    kube._get("/version", {})
                     return timed(lambda: kill_kilocard(kube, args.pods, seed))
                 return timed(lambda: kill_terminate_pods(kubeconfig, args.pods))
 

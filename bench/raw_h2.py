@@ -95,8 +95,11 @@ def delete_pods(client: RawH2, pods: list[tuple[str, str, str]], cold: bool) -> 
     bodies = [(f"/api/v1/namespaces/{ns}/pods/{name}",
                b'{"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0,"preconditions":{"uid":"%s"}}'
                % uid.encode()) for ns, name, uid in pods]
-    if not cold and client.sock is None:
-        client.connect()  # a warm client's connection is open before the clock starts
+    if not cold:
+        # A warm client's connection is open before the clock starts; reopened here, as the
+        # apiserver closes one idle for 90 s (the other tools' rounds take longer than that).
+        client.close()
+        client.connect()
     started = time.perf_counter()
     if cold:
         client.close()

@@ -1,10 +1,10 @@
 """Tracking the recovery of a 100-pod kill: kilocard's watch-based recorder vs a polling loop in
 the style of chaostoolkit-kubernetes `pods_in_phase` (list the pods every second), on the same
 testbed in the same run. Precision is measured against the apiserver's audit log (microsecond
-stage timestamps of each replacement's binding and Ready status write); API requests are the
-tracker's own, read from the apiserver's apiserver_request_total (namespace-scoped pod LIST and
-WATCH: every other client of the testbed lists and watches cluster-wide; the kill's own list is
-subtracted).
+stage timestamps of each replacement's Ready status write: its last status write, as kwok writes
+its IP and Running before it); API requests are the tracker's own, read from the apiserver's
+apiserver_request_total (namespace-scoped pod LIST and WATCH: every other client of the testbed
+lists and watches cluster-wide; the kill's own list is subtracted).
 
     .venv/bin/python bench/recovery_tracking.py [--pods 100] [--interval 1.0] [--port-base 26443]
 
@@ -45,7 +45,7 @@ def kill(kube: Kube, n: int, tag: str) -> float:
 def errors(seen_ready: dict[str, float], writes: list[audit.Write], fault_at: float) -> list[float]:
     out = []
     for pod, at in seen_ready.items():
-        truth = audit.first(writes, "patch", pod, "status", after=fault_at - 1)
+        truth = audit.last(writes, "patch", pod, "status", after=fault_at - 1)
         if truth is not None:
             out.append(at - truth.at)
     return out

@@ -45,3 +45,10 @@ def pod_writes(path: Path, namespace: str | None = None) -> list[Write]:
 def first(found: list[Write], verb: str, name: str, subresource: str = "", after: float = 0.0) -> Write | None:
     return next((w for w in found if w.verb == verb and w.name == name and w.subresource == subresource
                  and w.at >= after), None)
+
+
+def last(found: list[Write], verb: str, name: str, subresource: str = "", after: float = 0.0) -> Write | None:
+    """The latest matching write: a kwok pod's Ready status write is its last status write (the
+    first may only set its IP or Running)."""
+    return next((w for w in reversed(found) if w.verb == verb and w.name == name and w.subresource == subresource
+                 and w.at >= after), None)
