@@ -9,7 +9,8 @@ Its view is as fresh as a LIST from the watch cache, which is what the snapshots
 and never older than this process's own writes: a snapshot waits until the watch has delivered
 every write the process made to a pod or a node (`chaos.written`), so a probe right after a
 fault sees the fault. If the watch cannot catch up in time, or the follower stops on an error,
-snapshots are listed again, as without it.
+snapshots are listed again, as without it; and so they are while its watch has dropped (an
+apiserver restart) until it has listed again.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Follower:
         self._synced = {kind: threading.Event() for kind in KINDS}
         self._stop = threading.Event()
         self._confirmed = 0  # writes up to this sequence number are in the view
+        self._broken: set[str] = set()  # kinds whose watch dropped and is not listed again yet
         self._listeners: list[tuple[str | None, Callable[[str, Any], None]]] = []
         self.error: KilocardError | None = None
         self.lists = 0  # LISTs it made (a re-list after a 410 too)
@@ -106,18 +108,22 @@ class Follower:
 
     @property
     def alive(self) -> bool:
-        return self.error is None and not self._stop.is_set() and all(t.is_alive() for t in self._threads)
+        return (self.error is None and not self._stop.is_set() and not self._broken
+                and all(t.is_alive() for t in self._threads))
 
     def _follow(self, kind: str) -> None:
         quiet_thread()
         objects = self._objects[kind]
         try:
-            for event, obj in self.kube.events(kind, stop=self._stop, raw=True, cached=True):
+            for event, obj in self.kube.events(kind, stop=self._stop, raw=True, cached=True, breaks=True):
                 with self._changed:
-                    if event == "SYNC":  # the first list, or a re-list: it replaces what was known
+                    if event == "BROKEN":  # out of date until the re-list: snapshots are listed meanwhile
+                        self._broken.add(kind)
+                    elif event == "SYNC":  # the first list, or a re-list: it replaces what was known
                         self.lists += 1
                         objects.clear()
                         objects.update({_key(kind, o): o for o in obj})
+                        self._broken.discard(kind)
                         self._shared_changes += 1
                         if kind == "pods":
                             for namespace, listener in self._listeners:

@@ -766,13 +766,16 @@ class Kube:
         stop: threading.Event | None = None,
         raw: bool = False,
         cached: bool = False,
+        breaks: bool = False,
     ) -> Iterator[tuple[str, Any]]:
         """List `kind` ("pods", "nodes", "poddisruptionbudgets"), yield ("SYNC", [objects]), then
         follow its watch, yielding (ADDED|MODIFIED|DELETED, object). A watch that expires or
         whose resourceVersion is too old (410) is resumed or re-listed (a new SYNC). Ends at
         `until` (monotonic time) or when `stop` is set. `raw` yields plain JSON objects: a
         long-running follower of a busy cluster spends most of its CPU decoding typed models.
-        `cached` lists from the apiserver's watch cache (resourceVersion=0, as `list_raw`)."""
+        `cached` lists from the apiserver's watch cache (resourceVersion=0, as `list_raw`). With
+        `breaks`, a dropped connection is yielded as ("BROKEN", None) before it is ridden out: from
+        then until the next SYNC, what was followed may be out of date."""
         # The watch decodes events by the list method's documented return type: pass the bound
         # API method itself (not a wrapper), with its positional arguments.
         namespaced, everywhere = {
@@ -826,6 +829,8 @@ class Kube:
                     if stop is None:
                         raise _to_kube_error(exc, f"watch {kind}") from None
                     _counted("connection")
+                    if breaks:
+                        yield "BROKEN", None
                     stop.wait(1.0)  # a long-running follower rides out an apiserver restart
                     version = None
                 finally:
