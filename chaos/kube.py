@@ -786,6 +786,7 @@ class Kube:
         }[kind]
         lister, args = (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        listing = {**kwargs, "resource_version": "0"} if cached else kwargs
         # A stopped follower's watch is cut at once (`_cut_on_stop`), so it can watch for long:
         # re-arming every few seconds to notice a stop was most of a run's API requests.
         watching: list[watch.Watch] = []
@@ -798,10 +799,10 @@ class Kube:
                 if version is None:
                     if raw:
                         data = json.loads(self._call(f"list {kind}", lister, *args, _preload_content=False,
-                                                     **kwargs, **({"resource_version": "0"} if cached else {})).data)
+                                                     **listing).data)
                         version, items = data["metadata"]["resourceVersion"], list(data.get("items") or [])
                     else:
-                        listed = self._call(f"list {kind}", lister, *args, **kwargs)
+                        listed = self._call(f"list {kind}", lister, *args, **listing)
                         version, items = listed.metadata.resource_version, list(listed.items)
                     yield "SYNC", items
                 remaining = float(WATCH_SECONDS) if until is None else until - time.monotonic()

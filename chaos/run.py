@@ -425,7 +425,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "runner_seconds": spent.phases,
         # Where its snapshots came from: the run's follower (its LISTs: 2, more after a 410), or
         # LISTs each time, and why.
-        "snapshots": ({"from": "follower", "lists": follower.lists, "stopped_by": str(follower.error or "") or None}
+        "snapshots": ({"from": "follower", "lists": follower.lists,
+                       "stopped_by": str(follower.error) if follower.error else None}
                       if isinstance(follower, Follower) else {"from": "lists", "why": follower}),
         # This run's retries by cause: 429 (Retry-After honoured), 5xx, connection (a lower bound:
         # urllib3 reconnects at once without telling, kilocard's retries and re-watches are counted).

@@ -1,5 +1,5 @@
 """The writes this process made to pods and nodes, each with the resourceVersion its reply gave,
-so that a follower of the cluster (probes.follower) serves no snapshot that misses one of them:
+so that a follower of the cluster (chaos.follower) serves no snapshot that misses one of them:
 read-your-writes over a watch. A probe right after a fault then sees the fault, never the moment
 before it.
 

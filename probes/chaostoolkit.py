@@ -168,16 +168,13 @@ def _ledger_dir(cfg: Dict[str, Any]) -> Path:
 
 
 def _fault_time(cfg: Dict[str, Any]) -> float:
-    run_id = run_id_of(cfg)
     kube = _kube(cfg)
     try:
-        at = max((r.applied_at for r in _records(cfg, kube) if r.applied_at), default=None)
+        at = max(r.applied_at for r in _applied(cfg, kube))
     finally:
         kube.close()
-    if at is None:
-        raise ProbeError(f"run {run_id} has applied no fault yet: nothing to time a recovery from")
     if at > time.time():
-        raise ProbeError(f"run {run_id}: fault applied in the future ({at}); check the clocks")
+        raise ProbeError(f"run {run_id_of(cfg)}: fault applied in the future ({at}); check the clocks")
     return at
 
 
@@ -225,8 +222,8 @@ def _faulted_nodes(records: List[ledger.Record]) -> set:
 def _records(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:
     """The run's ledger: this process's files, which every fault is written to before it is
     applied, else (a probe in another process) the cluster's markers too."""
-    return ledger.records(None, _ledger_dir(cfg), run_id_of(cfg)) or ledger.records(kube, _ledger_dir(cfg),
-                                                                                    run_id_of(cfg))
+    directory, run_id = _ledger_dir(cfg), run_id_of(cfg)
+    return ledger.records(None, directory, run_id) or ledger.records(kube, directory, run_id)
 
 
 def _applied(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:
