@@ -70,7 +70,7 @@ def session(configuration: Optional[Dict[str, Any]]) -> tuple:
     kube = Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
     directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else None
     ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None,
-                  card_resource=cfg.get("kilocard_card_resource", "nvidia.com/gpu"))
+                  card_resource=cfg.get("kilocard_card_resource"))
     return ctx, ledger.Ledger(run_id, kube, directory)
 
 

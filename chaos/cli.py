@@ -35,8 +35,9 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
-    p.add_argument("--card-resource", default="nvidia.com/gpu",
-                   help="extended resource of a card (huawei.com/Ascend910, amd.com/gpu); default %(default)s")
+    p.add_argument("--card-resource",
+                   help="extended resource of a card (huawei.com/Ascend910, amd.com/gpu); default: the one the "
+                        "nodes' capacity offers")
 
 
 def _fault_source(p: argparse.ArgumentParser, experiments: bool = False) -> None:
@@ -95,7 +96,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     replay.add_argument("timeline", type=Path, metavar="TIMELINE", help="a timeline file (kilocard record writes one)")
     _var_flags(replay)
     _run_flags(replay)
-    replay.add_argument("--card-resource", default="nvidia.com/gpu", help="with --twin: the card's extended resource")
+    replay.add_argument("--card-resource", help="with --twin: the card's extended resource (default: the nodes')")
     replay.add_argument("--twin", action="store_true", help="replay it on a twin of the cluster (as plan --twin)")
     replay.add_argument("--twin-port-base", type=int, default=36443, help="the twin testbed's apiserver port")
     replay.add_argument("--twin-timing", choices=("fast", "default", "production"), default="default",

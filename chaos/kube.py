@@ -598,6 +598,23 @@ class Kube:
         return self._call(f"patch configmap {namespace}/{name}", self.core.patch_namespaced_config_map,
                           name, namespace, patch)
 
+    def update_config_map(self, namespace: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
+                          attempts: int = 20) -> dict[str, Any]:
+        """Read-modify-write as `update_node`: `change(config_map)` returns the patch (None: nothing
+        to do), sent with the resourceVersion it was computed from; a 409 reads and recomputes."""
+        for _ in range(attempts):
+            current = self.read_config_map(namespace, name)
+            patch = change(current)
+            if patch is None:
+                return current
+            version = {"resourceVersion": current["metadata"]["resourceVersion"]}
+            try:
+                self.patch_config_map(namespace, name, {**patch, "metadata": {**patch.get("metadata", {}), **version}})
+                return current
+            except Conflict:
+                continue
+        raise Conflict(f"patch configmap {namespace}/{name}: still conflicting after {attempts} attempts", status=409)
+
     def delete_config_map(self, namespace: str, name: str) -> None:
         self._call(f"delete configmap {namespace}/{name}", self.core.delete_namespaced_config_map, name, namespace)
 
@@ -768,7 +785,7 @@ class Kube:
         cached: bool = False,
         breaks: bool = False,
     ) -> Iterator[tuple[str, Any]]:
-        """List `kind` ("pods", "nodes", "poddisruptionbudgets"), yield ("SYNC", [objects]), then
+        """List `kind` ("pods", "nodes", "poddisruptionbudgets", "configmaps"), yield ("SYNC", [objects]), then
         follow its watch, yielding (ADDED|MODIFIED|DELETED, object). A watch that expires or
         whose resourceVersion is too old (410) is resumed or re-listed (a new SYNC). Ends at
         `until` (monotonic time) or when `stop` is set. `raw` yields plain JSON objects: a
@@ -783,6 +800,7 @@ class Kube:
             "pods": (self.core.list_namespaced_pod, self.core.list_pod_for_all_namespaces),
             "poddisruptionbudgets": (self.policy.list_namespaced_pod_disruption_budget,
                                      self.policy.list_pod_disruption_budget_for_all_namespaces),
+            "configmaps": (self.core.list_namespaced_config_map, self.core.list_config_map_for_all_namespaces),
         }[kind]
         lister, args = (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}

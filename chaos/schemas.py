@@ -28,7 +28,7 @@ import yaml
 from chaoslib import substitute
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
-from chaos import actions, guards, stop
+from chaos import actions, guards, mindx, stop
 from chaos.agent import kinds as agent_kinds
 from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
@@ -214,6 +214,10 @@ _PARAMS: dict[str, tuple[dict[str, Schema], list[str], list[Schema], dict[str, A
     "loss": ({"percent": number(0, 100, "the share of packets dropped, in percent", example=5), **_SCOPE},
              ["percent"], [_PORTS_NEED_PROTOCOL], {"percent": 5, "ports": [8000], "protocol": "tcp"}),
     "partition": (_SCOPE, [], [_PORTS_NEED_PROTOCOL], {"cidrs": ["10.0.0.0/8"], "protocol": "tcp"}),
+    "npu-fault": ({"code": text("the fault code (hex as DCMI reports it, or ClusterD's 9 digits)", example="80E18402"),
+                   "level": choice(mindx.LEVELS, "the device plugin's handling level", "SeparateNPU"),
+                   "type": choice(("chip", "network"), "the chip, or its network link", "chip"), "speed": _SPEED},
+                  ["code"], [], {"code": "80E18402"}),
     "delay": ({"ms": number(0, 60_000, "the delay, in milliseconds", example=200),
                "jitter_ms": number(0, 60_000, "random variation of the delay, in milliseconds", example=20)},
               ["ms"], [], {"ms": 200, "jitter_ms": 20}),
@@ -310,6 +314,28 @@ FAULT_KINDS: dict[str, Schema] = {
          "driver": text("the DRA driver", "gpu.nvidia.com"), "effect": _EFFECT,
          "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
         ["cards", "ttl_seconds"], _NODES_RULES, {"nodes": ["worker-1"], "cards": [0], "ttl_seconds": 300}),
+    "npu-isolate": _kind(
+        "npu-isolate", "Isolate Ascend NPU chips as MindX DL does: their names join ManuallySeparateNPU in the "
+        "node's device-info ConfigMap; the device plugin reports them Unhealthy (allocatable drops), evicting nothing.",
+        {**_NODES, "cards": _CARDS, "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
+        ["cards", "ttl_seconds"], _NODES_RULES, {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300}),
+    "npu-fault": _kind(
+        "npu-fault", "A fault code on Ascend NPU chips: through ClusterD's public fault API where ClusterD runs "
+        "(a ConfigMap, no agent), else through the node agent.",
+        {**_NODES, "cards": _CARDS,
+         "via": choice(("auto", "clusterd", "agent"), "the path: ClusterD where its Service exists (auto), or "
+                       "always one of the two", "auto"),
+         "fault_type": choice(("NPU", "Network"), "the chip itself, or its parameter-plane network", "NPU"),
+         "code": optional(text("the fault code: ClusterD's 9 digits (default 220001001), or the device plugin's "
+                               "hex through the agent (default 80E18402)", example="220001001")),
+         "level": choice(mindx.LEVELS, "through the agent: the device plugin's handling level", "SeparateNPU"),
+         "speed": optional(_SPEED),
+         "namespace": text("through ClusterD: the public fault ConfigMap's namespace", mindx.CLUSTERD_NAMESPACE),
+         "reporter": text("through ClusterD: the public fault's resource (who reports it)", "CCAE"),
+         "allow_unlisted_code": boolean("through ClusterD: send a code its default configuration does not list",
+                                        False),
+         "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
+        ["cards", "ttl_seconds"], _NODES_RULES, {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300}),
     **{fault: _agent_kind(fault, module) for fault, module in sorted(agent_kinds.BY_FAULT.items())},
 }
 FAULT = union("fault", "A kilocard fault: its kind and that kind's fields.", FAULT_KINDS)

@@ -178,7 +178,7 @@ class Watcher:
         except KilocardError:
             return None
         try:
-            return snap.fetch(kube, self.cfg.get("kilocard_card_resource", "nvidia.com/gpu"))
+            return snap.fetch(kube, self.cfg.get("kilocard_card_resource"))
         except KilocardError:
             return None
         finally:

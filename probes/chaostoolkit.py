@@ -56,7 +56,7 @@ def _kube(cfg: Optional[Dict[str, Any]]) -> Kube:
 def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapshot.ClusterSnapshot:
     kube = _kube(cfg)
     try:
-        return snapshot.fetch(kube, (cfg or {}).get("kilocard_card_resource", "nvidia.com/gpu"), namespace)
+        return snapshot.fetch(kube, (cfg or {}).get("kilocard_card_resource"), namespace)
     finally:
         kube.close()
 
@@ -98,7 +98,7 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
         records = _applied(cfg, kube)
         fault_at = min(r.applied_at for r in records)
         return tp_groups.recovered_within(kube, model, _faulted_nodes(records), fault_at, budget, namespace,
-                                          cfg.get("kilocard_card_resource", "nvidia.com/gpu")).to_json()
+                                          cfg.get("kilocard_card_resource")).to_json()
     finally:
         kube.close()
 
@@ -207,7 +207,7 @@ def remediated_within(models: List[str], budget: float, node: str = None, namesp
                 raise ProbeError(f"node: the run's faults hit {len(hit)} nodes ({', '.join(hit) or 'none'}); "
                                  "name the one whose remediation to judge")
             node = hit[0]
-        cards = cfg.get("kilocard_card_resource", "nvidia.com/gpu")
+        cards = cfg.get("kilocard_card_resource")
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path).to_json()
     finally:
         kube.close()

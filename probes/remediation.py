@@ -69,7 +69,7 @@ PATHS = {"quarantine": check, "out-of-service": out_of_service}
 
 
 def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namespace: str | None = None,
-           card_resource: str = "nvidia.com/gpu", path: str = "quarantine") -> Verdict:
+           card_resource: str | None = None, path: str = "quarantine") -> Verdict:
     """Follow the cluster (the run's follower, else a watch) until the path's check passes or the budget
     runs out."""
     if path not in PATHS:

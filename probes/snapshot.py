@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chaos.vocabulary import MODEL_LABEL, group_of, ready
+from chaos.vocabulary import MODEL_LABEL, card_resource_of, group_of, ready
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -71,7 +71,7 @@ class NodeView:
 class ClusterSnapshot:
     pods: tuple[PodView, ...]
     nodes: tuple[NodeView, ...]
-    card_resource: str = "nvidia.com/gpu"
+    card_resource: str = ""
 
     def replicas(self, model: str, namespace: str | None = None) -> list[PodView]:
         """Live (not terminating) pods of a model."""
@@ -140,9 +140,12 @@ def node_view(node: dict[str, Any], card_resource: str, cards_in_use: int = 0) -
     )
 
 
-def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_resource: str = "nvidia.com/gpu",
+def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_resource: str | None = None,
           namespace: str | None = None) -> ClusterSnapshot:
-    """Views of the model pods (of `namespace`, if given) and of every node with its cards in use."""
+    """Views of the model pods (of `namespace`, if given) and of every node with its cards in use.
+    Without a `card_resource`, the one the nodes offer (vocabulary.card_resource_of)."""
+    nodes = list(nodes)
+    card_resource = card_resource or card_resource_of(nodes)
     in_use: dict[str, int] = {}
     views = []
     for pod in pods:
@@ -196,7 +199,7 @@ def source_for(kube: Kube) -> Source | None:
     return next((s for s in reversed(_sources) if s.host == host and s.alive), None)
 
 
-def fetch(kube: Kube, card_resource: str = "nvidia.com/gpu", namespace: str | None = None) -> ClusterSnapshot:
+def fetch(kube: Kube, card_resource: str | None = None, namespace: str | None = None) -> ClusterSnapshot:
     """The thin fetcher: every pod (cards in use count them all) and every node. From the run's
     follower when one runs (chaos.follower: memory, with this process's writes in); else both
     lists at once, from the apiserver's watch cache (resourceVersion=0: no etcd read, which at
@@ -209,7 +212,7 @@ def fetch(kube: Kube, card_resource: str = "nvidia.com/gpu", namespace: str | No
     return build(pods, nodes, card_resource, namespace)
 
 
-def followed(kube: Kube, card_resource: str, namespace: str | None, label_selector: str,
+def followed(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str,
              until: float) -> Iterator[ClusterSnapshot]:
     """A snapshot now, and again after each change of the pods in `namespace` (those matching
     `label_selector` when no follower runs; with one, a node's cordon, taints, Ready or cards too),

@@ -70,7 +70,7 @@ def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespac
 
 
 def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float, budget: float,
-                     namespace: str | None = None, card_resource: str = "nvidia.com/gpu") -> Verdict:
+                     namespace: str | None = None, card_resource: str | None = None) -> Verdict:
     """Follow the model's pods (the run's follower, else a watch) until `recovered` holds or
     `budget` seconds after the fault have passed."""
     deadline = fault_at + budget

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from testbed import build, fleet, timing
+from testbed import accelerators, build, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import (
     LARGE_FROM_NODES,
@@ -54,9 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up = sub.add_parser("up", help="start the testbed (no-op when running)")
     up.add_argument("--nodes", type=_int_in(1, MAX_NODES), default=128)
     up.add_argument("--cards-per-node", type=_int_in(1, MAX_CARDS_PER_NODE), default=8)
-    up.add_argument("--card-resource", default="nvidia.com/gpu",
-                    help="extended resource of a card, e.g. huawei.com/Ascend910 or amd.com/gpu")
-    up.add_argument("--card-product", default="NVIDIA-H100-80GB-HBM3", help="card product label value")
+    up.add_argument("--accelerator", choices=sorted(accelerators.PROFILES), default=accelerators.NVIDIA.name,
+                    help="whose cards to fake: nvidia (device plugin, dcgm-exporter) or ascend (huawei.com/Ascend910, "
+                         "MindX DL's device-info ConfigMaps, ClusterD's public faults, npu-exporter)")
+    up.add_argument("--card-resource", help="extended resource of a card (default: the accelerator's)")
+    up.add_argument("--card-product", help="card product label value (default: the accelerator's)")
     up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=6443,
                     help="apiserver port; etcd, controllers and kwok take the next five")
     up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
@@ -113,8 +115,10 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
         objects = manifests(testbed.config.card_resource)  # the running testbed's cards, not the flag's
     else:
         config = TestbedConfig(
-            nodes=args.nodes, cards_per_node=args.cards_per_node, card_resource=args.card_resource,
-            card_product=args.card_product, port_base=args.port_base, state_dir=args.state_dir,
+            nodes=args.nodes, cards_per_node=args.cards_per_node, accelerator=args.accelerator,
+            card_resource=args.card_resource or accelerators.named(args.accelerator).card_resource,
+            card_product=args.card_product or accelerators.named(args.accelerator).card_product,
+            port_base=args.port_base, state_dir=args.state_dir,
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
             remediation=not args.no_remediation, scrape_seconds=args.scrape_interval,
@@ -190,7 +194,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 
-def twin_up(real: Any, namespaces: list[str], card_resource: str, port_base: int, timing_name: str,
+def twin_up(real: Any, namespaces: list[str], card_resource: str | None, port_base: int, timing_name: str,
             say: Any = _say) -> Testbed:
     """plan --twin's testbed: the real cluster's nodes and the namespaces' workloads, copied into a
     fresh testbed in a temporary state folder (testbed/twin.py); `twin_down` removes it."""
@@ -199,7 +203,7 @@ def twin_up(real: Any, namespaces: list[str], card_resource: str, port_base: int
     captured = twin.capture(real, namespaces, card_resource)
     state = Path(tempfile.mkdtemp(prefix="kilocard-twin-"))
     try:
-        return twin.start(captured, state, port_base, card_resource, timing_name, say)
+        return twin.start(captured, state, port_base, captured["card_resource"], timing_name, say)
     except BaseException:
         shutil.rmtree(state, ignore_errors=True)
         raise

@@ -26,9 +26,10 @@ from typing import Any
 
 import yaml
 
+from chaos import mindx
 from chaos.errors import KilocardError, SpecError
 from chaos.kube import COMPONENT_ENV, Kube, node_ready
-from testbed import build, nodes, pki, processes, prometheus, stages
+from testbed import accelerators, build, nodes, pki, processes, prometheus, stages
 from testbed.config import TestbedConfig, taken_ports
 
 Say = Callable[[str], None]
@@ -190,7 +191,8 @@ class Testbed:
         stages.write_config(build.kwok_stage_dir(), self.paths.kwok_config)
         self.paths.audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         prometheus.write_config(self.paths.prometheus_config, self.config.ports.simulator, self.config.ports.apiserver,
-                                self.config.tuning, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key)
+                                self.config.tuning, self.pki.ca_cert, self.pki.admin_cert, self.pki.admin_key,
+                                accelerators.named(self.config.accelerator).exporter)
         if not self.paths.agent_token.is_file():
             self.paths.agent_token.write_text(secrets.token_urlsafe(32) + "\n")
             self.paths.agent_token.chmod(0o600)
@@ -213,6 +215,8 @@ class Testbed:
                 if before_nodes is not None:
                     before_nodes(kube)
                 self._create_nodes(kube, deadline, node_manifests)
+                if self.config.accelerator == accelerators.ASCEND.name:
+                    self._start_mindx(kube, deadline, len(node_manifests or []) or self.config.nodes)
             finally:
                 kube.close()
         except BaseException:
@@ -297,7 +301,7 @@ class Testbed:
             return [
                 sys.executable, "-m", "testbed.simulator", f"--kubeconfig={kubeconfig}", f"--port={ports.simulator}",
                 f"--token-file={self.paths.agent_token}", f"--card-resource={c.card_resource}",
-                f"--card-product={c.card_product}", f"--utilisation={c.utilisation}",
+                f"--card-product={c.card_product}", f"--accelerator={c.accelerator}", f"--utilisation={c.utilisation}",
                 f"--spike-factor={c.spike_factor}", f"--dcgm-fields={c.tuning.dcgm_fields}",
                 *(["--negotiate"] if c.openmetrics else []),
             ]
@@ -305,6 +309,7 @@ class Testbed:
             return [
                 sys.executable, "-m", "testbed.remediator", f"--kubeconfig={kubeconfig}",
                 f"--prometheus-url={self.prometheus_url}", f"--interval={c.tuning.remediation_seconds}",
+                f"--accelerator={c.accelerator}",
             ]
         if name == "kwok":
             return [
@@ -424,6 +429,20 @@ class Testbed:
                             label_selector=f"{nodes.TESTBED_LABEL}=true")
         except TimeoutError:
             raise TestbedError(f"{want} nodes not Ready in time: {self._log_tail('kwok')}") from None
+
+    def _start_mindx(self, kube: Kube, deadline: float, want: int) -> None:
+        """ClusterD's Service, so a fault finds ClusterD there (the simulator plays its intake), and
+        the device plugin's first ConfigMap on every node, which faults on chips need."""
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": mindx.CLUSTERD_NAMESPACE}})
+        kube.apply({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": mindx.CLUSTERD_SERVICE, "namespace": mindx.CLUSTERD_NAMESPACE},
+                    "spec": {"ports": [{"name": "grpc", "port": 8899, "protocol": "TCP"}]}})
+        selector = f"{mindx.DEVICE_INFO_LABEL}=true"
+        while len(kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, selector)) < want:
+            if time.monotonic() > deadline:
+                raise TestbedError(f"the device plugin wrote no device-info ConfigMap for every node in time: "
+                                   f"{self._log_tail('fleet-simulator')}")
+            time.sleep(0.5)
 
     # --- one component, for the reliability suite's control-plane faults -----------------------
     def stop_component(self, name: str, grace: float = 10.0) -> None:

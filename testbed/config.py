@@ -11,6 +11,7 @@ from typing import Any
 
 from chaos.errors import SpecError
 from chaos.vocabulary import local_testbed_state
+from testbed import accelerators
 
 # An extended resource is <domain>/<name>; kubernetes.io domains are reserved for native resources.
 _RESOURCE = re.compile(r"^(?=.{1,253}/)([a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,}"  # domain prefix
@@ -122,8 +123,9 @@ class Ports:
 class TestbedConfig:
     nodes: int = 128
     cards_per_node: int = 8
-    card_resource: str = "nvidia.com/gpu"
-    card_product: str = "NVIDIA-H100-80GB-HBM3"
+    card_resource: str = accelerators.NVIDIA.card_resource
+    card_product: str = accelerators.NVIDIA.card_product
+    accelerator: str = accelerators.NVIDIA.name  # whose device plugin and exporter the testbed fakes (accelerators.py)
     nodes_per_rack: int = 16
     racks_per_zone: int = 2
     port_base: int = 6443
@@ -177,11 +179,13 @@ class TestbedConfig:
         positive("racks_per_zone", self.racks_per_zone, MAX_NODES)
         positive("not_ready_toleration_seconds", self.not_ready_toleration_seconds, 3600)
         positive("unreachable_toleration_seconds", self.unreachable_toleration_seconds, 3600)
+        if self.accelerator not in accelerators.PROFILES:
+            raise SpecError(f"--accelerator: expected one of {', '.join(accelerators.PROFILES)}, "
+                            f"got {self.accelerator!r}")
         if not _RESOURCE.match(self.card_resource) or self.card_resource.split("/")[0].endswith("kubernetes.io"):
-            raise SpecError(
-                f"--card-resource: expected an extended resource name like 'nvidia.com/gpu' or "
-                f"'huawei.com/Ascend910', got {self.card_resource!r}"
-            )
+            examples = " or ".join(repr(a.card_resource) for a in accelerators.PROFILES.values())
+            raise SpecError(f"--card-resource: expected an extended resource name like {examples}, "
+                            f"got {self.card_resource!r}")
         if not _LABEL_VALUE.match(self.card_product):
             raise SpecError(f"--card-product: must be a valid label value, got {self.card_product!r}")
         if not 1024 <= self.port_base <= 65535 - 16:

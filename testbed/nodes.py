@@ -8,6 +8,7 @@ from typing import Any
 from chaos.errors import Conflict
 from chaos.kube import Kube
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, RACK_LABEL
+from testbed.accelerators import named
 from testbed.config import TestbedConfig, rack_of, zone_of
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages nodes annotated with this = "fake"
@@ -21,15 +22,16 @@ def node_name(index: int, prefix: str = "gpu") -> str:
     return f"{prefix}-{index:03d}"
 
 
-def node_manifest(index: int, config: TestbedConfig, prefix: str = "gpu",
+def node_manifest(index: int, config: TestbedConfig, prefix: str | None = None,
                   extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    name = node_name(index, prefix)
+    accelerator = named(config.accelerator)
+    name = node_name(index, prefix or accelerator.node_prefix)
     cards = str(config.cards_per_node)
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
-        "node.kubernetes.io/instance-type": f"gpu-{config.cards_per_node}x",
+        "node.kubernetes.io/instance-type": f"{accelerator.node_prefix}-{config.cards_per_node}x",
         "topology.kubernetes.io/region": "testbed",
         "topology.kubernetes.io/zone": f"zone-{zone_of(index, config)}",
         RACK_LABEL: f"rack-{rack_of(index, config):02d}",
@@ -38,11 +40,9 @@ def node_manifest(index: int, config: TestbedConfig, prefix: str = "gpu",
         TESTBED_LABEL: "true",
         "type": "kwok",
     }
-    vendor = config.card_resource.split("/")[0]
-    if vendor == "nvidia.com":
-        # What NVIDIA's GPU feature discovery puts on real GPU nodes.
-        labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": config.card_product,
-                       "nvidia.com/gpu.count": cards})
+    if config.card_resource == accelerator.card_resource:  # its device plugin's and discovery's labels
+        labels.update(accelerator.node_labels(config.cards_per_node, config.card_product))
+        labels["kubernetes.io/arch"] = accelerator.arch
     labels.update(extra_labels or {})
     resources = {"cpu": "192", "memory": "2Ti", "pods": "110", "ephemeral-storage": "7Ti",
                  config.card_resource: cards}

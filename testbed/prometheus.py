@@ -14,7 +14,7 @@ import yaml
 
 from chaos.errors import KilocardError
 from testbed.config import Tuning
-from testbed.remediator import CRITICAL_XIDS
+from testbed.simulator import ascend, dcgm
 
 
 def binary() -> str:
@@ -29,11 +29,9 @@ def binary() -> str:
 # XID alerts) and as its SLO burn (the TTFT alert), from the ALERTS series; no Alertmanager needed.
 _TTFT = '{__name__=~"vllm:time_to_first_token_seconds_bucket|vllm_time_to_first_token_seconds_bucket"}'
 ALERTS = {"groups": [{"name": "kilocard-testbed", "rules": [
-    {"alert": "GpuDoubleBitEccErrors", "expr": "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0",
-     "labels": {"severity": "critical"}},
-    {"alert": "GpuCriticalXid", "labels": {"severity": "critical"},
-     "expr": "max by (Hostname, hostname, gpu, err_code) "
-             f'(DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}}) > 0'},
+    {"alert": "GpuDoubleBitEccErrors", "expr": dcgm.DBE_QUERY, "labels": {"severity": "critical"}},
+    {"alert": "GpuCriticalXid", "expr": dcgm.XID_QUERY, "labels": {"severity": "critical"}},
+    {"alert": "NpuChipUnhealthy", "expr": ascend.FATAL_QUERY, "labels": {"severity": "critical"}},
     {"alert": "ReplicaTtftP95High", "labels": {"severity": "page"},
      "expr": f"histogram_quantile(0.95, sum by (le, namespace, model_name, pod) (rate({_TTFT}[10s]))) > 0.5"},
 ]}]}
@@ -44,14 +42,15 @@ def _ms(seconds: float) -> str:
 
 
 def write_config(target: Path, simulator_port: int, apiserver_port: int, tuning: Tuning,
-                 ca: Path, cert: Path, key: Path) -> Path:
+                 ca: Path, cert: Path, key: Path, exporter: str = "dcgm") -> Path:
+    """`exporter`: which card exporter the fleet runs, dcgm-exporter or Ascend's npu-exporter."""
     engines, cards = _ms(tuning.engine_scrape_seconds), _ms(tuning.dcgm_scrape_seconds)
     config = {
         "global": {"scrape_interval": engines, "evaluation_interval": engines, "scrape_timeout": engines},
         "scrape_configs": [
             {"job_name": "vllm", "honor_labels": True, "metrics_path": "/metrics",
              "static_configs": [{"targets": [f"127.0.0.1:{simulator_port}"]}]},
-            {"job_name": "dcgm-exporter", "honor_labels": True, "metrics_path": "/dcgm/metrics",
+            {"job_name": f"{exporter}-exporter", "honor_labels": True, "metrics_path": f"/{exporter}/metrics",
              "scrape_interval": cards, "scrape_timeout": cards,
              "static_configs": [{"targets": [f"127.0.0.1:{simulator_port}"]}]},
             # Large and slow-changing: every 10 s is plenty and keeps the apiserver's CPU down.

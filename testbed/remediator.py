@@ -2,8 +2,9 @@
 
 Loop, every `--interval` seconds:
   1. ask Prometheus for cards with volatile double-bit ECC errors or a critical XID
-     (dcgm-exporter metrics, the same signal a production remediator alerts on), and keep those
-     that have been failing for `--for-seconds` (an alert's `for:`: a blip is not a verdict);
+     (dcgm-exporter metrics, the same signal a production remediator alerts on), or on Ascend
+     (`--accelerator ascend`) for chips npu-exporter reports unhealthy, and keep those that have
+     been failing for `--for-seconds` (an alert's `for:`: a blip is not a verdict);
   2. quarantine each such node not yet quarantined (nodes labelled
      `k8saas.nvidia.com/ManagedByNVSentinel=false` opt out): cordon, taint `nvidia.com/gpu-error=fatal:NoSchedule`,
      label `dgxc.nvidia.com/nvsentinel-state=quarantined`, annotate the health event, unless the
@@ -11,7 +12,11 @@ Loop, every `--interval` seconds:
   3. drain quarantined nodes through the Eviction API (PodDisruptionBudgets are honoured: a 429
      is retried on the next round); when empty, label `drain-succeeded`;
   4. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
-     (as after a successful reboot) and label `remediation-succeeded`.
+     (as after a successful reboot) and label `remediation-succeeded`;
+  5. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
+     device-info ConfigMap lists as Unhealthy (separated by hand or by policy, or faulty), found by
+     the chips the plugin annotated on it (`huawei.com/AscendReal`), so it is rescheduled on
+     healthy chips; the node's other chips keep serving.
 `python -m testbed.remediator --kubeconfig K --prometheus-url U`; SIGTERM stops it.
 """
 
@@ -27,31 +32,30 @@ from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 
+from chaos import mindx
 from chaos.errors import NotFound, TooManyRequests
 from chaos.kube import Kube
 from chaos.vocabulary import HOLDING_STATES, STATE_LABEL
+from testbed.simulator import ascend, dcgm
 
 EVENT_ANNOTATION = "kilocard.io/quarantine-event"
 COMPONENT = "kilocard-remediator"  # the source of its Events (a postmortem reads them: kilocard record)
 TAINT = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
 OPT_OUT_LABEL = "k8saas.nvidia.com/ManagedByNVSentinel"  # "false": leave this node alone
-CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)  # DCGM health FAIL
-# dcgm-exporter names the host label `Hostname` up to 4.5.3-4.8.2 and `hostname` after.
-FATAL_QUERY = (
-    "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0 or "
-    "max by (Hostname, hostname, gpu) "
-    f'(DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}})'
-)
+# Per accelerator: the query for fatal cards, the labels naming the host, the card's label.
+SIGNALS = {"nvidia": (dcgm.FATAL_QUERY, ("Hostname", "hostname"), "gpu"),
+           "ascend": (ascend.FATAL_QUERY, ("node",), "id")}
 
 
-def fatal_cards(prom: Any) -> dict[str, list[str]]:
+def fatal_cards(prom: Any, accelerator: str = "nvidia") -> dict[str, list[str]]:
     """Node -> cards with a fatal error now."""
+    query, hosts, card = SIGNALS[accelerator]
     found: dict[str, list[str]] = {}
-    for sample in prom.custom_query(FATAL_QUERY):
+    for sample in prom.custom_query(query):
         labels = sample["metric"]
-        host = labels.get("Hostname") or labels.get("hostname")
+        host = next((labels[h] for h in hosts if labels.get(h)), None)
         if host:
-            found.setdefault(host, []).append(labels["gpu"])
+            found.setdefault(host, []).append(labels[card])
     return found
 
 
@@ -62,8 +66,9 @@ def _taints_but_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 class Remediator:
     def __init__(self, kube: Kube, prom: Any, max_fraction: float = 0.5,
-                 for_seconds: float = 10.0, say: Any = print) -> None:
+                 for_seconds: float = 10.0, say: Any = print, accelerator: str = "nvidia") -> None:
         self.kube = kube
+        self.accelerator = accelerator
         self.prom = prom
         self.max_fraction = max_fraction
         self.for_seconds = for_seconds
@@ -72,7 +77,7 @@ class Remediator:
 
     def round(self) -> None:
         now = time.monotonic()
-        failing = fatal_cards(self.prom)
+        failing = fatal_cards(self.prom, self.accelerator)
         self.failing_since = {n: self.failing_since.get(n, now) for n in failing}
         fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
         # Only the quarantined nodes each round (a selector: the apiserver filters); every node
@@ -96,6 +101,38 @@ class Remediator:
                 self.release(node)
             else:
                 self.drain(name)
+        if self.accelerator == "ascend":
+            self.reschedule_off_unhealthy_chips(quarantined)
+
+    def reschedule_off_unhealthy_chips(self, quarantined: dict[str, Any]) -> None:
+        for cm in self.kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true"):
+            node = cm.metadata.name.removeprefix(mindx.DEVICE_INFO_PREFIX)
+            try:
+                listed = mindx.device_list_of((cm.data or {}).get(mindx.DEVICE_INFO_KEY) or "")
+            except ValueError:
+                continue  # garbled: ClusterD would not trust it either
+            bad = {chip for key in listed if key.endswith("-Unhealthy") for chip in mindx.separated(listed[key])}
+            if not bad or node in quarantined:  # a quarantined node is drained whole
+                continue
+            if (self.kube.read_node_raw(node)["metadata"].get("labels") or {}).get(OPT_OUT_LABEL) == "false":
+                continue
+            for pod in self.kube.list_pods(field_selector=f"spec.nodeName={node}").items:
+                held = set(mindx.separated((pod.metadata.annotations or {}).get(mindx.POD_CHIPS_ANNOTATION)))
+                if held & bad and pod.metadata.deletion_timestamp is None:
+                    self.evict(pod, f"chips {', '.join(sorted(held & bad))} of {node} are unhealthy")
+
+    def evict(self, pod: Any, why: str) -> bool:
+        """Evict through the Eviction API; False when a PodDisruptionBudget says not now."""
+        try:
+            self.kube.evict_pod(pod.metadata.namespace, pod.metadata.name)
+            self.kube.record_event("Pod", pod.metadata.name, pod.metadata.namespace, "Evicted", f"evicted: {why}",
+                                   COMPONENT, pod.metadata.uid)
+            self.say(f"evicted {pod.metadata.namespace}/{pod.metadata.name}: {why}")
+        except TooManyRequests:
+            return False
+        except NotFound:
+            pass
+        return True
 
     def quarantine(self, name: str, cards: list[str]) -> None:
         event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -112,16 +149,8 @@ class Remediator:
         pods = self.kube.list_pods(field_selector=f"spec.nodeName={name}").items
         left = 0
         for pod in pods:
-            if pod.metadata.deletion_timestamp is not None:
-                continue
-            try:
-                self.kube.evict_pod(pod.metadata.namespace, pod.metadata.name)
-                self.kube.record_event("Pod", pod.metadata.name, pod.metadata.namespace, "Evicted",
-                                       f"evicted: node {name} is quarantined", COMPONENT, pod.metadata.uid)
-            except TooManyRequests:
+            if pod.metadata.deletion_timestamp is None and not self.evict(pod, f"node {name} is quarantined"):
                 left += 1  # a PodDisruptionBudget says not now: next round
-            except NotFound:
-                pass
         state = "drain-succeeded" if not left else "draining"
         self.kube.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}})
 
@@ -142,12 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0)
     parser.add_argument("--max-fraction", type=float, default=0.5)
     parser.add_argument("--for-seconds", type=float, default=10.0)
+    parser.add_argument("--accelerator", choices=sorted(SIGNALS), default="nvidia")
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     remediator = Remediator(Kube.from_kubeconfig(args.kubeconfig), PrometheusConnect(args.prometheus_url),
-                            args.max_fraction, args.for_seconds, say=lambda m: print(f"remediator: {m}", flush=True))
+                            args.max_fraction, args.for_seconds, say=lambda m: print(f"remediator: {m}", flush=True),
+                            accelerator=args.accelerator)
     while not stop.wait(args.interval):
         try:
             remediator.round()

@@ -26,11 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import SpecError
 from chaos.kube import Kube
-from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, MODEL_LABEL
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, MODEL_LABEL, card_resource_of
 from probes import slo
 from probes.errors import ProbeError
 from testbed import timing
+from testbed.accelerators import for_resource
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 from testbed.nodes import KWOK_ANNOTATION, TESTBED_LABEL
@@ -95,10 +97,14 @@ def ballast(pods: list[dict[str, Any]], copied: set[str], card_resource: str) ->
             for node, n in sorted(held.items()) if n]
 
 
-def capture(real: Kube, namespaces: list[str], card_resource: str) -> dict[str, Any]:
+def capture(real: Kube, namespaces: list[str], card_resource: str | None) -> dict[str, Any]:
     """Read what the twin needs from the real cluster: nodes, the namespaces and their workloads,
-    and every pod (for the ballast)."""
+    every pod (for the ballast), and the card resource (given, else the one its nodes offer)."""
     found: dict[str, Any] = {"nodes": real.list_nodes_raw(), "namespaces": {}, "objects": []}
+    card_resource = card_resource or card_resource_of(found["nodes"])
+    if not card_resource:
+        raise SpecError("--card-resource: no node of the cluster offers an extended resource; name the card's")
+    found["card_resource"] = card_resource
     for ns in namespaces:
         found["namespaces"][ns] = real.namespace_labels(ns)
         for api_version, kind in WORKLOADS:
@@ -210,7 +216,8 @@ def start(captured: dict[str, Any], state_dir: Path, port_base: int, card_resour
           say: Callable[[str], None], timeout: float = 300.0) -> Testbed:
     """A fresh testbed holding the copies, every copied workload's pods Ready."""
     config = TestbedConfig(nodes=max(1, len(captured["nodes"])), port_base=port_base, state_dir=state_dir,
-                           card_resource=card_resource).validate()
+                           card_resource=card_resource, accelerator=for_resource(card_resource).name,
+                           card_product=for_resource(card_resource).card_product).validate()
     tb = Testbed(config)
     tb.up(say=say, timeout=timeout,
           node_manifests=[node_copy(n, card_resource, config.ports.simulator) for n in captured["nodes"]])

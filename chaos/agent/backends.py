@@ -2,7 +2,7 @@
 once at start (never a shell string); every value in it passed the protocol's validation.
 
 `Backends` offers the few operations the kinds are made of (a root qdisc, an nftables table of
-our own, a DCGM field injection, a GPU drain, stopping and starting the kubelet) and dispatches
+our own, a DCGM field injection, a GPU drain, an NPU link down, stopping and starting the kubelet) and dispatches
 each fault to its kind's module in chaos.agent.kinds, which says what to run to apply and to
 revert it. A fault scoped to a network
 namespace (`target.netns`, e.g. a pod's) runs its commands under `ip netns exec <ns>`.
@@ -38,10 +38,11 @@ class Tools:
     dcgmi: str | None
     nvidia_smi: str | None
     systemctl: str | None = None  # the host's systemd, through its socket mounted into the agent
+    hccn_tool: str | None = None  # Ascend's NPU network tool
 
     @classmethod
     def find(cls) -> Tools:
-        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi", "systemctl")))
+        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi", "systemctl", "hccn_tool")))
 
 
 Run = Callable[[list[str]], str]
@@ -148,6 +149,14 @@ class Backends:
         smi = self._need(self.tools.nvidia_smi, "nvidia-smi", fault.kind)
         bus = self.run([smi, "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", str(fault.target["card"])])
         self.run([smi, "drain", "-p", bus.strip(), "-m", mode])
+
+    def npu_link(self, fault: Any, down: bool) -> None:
+        if fault.params.get("type", "chip") != "network":
+            raise FaultError("params.type", "no tool injects a chip fault into an Ascend NPU's DCMI on a real node; "
+                                            "send it through ClusterD (npu-fault via: clusterd)", status=501)
+        tool = self._need(self.tools.hccn_tool, "hccn_tool", fault.kind)
+        chip = str(fault.target["card"])
+        self.run([tool, "-i", chip, "-link", "-s", "down"] if down else [tool, "-i", chip, "-cfg", "recovery"])
 
     # --- systemd ----------------------------------------------------------------------------------
     def kubelet(self, action: Literal["stop", "start"]) -> None:

@@ -26,7 +26,7 @@ class Context:
     agents: AgentClient
     run_id: str
     say: Callable[[str], None] = print
-    card_resource: str = "nvidia.com/gpu"
+    card_resource: str | None = None  # None: the nodes' (vocabulary.card_resource_of)
     # Set by Ctrl-C, SIGTERM or a stop condition: a fault waiting (an eviction a PDB blocks) gives up.
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -53,13 +53,15 @@ def registry() -> dict[str, ModuleType]:
         network_policy,
         node_isolation,
         node_out_of_service,
+        npu_fault,
+        npu_isolation,
         pod_kill,
         tp_group_kill,
     )
 
     kinds: dict[str, ModuleType] = {}
     for module in (pod_kill, tp_group_kill, node_isolation, node_out_of_service, network_policy, agent_faults,
-                   dra_card_isolation):
+                   dra_card_isolation, npu_isolation, npu_fault):
         for kind in module.KINDS:
             kinds[kind] = module
     return kinds

@@ -29,6 +29,7 @@ from chaos.faults import Context, Disruption
 from chaos.faults._spec import MAX_CARD, Fields
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
+from chaos.vocabulary import card_resource_of
 
 AGENT_KINDS = {fault: kind.NAME for fault, kind in sorted(kinds.BY_FAULT.items())}
 KINDS = tuple(AGENT_KINDS)
@@ -103,16 +104,8 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
     share."""
     nodes = sorted({t["node"] for t in found})
     if spec.cards is not None:
-        capacity = {n["metadata"]["name"]: int(((n.get("status") or {}).get("capacity") or {}).get(
-            ctx.card_resource, 0)) for n in ctx.kube.list_nodes_raw()}
-        for node in nodes:
-            have = capacity.get(node, 0)
-            wrong = [c for c in spec.cards if c >= have]
-            if wrong:
-                has = f"has cards 0-{have - 1}" if have else "has no cards"
-                raise SpecError(f"{where}.{spec.card_field}: node {node} {has} ({ctx.card_resource}), "
-                                f"got {wrong[0]}")
-    held = dict(zip(nodes, ctx.kube.batch(lambda n: _reachable(ctx, n, where), nodes), strict=True))
+        check_cards(ctx, nodes, spec.cards, f"{where}.{spec.card_field}")
+    held = dict(zip(nodes, ctx.kube.batch(lambda n: reachable(ctx, n, where), nodes), strict=True))
     for entry, r in earlier:  # this plan's own, as the agent will hold them
         if r.kind in AGENT_KINDS and r.target["node"] in held:
             held[r.target["node"]].append({"kind": AGENT_KINDS[r.kind], "target": r.undo["target"], "entry": entry})
@@ -130,7 +123,22 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
                     "wait for it, or 'kilocard recover --run' it")
 
 
-def _reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
+def check_cards(ctx: Context, nodes: list[str], cards: tuple[int, ...], where: str) -> str:
+    """Every node has every card (its capacity of the card resource); returns that resource."""
+    listed = ctx.kube.list_nodes_raw()
+    resource = ctx.card_resource or card_resource_of(listed)
+    capacity = {n["metadata"]["name"]: int(((n.get("status") or {}).get("capacity") or {}).get(resource, 0))
+                for n in listed}
+    for node in nodes:
+        have = capacity.get(node, 0)
+        wrong = [c for c in cards if c >= have]
+        if wrong:
+            has = f"has cards 0-{have - 1}" if have else "has no cards"
+            raise SpecError(f"{where}: node {node} {has} ({resource or 'no card resource'}), got {wrong[0]}")
+    return resource
+
+
+def reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
     """The node's agent answers; returns the faults it holds."""
     try:
         return ctx.agents.list(ctx.agents.endpoint(node))

@@ -3,7 +3,9 @@
 Loop: (1) two watch threads keep the world's nodes and pods current (plain JSON: decoding
 typed models was most of the simulator's CPU under pod churn); (2) a ticker advances the
 load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
-ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card); (4) the
+ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card, on Ascend the
+device plugin's ConfigMaps: testbed/simulator/ascend.py, which also follows them and ClusterD's
+public faults); (4) the
 HTTP server answers Prometheus and agent calls; (5) as the fake nodes' agent, a reaper reverts
 faults whose in-cluster ledger markers have expired (a node isolation left by a dead runner).
 SIGTERM stops it; its faults die with it (they live only in the model), so nothing is left behind
@@ -26,7 +28,8 @@ from chaos.errors import KubeError, NotFound
 from chaos.faults import Context
 from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
-from testbed.simulator.metrics import FIELD_SETS
+from testbed.simulator import ascend
+from testbed.simulator.dcgm import FIELD_SETS
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
 from testbed.stages import LOST_LABEL
@@ -68,10 +71,18 @@ def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
             world.upsert_pod(obj)
 
 
-def actuate(kube: Kube, world: World, resource: str) -> None:
-    for action, a, b in world.take_actions():
+def actuate(kube: Kube, world: World, resource: str, device_lists: dict[str, dict[str, str]]) -> None:
+    actions = world.take_actions()
+    published = set()
+    for action, a, b in actions:
         try:
-            if action == "allocatable":
+            if action == "device-info":
+                if a not in published:  # once per node and tick, whatever asked for it
+                    published.add(a)
+                    ascend.publish(kube, world, a, device_lists)
+            elif action == "annotate":
+                kube.patch_pod(a, b[0], {"metadata": {"annotations": b[1]}})
+            elif action == "allocatable":
                 kube.patch_node_status(a, {"status": {"allocatable": {resource: str(b)}}})
             elif action == "delete-pod":
                 kube.delete_pod(a, b, grace_seconds=0)
@@ -113,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-file", type=Path, required=True)
-    parser.add_argument("--card-resource", default="nvidia.com/gpu")
+    parser.add_argument("--card-resource", required=True)
+    parser.add_argument("--accelerator", choices=("nvidia", "ascend"), default="nvidia",
+                        help="ascend: MindX DL's device plugin ConfigMaps, ClusterD's intake, npu-exporter")
     parser.add_argument("--card-product", default="NVIDIA H100 80GB HBM3")
     parser.add_argument("--tick", type=float, default=1.0)
     parser.add_argument("--utilisation", type=float, default=0.25)
@@ -128,13 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     world = World(args.card_resource, args.card_product.replace("-", " "),
-                  LoadProfile(args.utilisation, args.spike_factor, args.spike_minutes))
+                  LoadProfile(args.utilisation, args.spike_factor, args.spike_minutes), args.accelerator)
     kube = Kube.from_kubeconfig(args.kubeconfig)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     run_forever(follow_nodes, stop, kube, world, args.card_resource)
     run_forever(follow_pods, stop, kube, world)
+    device_lists: dict[str, dict[str, str]] = {}  # node -> the device list its ConfigMap last showed
+    if args.accelerator == "ascend":
+        run_forever(ascend.follow_device_info, stop, kube, world, device_lists)
+        run_forever(ascend.follow_public_faults, stop, kube, world)
     token = args.token_file.read_text().strip()
     server = Server(("127.0.0.1", args.port), world, token, args.negotiate, args.hostname_label,
                     args.dcgm_fields)
@@ -142,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     run_forever(reap_expired, stop, kube, token)
     while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):
         world.tick()
-        actuate(kube, world, args.card_resource)
+        actuate(kube, world, args.card_resource, device_lists)
     server.shutdown()
     # Faults end with the simulator: give back isolated cards before leaving.
     with world.lock:
         for fault in list(world.faults.values()):
             world.delete_fault(fault.node, fault.id)
-    actuate(kube, world, args.card_resource)
+    actuate(kube, world, args.card_resource, device_lists)
     return 0
 
 

@@ -5,6 +5,9 @@
                   runs at `speed` (0.5 by default): its TP group slows to it
     xid           card: DCGM_FI_DEV_XID_ERRORS shows the XID; `speed` optional (79 = off the bus = 0)
     card-isolate  card: the node's allocatable drops by one and the pod holding the card is deleted
+    npu-fault     Ascend chip: the fault code is on it (npu-exporter, the device plugin's ConfigMap); at a
+                  level the plugin isolates, allocatable drops by one (the pod stays: the plugin evicts
+                  nothing) and the chip runs at `speed` (0.5), slowing its TP group as ECC does
     bandwidth, loss, partition, delay   the node's network (`Net`): groups spanning nodes slow
                   down or stall, every replica on the node sees the client-path delay (or,
                   partitioned, no traffic at all)
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos.agent.kinds import ecc, xid
+from chaos.agent.kinds import ecc, npu, xid
 from chaos.agent.protocol import Fault
 from testbed.stages import LOST_LABEL
 
@@ -71,6 +74,7 @@ class CardFault(Effect):
         card.speed = min([EFFECTS[o.kind].speed(o) for o in others], default=1.0)
         if not others:  # the card was reset: volatile counters and pending remaps clear
             card.xid, card.remap_pending, card.sbe_vol, card.dbe_vol = 0, 0, 0, 0
+            card.npu.clear()
 
 
 class Ecc(CardFault):
@@ -99,19 +103,38 @@ class Xid(CardFault):
         return float(f.params.get("speed", xid.default_speed(f.params)))
 
 
+class NpuFault(CardFault):
+    def apply(self, world: World, f: Fault) -> None:
+        super().apply(world, f)
+        world.recount(f.node)
+
+    def mark(self, card: Any, f: Fault) -> None:
+        card.npu[f.id] = (f.params["code"], f.params.get("level", "SeparateNPU"), f.params.get("type", "chip"),
+                          int(f.created_at * 1000))
+
+    def revert(self, world: World, f: Fault) -> None:
+        card = world.cards.get((f.node, f.target["card"]))
+        if card is not None:
+            card.npu.pop(f.id, None)
+        super().revert(world, f)
+        world.recount(f.node)
+
+    def speed(self, f: Fault) -> float:
+        return float(f.params.get("speed", npu.default_speed(f.params)))
+
+
 class CardIsolate(Effect):
     def apply(self, world: World, f: Fault) -> None:
         index = f.target["card"]
         world.isolated[f.node].add(index)
-        world.actions.append(("allocatable", f.node, world.node_cards[f.node] - len(world.isolated[f.node])))
+        world.recount(f.node)
         pod = world.pod_on_card(f.node, index)
         if pod is not None:  # its process dies with the card, as with a drained GPU
             world.actions.append(("delete-pod", pod.namespace, pod.name))
 
     def revert(self, world: World, f: Fault) -> None:
-        if f.node in world.node_cards:
-            world.isolated[f.node].discard(f.target["card"])
-            world.actions.append(("allocatable", f.node, world.node_cards[f.node] - len(world.isolated[f.node])))
+        world.isolated[f.node].discard(f.target["card"])
+        world.recount(f.node)
 
 
 class Bandwidth(Effect):
@@ -145,4 +168,5 @@ class KubeletStop(Effect):
 
 
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
-                              "loss": Loss(), "partition": Partition(), "delay": Delay(), "kubelet-stop": KubeletStop()}
+                              "loss": Loss(), "partition": Partition(), "delay": Delay(), "kubelet-stop": KubeletStop(),
+                              "npu-fault": NpuFault()}

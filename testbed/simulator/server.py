@@ -2,6 +2,7 @@
 
     GET    /metrics                          vLLM metrics of every Ready replica (no auth)
     GET    /dcgm/metrics                     dcgm-exporter metrics of every card (no auth)
+    GET    /npu/metrics                      npu-exporter metrics of every Ascend chip (no auth)
     GET    /healthz                          "ok"
     POST   /nodes/{node}/v1/faults           create a fault (agent protocol v1, bearer token)
     GET    /nodes/{node}/v1/faults           the node's active faults
@@ -23,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, ge
 
 from chaos.agent.http import JsonHandler, TokenServer
 from chaos.agent.protocol import FaultError
-from testbed.simulator import metrics
+from testbed.simulator import ascend, dcgm, metrics
 from testbed.simulator.world import World
 
 _NODE = re.compile(r"^/nodes/([a-z0-9][-a-z0-9.]{0,252})(/.*)$")
@@ -54,7 +55,8 @@ class Server(TokenServer):
         self.world = world
         self.token = token
         self.negotiate = negotiate
-        self.dcgm = metrics.DcgmRenderer(world, hostname_label, dcgm_fields)
+        self.dcgm = dcgm.DcgmRenderer(world, hostname_label, dcgm_fields)
+        self.npu = ascend.NpuRenderer(world)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(metrics.VllmCollector(world))
 
@@ -73,6 +75,8 @@ class Handler(JsonHandler):
         elif path == "/dcgm/metrics":
             self.send_bytes(200, self.server.dcgm.render().encode(),
                             CONTENT_TYPE_LATEST)
+        elif path == "/npu/metrics":
+            self.send_bytes(200, self.server.npu.render().encode(), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
             self.send_bytes(200, b"ok", "text/plain")
         elif path == "/sim/v1/load":

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos import mindx
 from chaos.agent import kinds
 from chaos.agent.protocol import Fault, FaultError, validate
 from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
@@ -48,6 +49,11 @@ class Card:
     remapped_uncorrectable: int = 0
     remapped_correctable: int = 0
     utilisation: float = 0.0
+    npu: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)  # fault id -> code, level, type, ms
+
+    def npu_unhealthy(self, kind: str = "chip") -> bool:
+        """Would the Ascend device plugin report it Unhealthy (`chip`) or NetworkUnhealthy?"""
+        return any(t == kind and level not in mindx.HEALTHY_LEVELS for _code, level, t, _at in self.npu.values())
 
 
 @dataclass
@@ -115,8 +121,9 @@ def _served_name(pod_args: list[str], model: str) -> str:
 
 class World:
     def __init__(self, card_resource: str, product: str = "NVIDIA H100 80GB HBM3",
-                 load: LoadProfile = LoadProfile()) -> None:
+                 load: LoadProfile = LoadProfile(), accelerator: str = "nvidia") -> None:
         self.card_resource = card_resource
+        self.accelerator = accelerator  # "ascend": the MindX device plugin's ConfigMaps and pod annotations
         self.product = product
         self.load = load
         self.lock = threading.RLock()
@@ -126,6 +133,8 @@ class World:
         self.pods: dict[str, Pod] = {}
         self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
         self.isolated: dict[str, set[int]] = defaultdict(set)
+        self.separated: dict[str, set[int]] = defaultdict(set)  # Ascend: ManuallySeparateNPU, as the CM says
+        self.allocatable: dict[str, int] = {}  # what was last asked of each node's status
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
@@ -137,7 +146,8 @@ class World:
         self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
-        # ("allocatable", node, cards), ("delete-pod", namespace, name) and ("labels", node, {k: v}).
+        # ("allocatable", node, cards), ("delete-pod", namespace, name), ("labels", node, {k: v}), and on
+        # Ascend ("device-info", node, None) and ("annotate", namespace, (pod, {k: v})).
         self.actions: list[tuple[str, str, Any]] = []
         self.last_tick = time.monotonic()
 
@@ -148,10 +158,15 @@ class World:
         with self.lock:
             self.node_cards[name] = capacity
             (self.lost.add if lost else self.lost.discard)(name)
+            new = name not in self.allocatable
             for i in range(capacity):
                 if (name, i) not in self.cards:
                     card_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{i}.cards.kilocard.io")
                     self.cards[(name, i)] = Card(name, i, f"GPU-{card_uuid}")
+            if new:
+                self.allocatable[name] = capacity - len(self.out_of_service(name))
+                if self.accelerator == "ascend":  # the plugin writes its ConfigMap when it starts
+                    self.actions.append(("device-info", name, None))
 
     def remove_node(self, name: str) -> None:
         with self.lock:
@@ -160,6 +175,8 @@ class World:
                 del self.cards[key]
             self.assignment.pop(name, None)
             self.isolated.pop(name, None)
+            self.separated.pop(name, None)
+            self.allocatable.pop(name, None)
             self.lost.discard(name)
 
     def upsert_pod(self, obj: dict[str, Any]) -> None:
@@ -191,10 +208,17 @@ class World:
             self.pods[pod.uid] = pod
             self.served_names[model] = pod.served_name
             held = [i for i, u in self.assignment[node].items() if u == pod.uid]
-            free = [i for i in range(self.node_cards.get(node, 0))
-                    if i not in self.assignment[node] and i not in self.isolated[node]]
+            out = self.out_of_service(node)
+            free = [i for i in range(self.node_cards.get(node, 0)) if i not in self.assignment[node] and i not in out]
             for i in free[: max(0, pod.cards_wanted - len(held))]:
                 self.assignment[node][i] = pod.uid
+            if self.accelerator == "ascend" and not pod.terminating:
+                # The plugin records the chips it mounted (what MindX's controllers read to find a
+                # faulty chip's pod).
+                chips = ",".join(mindx.chip_name(self.card_resource, i)
+                                 for i in sorted(i for i, u in self.assignment[node].items() if u == pod.uid))
+                if chips and (meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION) != chips:
+                    self.actions.append(("annotate", pod.namespace, (pod.name, {mindx.POD_CHIPS_ANNOTATION: chips})))
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:
@@ -207,6 +231,31 @@ class World:
         with self.lock:
             uid = self.assignment.get(node, {}).get(index)
             return self.pods.get(uid) if uid else None
+
+    def out_of_service(self, node: str) -> set[int]:
+        """The node's cards a device plugin no longer offers: drained, manually separated, or sick."""
+        sick = {i for i in range(self.node_cards.get(node, 0))
+                if (node, i) in self.cards and self.cards[(node, i)].npu_unhealthy()}
+        return self.isolated[node] | self.separated[node] | sick
+
+    def recount(self, node: str) -> None:
+        """Ask for the node's allocatable cards anew when what is out of service changed it (and, on
+        Ascend, for the device plugin's ConfigMap to say so)."""
+        if node not in self.node_cards:
+            return
+        if self.accelerator == "ascend":
+            self.actions.append(("device-info", node, None))
+        cards = self.node_cards[node] - len(self.out_of_service(node))
+        if self.allocatable.get(node) != cards:
+            self.allocatable[node] = cards
+            self.actions.append(("allocatable", node, cards))
+
+    def separate(self, node: str, chips: set[int]) -> None:
+        """The chips the node's device-info ConfigMap lists under ManuallySeparateNPU now."""
+        with self.lock:
+            if node in self.node_cards and chips != self.separated[node]:
+                self.separated[node] = set(chips)
+                self.recount(node)
 
     def cards_of(self, pod: Pod) -> list[Card]:
         return [self.cards[(pod.node, i)] for i, u in self.assignment[pod.node].items()

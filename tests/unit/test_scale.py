@@ -9,7 +9,7 @@ from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
 from testbed import fleet, prometheus
 from testbed.config import LARGE, LARGE_FROM_NODES, SMALL, TestbedConfig
-from testbed.simulator.metrics import HEALTH_FIELDS, DcgmRenderer
+from testbed.simulator.dcgm import HEALTH_FIELDS, DcgmRenderer
 from tests.unit.sim_helpers import pod, world_with
 
 

@@ -142,7 +142,8 @@ def test_unknown_card_or_node_changes_nothing():
 def test_a_lost_node_serves_nothing_and_exports_nothing():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from testbed.simulator.metrics import VllmCollector, render_dcgm
+    from testbed.simulator.dcgm import render_dcgm
+    from testbed.simulator.metrics import VllmCollector
 
     w = world_with(pod("a", "n0", "llama-2-7b", 1), pod("b", "n1", "llama-2-7b", 1))
     run(w, 2)

@@ -1,5 +1,6 @@
 """The agent fault kinds, one module each: its name in the protocol (`NAME`), the toolkit's name
-for it (`FAULT`), what it targets (`TARGET`: a card, the node's network, or the host itself), the
+for it (`FAULT`; None when a toolkit kind of its own drives it), what it targets (`TARGET`: a
+card, the node's network, or the host itself), the
 slot it holds on that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on
 one interface), whether the agent re-applies it while active (`REFRESH`), optionally what it
 drives off (`EVICTS`: "cards" or "node"), its parameter schema (`params`), and what the node
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from chaos.agent.kinds import bandwidth, card_isolate, delay, ecc, kubelet_stop, loss, partition, xid
+from chaos.agent.kinds import bandwidth, card_isolate, delay, ecc, kubelet_stop, loss, npu, partition, xid
 from chaos.agent.schema import FaultError
 
 REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, bandwidth, loss, partition, delay,
-                                                        kubelet_stop)}
-BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values()}
+                                                        kubelet_stop, npu)}
+# The toolkit kinds that are nothing but an agent kind (npu-fault has a path without the agent too).
+BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values() if m.FAULT}
 # What names a target of each kind on its node: a card; an interface (in a network namespace); or
 # nothing, the host itself.
 TARGET_KEYS: dict[str, tuple[str, ...]] = {"card": ("card",), "node": ("interface", "netns"), "host": ()}

@@ -1,0 +1,173 @@
+"""npu-fault: a fault on Ascend NPU chips, by one of two paths (`via`, default `auto`).
+
+- **clusterd**, where MindCluster's ClusterD runs (its Service `mindx-dl/clusterd-grpc-svc` exists):
+  ClusterD's public fault API, in its ConfigMap form. One ConfigMap per chip, labelled
+  `mc-consumer-publicfault=true`, whose `PublicFault` message says `occur` for an NPU or Network
+  fault with a 9-digit code ClusterD's configuration lists (220001001: SeparateNPU). No agent and
+  no privilege: creating a ConfigMap is all it takes. Deleting the ConfigMap clears nothing in
+  ClusterD, so the revert first rewrites it to `recover`, then deletes it.
+- **agent**, elsewhere: the node agent's `npu-fault` kind (chaos/agent/kinds/npu.py), with the
+  device plugin's hex code and handling level. On a real node the agent can bring a chip's
+  network link down (hccn_tool); it refuses chip faults, which no tool injects into DCMI.
+Both expire: the agent path by the agent's TTL, the ClusterD path by the ledger's (the in-cluster
+reaper reverts what a dead runner left).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from chaos import mindx
+from chaos.agent import protocol
+from chaos.errors import Conflict, NotFound, SpecError
+from chaos.faults import Context, Disruption, agent_faults
+from chaos.faults._spec import Fields
+from chaos.ledger import Record
+from chaos.targets import NodeSelection, select_nodes
+from chaos.vocabulary import RUN_LABEL
+
+KINDS = ("npu-fault",)
+REVERTIBLE = True
+VIAS = ("auto", "clusterd", "agent")
+DEFAULT_CODES = {"clusterd": "220001001", "agent": "80E18402"}  # SeparateNPU in ClusterD's and the plugin's lists
+_PUBLIC_CODE = re.compile(r"^\d{9}$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str
+    nodes: NodeSelection
+    cards: tuple[int, ...]
+    via: str
+    fault_type: str  # NPU (the chip) | Network (its parameter-plane link)
+    code: str | None  # None: the path's default
+    level: str
+    speed: float | None
+    namespace: str
+    reporter: str  # the public fault's `resource`: the system reporting it to ClusterD
+    allow_unlisted_code: bool
+    ttl_seconds: float
+    allow_empty: bool
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The agent kind's parameters."""
+        params = {"code": self.code or DEFAULT_CODES["agent"], "level": self.level,
+                  "type": "chip" if self.fault_type == "NPU" else "network"}
+        return params if self.speed is None else {**params, "speed": self.speed}
+
+
+def parse(raw: Any, where: str) -> Spec:
+    f = Fields(raw, where)
+    f.str("kind")
+    spec = Spec(kind="npu-fault", nodes=f.nodes(), cards=f.cards("cards"), via=f.str("via", "auto", VIAS),
+                fault_type=f.str("fault_type", "NPU", ("NPU", "Network")), code=f.str("code", None),
+                level=f.str("level", "SeparateNPU", mindx.LEVELS), speed=f.number("speed", None, high=1),
+                namespace=f.str("namespace", mindx.CLUSTERD_NAMESPACE), reporter=f.str("reporter", "CCAE"),
+                allow_unlisted_code=f.bool("allow_unlisted_code"), ttl_seconds=f.ttl(),
+                allow_empty=f.bool("allow_empty"))
+    f.done()
+    if spec.via != "auto":  # the path is known: its rules are checked now (auto's, once the cluster says)
+        check_path(spec, spec.via, where)
+    return spec
+
+
+def check_path(spec: Spec, via: str, where: str, why: str = "") -> None:
+    """The rules of the path taken: ClusterD discards a public fault that breaks its own (a code it
+    does not list), and the agent refuses bad parameters."""
+    if via == "agent":
+        try:
+            protocol.validate({"kind": "npu-fault", "target": {"card": spec.cards[0]}, "params": spec.params,
+                               "ttl_seconds": spec.ttl_seconds, "run_id": "check"})
+        except protocol.FaultError as exc:
+            raise SpecError(f"{where}.{exc}{why}") from None
+        return
+    code = spec.code or DEFAULT_CODES["clusterd"]
+    if not _PUBLIC_CODE.match(code):
+        raise SpecError(f"{where}.code: expected ClusterD's 9-digit fault code (like 220001001), got {code!r}{why}")
+    if mindx.public_level(code) is None and not spec.allow_unlisted_code:
+        raise SpecError(f"{where}.code: ClusterD's default publicFaultCode does not list {code}, so it would "
+                        f"discard the fault (listed: {', '.join(mindx.PUBLIC_SEPARATE_CODES[:3])}, ...); set "
+                        f"allow_unlisted_code if this cluster's configuration lists it{why}")
+
+
+def _via(ctx: Context, spec: Spec) -> str:
+    if spec.via != "auto":
+        return spec.via
+    try:
+        ctx.kube.get_object("v1", "Service", mindx.CLUSTERD_SERVICE, mindx.CLUSTERD_NAMESPACE)
+        return "clusterd"
+    except NotFound:
+        return "agent"
+
+
+def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
+    nodes = select_nodes(ctx.kube, spec.nodes, where, ctx.run_id)
+    via = _via(ctx, spec) if nodes else spec.via
+    return [{"node": n, "card": c, "via": via} for n in nodes for c in spec.cards]
+
+
+def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
+          earlier: list[tuple[str, Record]]) -> None:
+    nodes = sorted({t["node"] for t in found})
+    agent_faults.check_cards(ctx, nodes, spec.cards, f"{where}.cards")
+    via = found[0]["via"] if found else spec.via
+    check_path(spec, via, where, "" if spec.via != "auto" else
+               f" (via auto: ClusterD {'runs' if via == 'clusterd' else 'does not run'} here)")
+    if via == "agent":
+        ctx.kube.batch(lambda n: agent_faults.reachable(ctx, n, where), nodes)
+
+
+def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
+    if target["via"] == "agent":
+        return {"via": "agent", "node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
+                "agent_kind": "npu-fault", "target": {"card": target["card"]}, "run_id": ctx.run_id, "agent_id": None}
+    name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{fault_id}-{target['node']}-{target['card']}".lower())
+    return {"via": "clusterd", "node": target["node"], "card": target["card"], "namespace": spec.namespace,
+            "name": name[:253].strip("-."), "public_id": f"kilocard-{ctx.run_id}-{fault_id}"[:128],
+            "type": spec.fault_type, "code": spec.code or DEFAULT_CODES["clusterd"], "reporter": spec.reporter}
+
+
+def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
+    return Disruption(node=target["node"], cards=(int(target["card"]),))
+
+
+def _message(undo: dict[str, Any], assertion: str) -> dict[str, str]:
+    now = int(time.time() * 1000)
+    fault = mindx.npu_public_fault(undo["public_id"], undo["type"], undo["code"], now, assertion,
+                                   [(undo["node"], [int(undo["card"])])], "kilocard chaos experiment")
+    return {mindx.PUBLIC_FAULT_KEY: mindx.public_fault(f"{undo['public_id']}-{assertion}", now, [fault],
+                                                       undo["reporter"])}
+
+
+def _say(ctx: Context, undo: dict[str, Any], assertion: str) -> None:
+    """Write the ConfigMap with this assertion (created if it is not there)."""
+    data = _message(undo, assertion)
+    try:
+        ctx.kube.create_config_map(undo["namespace"], {
+            "metadata": {"name": undo["name"], "namespace": undo["namespace"],
+                         "labels": {mindx.PUBLIC_FAULT_LABEL: "true", RUN_LABEL: ctx.run_id}},
+            "data": data})
+    except Conflict:
+        ctx.kube.patch_config_map(undo["namespace"], undo["name"], {"data": data})
+
+
+def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
+    if undo["via"] == "agent":
+        return agent_faults.apply(ctx, spec, target, undo)  # type: ignore[arg-type]
+    _say(ctx, undo, "occur")
+    return undo
+
+
+def revert(ctx: Context, undo: dict[str, Any]) -> None:
+    if undo["via"] == "agent":
+        agent_faults.revert(ctx, undo)
+        return
+    _say(ctx, undo, "recover")
+    try:
+        ctx.kube.delete_config_map(undo["namespace"], undo["name"])
+    except NotFound:
+        pass
