@@ -190,6 +190,7 @@ _CARDS = _field({"type": "array", "minItems": 1, "uniqueItems": True, "items": {
                                                                                   "maximum": MAX_CARD}},
                 "card indices on each node, each listed once", None, [0, 1])
 _CARD = integer(0, MAX_CARD, "one card index on each node", example=0)
+_CARD_RULE = one_of("a card index, or a list of them as 'cards' (one of the two)", "card", "cards")
 _SCOPE = {
     "cidrs": _field({"type": "array", "items": {"type": "string", "format": "cidr"}},
                     "only traffic to these destinations (default: all)", None, ["10.0.0.0/8"]),
@@ -253,7 +254,7 @@ def _agent_kind(fault: str, module: ModuleType) -> Schema:
     sample: dict[str, Any] = {"nodes": ["worker-1"]}
     if module.TARGET == "card":
         target = {"card": _CARD, "cards": _CARDS}
-        rule = [one_of("a card index, or a list of them as 'cards' (one of the two)", "card", "cards")]
+        rule = [_CARD_RULE]
         sample["cards"] = [0]
     elif module.TARGET == "node":
         target = {"interface": optional(_field({"type": "string", "pattern": _INTERFACE}, "the interface "
@@ -317,12 +318,12 @@ FAULT_KINDS: dict[str, Schema] = {
     "npu-isolate": _kind(
         "npu-isolate", "Isolate Ascend NPU chips as MindX DL does: their names join ManuallySeparateNPU in the "
         "node's device-info ConfigMap; the device plugin reports them Unhealthy (allocatable drops), evicting nothing.",
-        {**_NODES, "cards": _CARDS, "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
-        ["cards", "ttl_seconds"], _NODES_RULES, {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300}),
+        {**_NODES, "card": _CARD, "cards": _CARDS, "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
+        ["ttl_seconds"], [*_NODES_RULES, _CARD_RULE], {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300}),
     "npu-fault": _kind(
         "npu-fault", "A fault code on Ascend NPU chips: through ClusterD's public fault API where ClusterD runs "
         "(a ConfigMap, no agent), else through the node agent.",
-        {**_NODES, "cards": _CARDS,
+        {**_NODES, "card": _CARD, "cards": _CARDS,
          "via": choice(("auto", "clusterd", "agent"), "the path: ClusterD where its Service exists (auto), or "
                        "always one of the two", "auto"),
          "fault_type": choice(("NPU", "Network"), "the chip itself, or its parameter-plane network", "NPU"),
@@ -335,7 +336,7 @@ FAULT_KINDS: dict[str, Schema] = {
          "allow_unlisted_code": boolean("through ClusterD: send a code its default configuration does not list",
                                         False),
          "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
-        ["cards", "ttl_seconds"], _NODES_RULES, {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300}),
+        ["ttl_seconds"], [*_NODES_RULES, _CARD_RULE], {"nodes": ["worker-1"], "card": 3, "ttl_seconds": 300}),
     **{fault: _agent_kind(fault, module) for fault, module in sorted(agent_kinds.BY_FAULT.items())},
 }
 FAULT = union("fault", "A kilocard fault: its kind and that kind's fields.", FAULT_KINDS)

@@ -116,6 +116,14 @@ class Fields:
             raise SpecError(f"{self.where}.{name}: card {twice[0]} listed twice")
         return tuple(value)
 
+    def card_or_cards(self) -> tuple[str, tuple[int, ...]]:
+        """`card: 3` or `cards: [3, 5]`, exactly one of the two: (the field given, the indices)."""
+        if self.has("card") == self.has("cards"):
+            raise self.fail("card", "a card index, or a list of them as 'cards' (one of the two)", self.raw.get("card"))
+        if self.has("card"):
+            return "card", (self.int("card", high=MAX_CARD),)
+        return "cards", self.cards("cards")
+
     def ttl(self) -> float:
         """Every revertible fault expires where it lives; a missing TTL is an error, not a default."""
         if not self.has("ttl_seconds"):

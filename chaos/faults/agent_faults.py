@@ -26,7 +26,7 @@ from chaos.agent import kinds, protocol
 from chaos.agent.client import REVERT_PATIENCE_SECONDS, AgentError
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import MAX_CARD, Fields
+from chaos.faults._spec import Fields
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import card_resource_of
@@ -59,12 +59,7 @@ def parse(raw: Any, where: str) -> Spec:
     card_field = "cards"
     target_kind = kinds.get(agent_kind).TARGET
     if target_kind == "card":
-        if f.has("card") == f.has("cards"):
-            raise f.fail("card", "a card index, or a list of them as 'cards' (one of the two)", raw.get("card"))
-        if f.has("card"):
-            card_field, cards = "card", (f.int("card", high=MAX_CARD),)
-        else:
-            cards = f.cards("cards")
+        card_field, cards = f.card_or_cards()
     elif target_kind == "node":
         interface = f.str("interface", None)
         netns = f.str("netns", None)

@@ -22,7 +22,7 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent import protocol
-from chaos.errors import Conflict, NotFound, SpecError
+from chaos.errors import Conflict, KubeError, NotFound, SpecError
 from chaos.faults import Context, Disruption, agent_faults
 from chaos.faults._spec import Fields
 from chaos.ledger import Record
@@ -51,6 +51,7 @@ class Spec:
     allow_unlisted_code: bool
     ttl_seconds: float
     allow_empty: bool
+    card_field: str = "cards"  # how the input named the chips, for error messages
 
     @property
     def params(self) -> dict[str, Any]:
@@ -63,7 +64,9 @@ class Spec:
 def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     f.str("kind")
-    spec = Spec(kind="npu-fault", nodes=f.nodes(), cards=f.cards("cards"), via=f.str("via", "auto", VIAS),
+    selection = f.nodes()
+    card_field, cards = f.card_or_cards()
+    spec = Spec(kind="npu-fault", nodes=selection, cards=cards, card_field=card_field, via=f.str("via", "auto", VIAS),
                 fault_type=f.str("fault_type", "NPU", ("NPU", "Network")), code=f.str("code", None),
                 level=f.str("level", "SeparateNPU", mindx.LEVELS), speed=f.number("speed", None, high=1),
                 namespace=f.str("namespace", mindx.CLUSTERD_NAMESPACE), reporter=f.str("reporter", "CCAE"),
@@ -94,7 +97,7 @@ def check_path(spec: Spec, via: str, where: str, why: str = "") -> None:
                         f"allow_unlisted_code if this cluster's configuration lists it{why}")
 
 
-def _via(ctx: Context, spec: Spec) -> str:
+def _via(ctx: Context, spec: Spec, where: str) -> str:
     if spec.via != "auto":
         return spec.via
     try:
@@ -102,18 +105,24 @@ def _via(ctx: Context, spec: Spec) -> str:
         return "clusterd"
     except NotFound:
         return "agent"
+    except KubeError as exc:
+        if exc.status != 403:
+            raise
+        raise SpecError(f"{where}.via: auto cannot tell whether ClusterD runs here (may not get Service "
+                        f"{mindx.CLUSTERD_NAMESPACE}/{mindx.CLUSTERD_SERVICE}: deploy/ascend grants it); "
+                        "set via: clusterd or via: agent") from None
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
     nodes = select_nodes(ctx.kube, spec.nodes, where, ctx.run_id)
-    via = _via(ctx, spec) if nodes else spec.via
+    via = _via(ctx, spec, where) if nodes else spec.via
     return [{"node": n, "card": c, "via": via} for n in nodes for c in spec.cards]
 
 
 def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
           earlier: list[tuple[str, Record]]) -> None:
     nodes = sorted({t["node"] for t in found})
-    agent_faults.check_cards(ctx, nodes, spec.cards, f"{where}.cards")
+    agent_faults.check_cards(ctx, nodes, spec.cards, f"{where}.{spec.card_field}")
     via = found[0]["via"] if found else spec.via
     check_path(spec, via, where, "" if spec.via != "auto" else
                f" (via auto: ClusterD {'runs' if via == 'clusterd' else 'does not run'} here)")

@@ -47,13 +47,16 @@ class Spec:
     cards: tuple[int, ...]
     ttl_seconds: float
     allow_empty: bool
+    card_field: str = "cards"  # how the input named the chips, for error messages
 
 
 def parse(raw: Any, where: str) -> Spec:
     f = Fields(raw, where)
     f.str("kind")
-    spec = Spec(kind="npu-isolate", nodes=f.nodes(), cards=f.cards("cards"), ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"))
+    selection = f.nodes()
+    card_field, cards = f.card_or_cards()
+    spec = Spec(kind="npu-isolate", nodes=selection, cards=cards, ttl_seconds=f.ttl(),
+                allow_empty=f.bool("allow_empty"), card_field=card_field)
     f.done()
     return spec
 
@@ -66,7 +69,7 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
           earlier: list[tuple[str, Record]]) -> None:
     """Each node has the chips and a device-info ConfigMap (else no Ascend device plugin runs there)."""
     nodes = sorted({t["node"] for t in found})
-    check_cards(ctx, nodes, spec.cards, f"{where}.cards")
+    check_cards(ctx, nodes, spec.cards, f"{where}.{spec.card_field}")
     for node in nodes:
         try:
             ctx.kube.read_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(node))
@@ -86,7 +89,9 @@ def chip_of(ctx: Context, target: dict[str, Any]) -> str:
 
 
 def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
-    return Disruption(node=target["node"], cards=(int(target["card"]),))
+    """The chip's pod is driven off: not by the plugin, but by the controllers that reschedule off a
+    separated chip (ClusterD and its scheduler), as a drained GPU's pod is."""
+    return Disruption(node=target["node"], cards=(int(target["card"]),), evicts="cards")
 
 
 def _state(cm: dict[str, Any]) -> dict[str, Any]:

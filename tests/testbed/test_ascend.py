@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_api_client import PrometheusConnect
 
 from chaos import ledger, mindx, plan, revert
 from chaos.agent.client import AgentClient
-from chaos.errors import SpecError
+from chaos.errors import KubeError, SpecError
 from chaos.faults import Context
 from chaos.kube import Kube, pod_ready
 from probes import capacity, placement, slo, snapshot, tp_groups
@@ -28,12 +29,14 @@ from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 from testbed.remediator import OPT_OUT_LABEL
 from tests.testbed.conftest import PORT_BASE
-from tests.testbed.helpers import eventually, query, wait_ready
+from tests.testbed.helpers import apply_deploy, eventually, query, service_account_kubeconfig, wait_ready
+from tests.testbed.test_runner import kilocard_run
 
 pytestmark = pytest.mark.testbed
 R = "huawei.com/Ascend910"
 BIG = "llama-3-70b"
 WINDOW = "5s"
+CATALOG = Path(__file__).parents[2] / "experiments"
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +254,98 @@ def test_a_public_fault_code_clusterd_would_discard_is_refused_before_anything_i
         plan.plan(ctx, [({"kind": "npu-isolate", "nodes": [node], "cards": [8], "ttl_seconds": 60}, "f")])
     assert kube.list_config_maps(mindx.CLUSTERD_NAMESPACE, f"{mindx.PUBLIC_FAULT_LABEL}=true") == []
     assert device_info(kube, node)["data"][mindx.SEPARATED_KEY] == ""
+
+
+def on_ascend(name: str, fault: dict[str, Any]) -> dict[str, Any]:
+    """A catalog scenario with only its fault's kind (and that kind's own parameters) changed."""
+    scenario = yaml.safe_load((CATALOG / name).read_text())
+    (action,) = [a for a in scenario["method"] if a["type"] == "action"]
+    given = action["provider"]["arguments"]["fault"]
+    action["provider"]["arguments"]["fault"] = {**{k: v for k, v in given.items() if k != "params"}, **fault}
+    return scenario
+
+
+@pytest.mark.parametrize(("name", "fault"), [("s2-isolate-one-card.yaml", {"kind": "npu-isolate"}),
+                                             ("s3-ecc-one-tp-member.yaml", {"kind": "npu-fault"})])
+def test_the_catalogs_s2_and_s3_give_the_same_verdicts_on_the_ascend_fleet(ascend, kube, prom, tmp_path, name,
+                                                                           fault):
+    settled(kube, prom)
+    code, journal, _ = kilocard_run(ascend, tmp_path, on_ascend(name, fault))
+    assert code == 0 and journal["kilocard"]["verdict"] == "passed", journal["kilocard"]["reason"]
+    (applied,) = journal["kilocard"]["faults"]
+    assert applied["kind"] == fault["kind"] and applied["state"] == "reverted"
+    assert journal["kilocard"]["snapshots"]  # the run followed the cluster, as on the GPU fleet
+
+
+def test_s3_on_the_ascend_fleet_fails_without_remediation(ascend, kube, prom, tmp_path):
+    settled(kube, prom)
+    names = [n.metadata.name for n in kube.list_nodes()]
+    for n in names:  # every node opted out: the remediator neither moves pods nor quarantines
+        kube.patch_node(n, {"metadata": {"labels": {OPT_OUT_LABEL: "false"}}})
+    try:
+        code, journal, _ = kilocard_run(ascend, tmp_path, on_ascend("s3-ecc-one-tp-member.yaml", {"kind": "npu-fault"}),
+                                        "--var", "budget_seconds:int=30")
+    finally:
+        for n in names:
+            kube.patch_node(n, {"metadata": {"labels": {OPT_OUT_LABEL: None}}})
+    assert code == 1, journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"].startswith("probe 'node-quarantined-within-budget' failed: ")
+    ttft = next(r for r in journal["run"] if r["activity"]["name"] == "ttft-breached-then-recovered")["output"]
+    assert ttft["outcome"] == "not_recovered" and ttft["breach_after"] is not None, ttft["reason"]
+
+
+@pytest.mark.parametrize("fault", [{"kind": "npu-isolate", "cards": [5]}, {"kind": "npu-fault", "cards": [5]}])
+def test_a_dead_runners_npu_fault_is_reverted_by_the_reaper_at_its_ttl(ascend, kube, prom, tmp_path, fault):
+    """The runner records and applies, then is never heard from again: the in-cluster reaper (the
+    simulator's, on the testbed) reverts it from the ledger once its TTL is past."""
+    node = settled(kube, prom)[0].spec.node_name
+    before = device_info(kube, node)
+    ctx = context(kube, "dead")
+    planned = plan.inject(ctx, ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger"),
+                          {**fault, "nodes": [node], "ttl_seconds": 6})
+    assert eventually(lambda: allocatable(kube, node) == 7, 15)  # it landed
+    assert eventually(lambda: allocatable(kube, node) == 8, 30)  # and went at its TTL, no runner left
+    assert eventually(lambda: not [r for r in ledger.read_cluster(kube, ctx.run_id) if r.open()], 15)
+    after = device_info(kube, node)
+    assert after["data"][mindx.SEPARATED_KEY] == before["data"][mindx.SEPARATED_KEY]
+    assert after["metadata"].get("annotations") == before["metadata"].get("annotations")
+    assert kube.list_config_maps(mindx.CLUSTERD_NAMESPACE, f"{mindx.PUBLIC_FAULT_LABEL}=true") == []
+    assert planned.records[0].state == "applied"
+
+
+def test_the_npu_kinds_run_and_reap_with_deploy_ascends_least_privilege(ascend, kube, prom, tmp_path):
+    apply_deploy(kube, "namespace.yaml", "rbac-runner.yaml", "rbac-reaper.yaml", "ascend/rbac.yaml")
+    runner = Kube.from_kubeconfig(service_account_kubeconfig(ascend, kube, "kilocard-system", "kilocard-runner",
+                                                              tmp_path / "runner.kubeconfig"))
+    reaper = Kube.from_kubeconfig(service_account_kubeconfig(ascend, kube, "kilocard-system", "kilocard-reaper",
+                                                              tmp_path / "reaper.kubeconfig"))
+    try:
+        node = settled(kube, prom)[0].spec.node_name
+        ctx = Context(runner, AgentClient(runner), f"rbac-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
+        book = ledger.Ledger(ctx.run_id, runner, tmp_path / "ledger")
+        records = [r for raw in ({"kind": "npu-isolate", "nodes": [node], "card": 6, "ttl_seconds": 120},
+                                 {"kind": "npu-fault", "nodes": [node], "card": 7, "ttl_seconds": 120})
+                   for r in plan.inject(ctx, book, raw).records]
+        assert [r.state for r in records] == ["applied", "applied"] and records[1].undo["via"] == "clusterd"
+        assert eventually(lambda: allocatable(kube, node) == 6, 15)
+        # The reaper, with its own account, reverts both from the cluster's ledger alone.
+        reaped, left = revert.recover(Context(reaper, AgentClient(reaper), "reaper", say=lambda _m: None), None,
+                                      ctx.run_id)
+        assert left == [] and sorted(r.kind for r in reaped) == ["npu-fault", "npu-isolate"]
+        assert eventually(lambda: allocatable(kube, node) == 8, 15)
+        assert device_info(kube, node)["data"][mindx.SEPARATED_KEY] == ""
+        # Everything else stays refused: other namespaces' ConfigMaps, deleting the plugin's own.
+        refused = {
+            "create a ConfigMap in default": lambda: runner.create_config_map("default", {"metadata": {"name": "x"}}),
+            "delete the device plugin's ConfigMap": lambda: runner.delete_config_map(
+                mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(node)),
+            "reaper creating a public fault elsewhere": lambda: reaper.create_config_map(
+                "kube-system", {"metadata": {"name": "x"}}),
+        }
+        for what, attempt in refused.items():
+            with pytest.raises(KubeError) as caught:
+                attempt()
+            assert caught.value.status == 403, what
+    finally:
+        runner.close()
+        reaper.close()
