@@ -3,6 +3,7 @@ allocatable with the fleet Ready, and the steady CPU and memory of the running t
 
     .venv/bin/python bench/testbed_up.py [--nodes 128] [--timing default] [--window 60] [--json out.json]
     .venv/bin/python bench/testbed_up.py --nodes 1250     # 10,000 cards with the large fleet
+    .venv/bin/python bench/testbed_up.py --accelerator ascend   # the same on Ascend NPUs (MindX DL's parts)
 
 Each run is what a user types, in a fresh process: `kilocard testbed up --nodes N --fleet F`
 (from 1,000 nodes the large fleet, which that command applies while the nodes register), timed
@@ -26,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed import build, fleet, processes, timing  # noqa: E402
+from testbed import accelerators, build, fleet, processes, timing  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
 from testbed.config import TestbedConfig  # noqa: E402
 
@@ -35,6 +36,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=128)
     parser.add_argument("--cards-per-node", type=int, default=8)
+    parser.add_argument("--accelerator", choices=sorted(accelerators.PROFILES), default="nvidia",
+                        help="whose cards: ascend adds the device plugin's ConfigMaps and npu-exporter")
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady-state sampling")
     parser.add_argument("--port-base", type=int, default=26443)
     parser.add_argument("--runs", type=int, default=3, help="how many up/down cycles to time")
@@ -46,8 +49,10 @@ def main() -> None:
     for record in build.build_records():
         print(f"  {record['component']:<5} {record['version']:<8} {record['seconds']:>7.1f} s  ({record['built_at']})")
     name = "large" if args.nodes >= 1000 else "default"
+    accelerator = accelerators.named(args.accelerator)
     config = TestbedConfig(nodes=args.nodes, cards_per_node=args.cards_per_node, port_base=args.port_base,
-                           state_dir=Path("/nonexistent")).validate()
+                           state_dir=Path("/nonexistent"), accelerator=accelerator.name,
+                           card_resource=accelerator.card_resource, card_product=accelerator.card_product).validate()
     objects = timing.stamp(fleet.load(name, config.card_resource), args.timing)
     pods, start_up = fleet.expected_pods(objects), timing.slowest_start(objects, args.timing)
     ups: list[float] = []
@@ -59,8 +64,9 @@ def main() -> None:
             for run in range(args.runs):
                 started = time.monotonic()
                 done = subprocess.run([*cli, "up", "--nodes", str(args.nodes), "--cards-per-node",
-                                       str(args.cards_per_node), "--port-base", str(args.port_base), "--fleet", name,
-                                       "--timing", args.timing, *where], capture_output=True, text=True)
+                                       str(args.cards_per_node), "--accelerator", args.accelerator, "--port-base",
+                                       str(args.port_base), "--fleet", name, "--timing", args.timing, *where],
+                                      capture_output=True, text=True)
                 if done.returncode:
                     raise SystemExit(f"testbed up failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
                 total = time.monotonic() - started
@@ -97,6 +103,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({
             "nodes": args.nodes, "cards": args.nodes * args.cards_per_node, "pods": pods, "timing": args.timing,
+            "accelerator": args.accelerator,
             "profile": profile, "up_seconds": ups, "splits": splits, "steady": steady, "cores": cores,
             "rss_mib": rss, "window": args.window}, indent=2) + "\n")
 

@@ -24,10 +24,12 @@ __all__ = [
     "delay_network",
     "drop_packets",
     "inject_ecc",
+    "inject_npu_fault",
     "inject_xid",
     "isolate_cards",
     "isolate_dra_cards",
     "isolate_nodes",
+    "isolate_npus",
     "kill_pods",
     "kill_rank",
     "kill_tp_groups",
@@ -235,6 +237,22 @@ def partition_pods(namespace: str, pod_selector: Dict[str, str], ttl_seconds: fl
     return apply_fault(_drop_none(kind="network-policy-partition", namespace=namespace, pod_selector=pod_selector,
                                   ttl_seconds=ttl_seconds, directions=directions, allow_cidrs=allow_cidrs),
                        configuration)
+
+
+def isolate_npus(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                 count: int = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Isolate Ascend NPU chips as MindX DL does (ManuallySeparateNPU in the node's device-info ConfigMap)."""
+    return apply_fault(_drop_none(kind="npu-isolate", cards=cards, ttl_seconds=ttl_seconds, nodes=nodes,
+                                  node_selector=node_selector, count=count), configuration)
+
+
+def inject_npu_fault(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                     count: int = None, via: str = "auto", code: str = None, fault_type: str = "NPU",
+                     configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """A fault code on Ascend NPU chips: ClusterD's public fault API where ClusterD runs, else the agent."""
+    return apply_fault(_drop_none(kind="npu-fault", cards=cards, ttl_seconds=ttl_seconds, nodes=nodes,
+                                  node_selector=node_selector, count=count, via=via, code=code,
+                                  fault_type=fault_type), configuration)
 
 
 def isolate_dra_cards(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,

@@ -42,6 +42,8 @@ HEALTHY_LEVELS = ("NotHandleFault", "SubHealthFault")  # the plugin still report
 PUBLIC_SEPARATE_CODES = tuple(f"2200010{i:02d}" for i in range(1, 8)) + (
     "120001001", "120001002", "120001003", "020001001", "020001003", "020001004")
 PUBLIC_PRESEPARATE_CODES = ("110001022", "110001023")
+# ... and its default publicFaultResource: who may report a public fault.
+PUBLIC_REPORTERS = ("CCAE", "fd-online", "pingmesh", "Netmind", "dpcStorage", "dtfsStorage")
 
 
 def device_info_name(node: str) -> str:

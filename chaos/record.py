@@ -35,6 +35,7 @@ ALERT_FAULTS: dict[str, dict[str, Any]] = {
                                                                                               "speed": 0.5}}},
     "GpuCriticalXid": {"lead": 0, "fault": {
         "kind": "gpu-xid", "nodes": ["{Hostname|hostname|node}"], "card": "{gpu}", "xid": "{err_code}"}},
+    "NpuChipUnhealthy": {"lead": 0, "fault": {"kind": "npu-fault", "nodes": ["{node}"], "card": "{id}"}},
     "KubeNodeNotReady": {"lead": 40, "fault": {"kind": "node-kubelet-stop", "nodes": ["{node}"]}},
 }
 EVENT_FAULTS: dict[str, dict[str, Any]] = {

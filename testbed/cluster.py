@@ -437,12 +437,12 @@ class Testbed:
         kube.apply({"apiVersion": "v1", "kind": "Service",
                     "metadata": {"name": mindx.CLUSTERD_SERVICE, "namespace": mindx.CLUSTERD_NAMESPACE},
                     "spec": {"ports": [{"name": "grpc", "port": 8899, "protocol": "TCP"}]}})
-        selector = f"{mindx.DEVICE_INFO_LABEL}=true"
-        while len(kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, selector)) < want:
-            if time.monotonic() > deadline:
-                raise TestbedError(f"the device plugin wrote no device-info ConfigMap for every node in time: "
-                                   f"{self._log_tail('fleet-simulator')}")
-            time.sleep(0.5)
+        try:
+            kube.wait_until("configmaps", lambda items: len(items) >= want, max(1.0, deadline - time.monotonic()),
+                            mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true")
+        except TimeoutError:
+            raise TestbedError(f"the device plugin wrote no device-info ConfigMap for every node in time: "
+                               f"{self._log_tail('fleet-simulator')}") from None
 
     # --- one component, for the reliability suite's control-plane faults -----------------------
     def stop_component(self, name: str, grace: float = 10.0) -> None:

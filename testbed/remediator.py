@@ -14,9 +14,9 @@ Loop, every `--interval` seconds:
   4. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
      (as after a successful reboot) and label `remediation-succeeded`;
   5. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
-     device-info ConfigMap lists as Unhealthy (separated by hand or by policy, or faulty), found by
-     the chips the plugin annotated on it (`huawei.com/AscendReal`), so it is rescheduled on
-     healthy chips; the node's other chips keep serving.
+     device-info ConfigMap has listed as Unhealthy (separated by hand or by policy, or faulty) for
+     `--for-seconds`, found by the chips the plugin annotated on it (`huawei.com/AscendReal`), so
+     it is rescheduled on healthy chips; the node's other chips keep serving.
 `python -m testbed.remediator --kubeconfig K --prometheus-url U`; SIGTERM stops it.
 """
 
@@ -74,6 +74,7 @@ class Remediator:
         self.for_seconds = for_seconds
         self.say = say
         self.failing_since: dict[str, float] = {}
+        self.chips_since: dict[tuple[str, str], float] = {}  # Ascend: (node, chip) Unhealthy since
 
     def round(self) -> None:
         now = time.monotonic()
@@ -105,16 +106,25 @@ class Remediator:
             self.reschedule_off_unhealthy_chips(quarantined)
 
     def reschedule_off_unhealthy_chips(self, quarantined: dict[str, Any]) -> None:
+        now = time.monotonic()
+        unhealthy: dict[str, set[str]] = {}
         for cm in self.kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true"):
-            node = cm.metadata.name.removeprefix(mindx.DEVICE_INFO_PREFIX)
             try:
                 listed = mindx.device_list_of((cm.data or {}).get(mindx.DEVICE_INFO_KEY) or "")
             except ValueError:
                 continue  # garbled: ClusterD would not trust it either
-            bad = {chip for key in listed if key.endswith("-Unhealthy") for chip in mindx.separated(listed[key])}
+            unhealthy[cm.metadata.name.removeprefix(mindx.DEVICE_INFO_PREFIX)] = {
+                chip for key in listed if key.endswith("-Unhealthy") for chip in mindx.separated(listed[key])}
+        self.chips_since = {(n, c): self.chips_since.get((n, c), now) for n, chips in unhealthy.items() for c in chips}
+        for node, chips in unhealthy.items():
+            bad = {c for c in chips if now - self.chips_since[(node, c)] >= self.for_seconds}
             if not bad or node in quarantined:  # a quarantined node is drained whole
                 continue
-            if (self.kube.read_node_raw(node)["metadata"].get("labels") or {}).get(OPT_OUT_LABEL) == "false":
+            try:
+                labels = self.kube.read_node_raw(node)["metadata"].get("labels") or {}
+            except NotFound:
+                continue  # a ConfigMap its plugin left behind for a node that is gone
+            if labels.get(OPT_OUT_LABEL) == "false":
                 continue
             for pod in self.kube.list_pods(field_selector=f"spec.nodeName={node}").items:
                 held = set(mindx.separated((pod.metadata.annotations or {}).get(mindx.POD_CHIPS_ANNOTATION)))

@@ -118,19 +118,17 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
                     "wait for it, or 'kilocard recover --run' it")
 
 
-def check_cards(ctx: Context, nodes: list[str], cards: tuple[int, ...], where: str) -> str:
-    """Every node has every card (its capacity of the card resource); returns that resource."""
-    listed = ctx.kube.list_nodes_raw()
-    resource = ctx.card_resource or card_resource_of(listed)
-    capacity = {n["metadata"]["name"]: int(((n.get("status") or {}).get("capacity") or {}).get(resource, 0))
-                for n in listed}
+def check_cards(ctx: Context, nodes: list[str], cards: tuple[int, ...], where: str) -> None:
+    """Every node has every card: its capacity of the card resource (given, else the node's own,
+    so a fleet mixing GPU and NPU nodes checks each by its kind)."""
+    listed = {n["metadata"]["name"]: n for n in ctx.kube.list_nodes_raw()}
     for node in nodes:
-        have = capacity.get(node, 0)
+        resource = ctx.card_resource or card_resource_of([listed[node]] if node in listed else [])
+        have = int(((listed.get(node, {}).get("status") or {}).get("capacity") or {}).get(resource, 0))
         wrong = [c for c in cards if c >= have]
         if wrong:
             has = f"has cards 0-{have - 1}" if have else "has no cards"
             raise SpecError(f"{where}: node {node} {has} ({resource or 'no card resource'}), got {wrong[0]}")
-    return resource
 
 
 def reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:

@@ -3,14 +3,18 @@
 - **clusterd**, where MindCluster's ClusterD runs (its Service `mindx-dl/clusterd-grpc-svc` exists):
   ClusterD's public fault API, in its ConfigMap form. One ConfigMap per chip, labelled
   `mc-consumer-publicfault=true`, whose `PublicFault` message says `occur` for an NPU or Network
-  fault with a 9-digit code ClusterD's configuration lists (220001001: SeparateNPU). No agent and
-  no privilege: creating a ConfigMap is all it takes. Deleting the ConfigMap clears nothing in
-  ClusterD, so the revert first rewrites it to `recover`, then deletes it.
+  fault with a 9-digit code ClusterD's configuration lists (220001001: SeparateNPU), from a reporter
+  it lists (CCAE). No agent and no privilege: creating a ConfigMap is all it takes. Deleting the
+  ConfigMap clears nothing in ClusterD, so the revert rewrites it to `recover` and deletes it only
+  `RECOVER_SECONDS` later: an informer that re-lists in between would otherwise see it vanish
+  while it still said `occur`.
 - **agent**, elsewhere: the node agent's `npu-fault` kind (chaos/agent/kinds/npu.py), with the
   device plugin's hex code and handling level. On a real node the agent can bring a chip's
   network link down (hccn_tool); it refuses chip faults, which no tool injects into DCMI.
 Both expire: the agent path by the agent's TTL, the ClusterD path by the ledger's (the in-cluster
-reaper reverts what a dead runner left).
+reaper reverts what a dead runner left). A field only one path uses (`level`, `speed`: the agent's;
+`namespace`, `reporter`, `allow_unlisted`: ClusterD's) is refused on the other, so `via: auto`
+never silently drops what an experiment asked for.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ KINDS = ("npu-fault",)
 REVERTIBLE = True
 VIAS = ("auto", "clusterd", "agent")
 DEFAULT_CODES = {"clusterd": "220001001", "agent": "80E18402"}  # SeparateNPU in ClusterD's and the plugin's lists
+FIELDS_OF = {"agent": ("level", "speed"), "clusterd": ("namespace", "reporter", "allow_unlisted")}
+RECOVER_SECONDS = 3.0
 _PUBLIC_CODE = re.compile(r"^\d{9}$")
 
 
@@ -44,11 +50,11 @@ class Spec:
     via: str
     fault_type: str  # NPU (the chip) | Network (its parameter-plane link)
     code: str | None  # None: the path's default
-    level: str
-    speed: float | None
-    namespace: str
-    reporter: str  # the public fault's `resource`: the system reporting it to ClusterD
-    allow_unlisted_code: bool
+    level: str | None  # None: SeparateNPU
+    speed: float | None  # None: the kind's default
+    namespace: str | None  # None: mindx-dl
+    reporter: str | None  # the public fault's `resource`, who reports it to ClusterD (None: CCAE)
+    allow_unlisted: bool
     ttl_seconds: float
     allow_empty: bool
     card_field: str = "cards"  # how the input named the chips, for error messages
@@ -56,7 +62,7 @@ class Spec:
     @property
     def params(self) -> dict[str, Any]:
         """The agent kind's parameters."""
-        params = {"code": self.code or DEFAULT_CODES["agent"], "level": self.level,
+        params = {"code": self.code or DEFAULT_CODES["agent"], "level": self.level or "SeparateNPU",
                   "type": "chip" if self.fault_type == "NPU" else "network"}
         return params if self.speed is None else {**params, "speed": self.speed}
 
@@ -68,9 +74,9 @@ def parse(raw: Any, where: str) -> Spec:
     card_field, cards = f.card_or_cards()
     spec = Spec(kind="npu-fault", nodes=selection, cards=cards, card_field=card_field, via=f.str("via", "auto", VIAS),
                 fault_type=f.str("fault_type", "NPU", ("NPU", "Network")), code=f.str("code", None),
-                level=f.str("level", "SeparateNPU", mindx.LEVELS), speed=f.number("speed", None, high=1),
-                namespace=f.str("namespace", mindx.CLUSTERD_NAMESPACE), reporter=f.str("reporter", "CCAE"),
-                allow_unlisted_code=f.bool("allow_unlisted_code"), ttl_seconds=f.ttl(),
+                level=f.str("level", None, mindx.LEVELS), speed=f.number("speed", None, high=1),
+                namespace=f.str("namespace", None), reporter=f.str("reporter", None),
+                allow_unlisted=f.bool("allow_unlisted"), ttl_seconds=f.ttl(),
                 allow_empty=f.bool("allow_empty"))
     f.done()
     if spec.via != "auto":  # the path is known: its rules are checked now (auto's, once the cluster says)
@@ -79,22 +85,33 @@ def parse(raw: Any, where: str) -> Spec:
 
 
 def check_path(spec: Spec, via: str, where: str, why: str = "") -> None:
-    """The rules of the path taken: ClusterD discards a public fault that breaks its own (a code it
-    does not list), and the agent refuses bad parameters."""
+    """The rules of the path taken: no field of the other path; ClusterD discards a public fault
+    that breaks its own (a code or reporter it does not list); the agent refuses bad parameters."""
+    other = "clusterd" if via == "agent" else "agent"
+    given = [name for name in FIELDS_OF[other] if getattr(spec, name) not in (None, False)]
+    if given:
+        raise SpecError(f"{where}.{given[0]}: only for the {other} path, and this fault goes through the "
+                        f"{via} path{why}")
     if via == "agent":
         try:
             protocol.validate({"kind": "npu-fault", "target": {"card": spec.cards[0]}, "params": spec.params,
                                "ttl_seconds": spec.ttl_seconds, "run_id": "check"})
         except protocol.FaultError as exc:
-            raise SpecError(f"{where}.{exc}{why}") from None
+            name = spec.card_field if exc.field.startswith("target") else exc.field.removeprefix("params.")
+            raise SpecError(f"{where}.{name}: {str(exc).split(': ', 1)[-1]}{why}") from None
         return
     code = spec.code or DEFAULT_CODES["clusterd"]
     if not _PUBLIC_CODE.match(code):
         raise SpecError(f"{where}.code: expected ClusterD's 9-digit fault code (like 220001001), got {code!r}{why}")
-    if mindx.public_level(code) is None and not spec.allow_unlisted_code:
+    if mindx.public_level(code) is None and not spec.allow_unlisted:
         raise SpecError(f"{where}.code: ClusterD's default publicFaultCode does not list {code}, so it would "
                         f"discard the fault (listed: {', '.join(mindx.PUBLIC_SEPARATE_CODES[:3])}, ...); set "
-                        f"allow_unlisted_code if this cluster's configuration lists it{why}")
+                        f"allow_unlisted if this cluster's configuration lists it{why}")
+    reporter = spec.reporter or mindx.PUBLIC_REPORTERS[0]
+    if reporter not in mindx.PUBLIC_REPORTERS and not spec.allow_unlisted:
+        raise SpecError(f"{where}.reporter: ClusterD's default publicFaultResource does not list {reporter!r}, so "
+                        f"it would discard the fault (listed: {', '.join(mindx.PUBLIC_REPORTERS)}); set "
+                        f"allow_unlisted if this cluster's configuration lists it{why}")
 
 
 def _via(ctx: Context, spec: Spec, where: str) -> str:
@@ -135,9 +152,10 @@ def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> 
         return {"via": "agent", "node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
                 "agent_kind": "npu-fault", "target": {"card": target["card"]}, "run_id": ctx.run_id, "agent_id": None}
     name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{fault_id}-{target['node']}-{target['card']}".lower())
-    return {"via": "clusterd", "node": target["node"], "card": target["card"], "namespace": spec.namespace,
-            "name": name[:253].strip("-."), "public_id": f"kilocard-{ctx.run_id}-{fault_id}"[:128],
-            "type": spec.fault_type, "code": spec.code or DEFAULT_CODES["clusterd"], "reporter": spec.reporter}
+    return {"via": "clusterd", "node": target["node"], "card": target["card"],
+            "namespace": spec.namespace or mindx.CLUSTERD_NAMESPACE, "name": name[:253].strip("-."),
+            "public_id": f"kilocard-{ctx.run_id}-{fault_id}"[:128], "type": spec.fault_type,
+            "code": spec.code or DEFAULT_CODES["clusterd"], "reporter": spec.reporter or mindx.PUBLIC_REPORTERS[0]}
 
 
 def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
@@ -176,6 +194,7 @@ def revert(ctx: Context, undo: dict[str, Any]) -> None:
         agent_faults.revert(ctx, undo)
         return
     _say(ctx, undo, "recover")
+    time.sleep(RECOVER_SECONDS)
     try:
         ctx.kube.delete_config_map(undo["namespace"], undo["name"])
     except NotFound:

@@ -15,9 +15,11 @@ kilocard placed, keeping every other name in its order, so the key reads as it d
 goes away again if kilocard created it). The plugin's own writes rewrite only `DeviceInfoCfg`
 (its UpdateTime and CheckCode).
 
-Caveat from the plugin's source (docs/research/ascend-sources.md): a running plugin honours only
-removals from the key and adds names at its next start; the testbed's plugin honours additions at
-once. On such a cluster restart the device plugin's pod to make the isolation land.
+Caveats from the plugin's source (docs/research/ascend-sources.md): a running plugin honours only
+removals from the key, adds names at its next start, and may rewrite the whole ConfigMap (its
+cache's names, no annotation of ours). So the undo record keeps what this fault added too: a
+revert that finds the annotation gone still removes the name it added, and only that. The
+testbed's plugin honours additions at once and rewrites only `DeviceInfoCfg`.
 """
 
 from __future__ import annotations
@@ -139,15 +141,37 @@ def release(cm: dict[str, Any], holder: str) -> dict[str, Any] | None:
     return {"data": {mindx.SEPARATED_KEY: value}, "metadata": {"annotations": {ANNOTATION: annotation}}}
 
 
+def forget(cm: dict[str, Any], chip: str) -> dict[str, Any] | None:
+    """The patch for a ConfigMap rewritten without our annotation: the chip this fault added goes,
+    every other name stays (None when the rewrite dropped it already)."""
+    names = mindx.separated((cm.get("data") or {}).get(mindx.SEPARATED_KEY))
+    if chip not in names:
+        return None
+    return {"data": {mindx.SEPARATED_KEY: ",".join(n for n in names if n != chip)}}
+
+
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
-    ctx.kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(undo["node"]),
-                               lambda cm: hold(cm, undo["holder"], undo["chip"]))
-    return undo
+    added: list[bool] = [False]
+
+    def change(cm: dict[str, Any]) -> dict[str, Any] | None:
+        state = _state(cm)
+        if undo["holder"] in state["holders"]:  # applied already (a retry): what it added then
+            added[0] = undo["chip"] in state["placed"]
+            return None
+        added[0] = undo["chip"] not in mindx.separated((cm.get("data") or {}).get(mindx.SEPARATED_KEY))
+        return hold(cm, undo["holder"], undo["chip"])
+
+    ctx.kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(undo["node"]), change)
+    return {**undo, "added": added[0]}
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:
+    def change(cm: dict[str, Any]) -> dict[str, Any] | None:
+        if ANNOTATION in (cm["metadata"].get("annotations") or {}) or not undo.get("added"):
+            return release(cm, undo["holder"])
+        return forget(cm, undo["chip"])  # rewritten by someone without our annotation
+
     try:
-        ctx.kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(undo["node"]),
-                                   lambda cm: release(cm, undo["holder"]))
+        ctx.kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(undo["node"]), change)
     except NotFound:
         pass  # the plugin's ConfigMap is gone with the node: nothing of ours is left

@@ -27,7 +27,7 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent.protocol import MAX_TTL_SECONDS, FaultError
-from chaos.errors import NotFound
+from chaos.errors import Conflict
 from chaos.kube import Kube
 from testbed.simulator.world import Card, World
 
@@ -82,13 +82,17 @@ def publish(kube: Kube, world: World, node: str, seen: dict[str, dict[str, str]]
             pass  # not ours to understand: the plugin rewrites it
         return {"data": {mindx.DEVICE_INFO_KEY: text}}
 
-    try:
-        kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, name, change)
-    except NotFound:
-        kube.create_config_map(mindx.DEVICE_INFO_NAMESPACE, {
-            "metadata": {"name": name, "namespace": mindx.DEVICE_INFO_NAMESPACE,
-                         "labels": {mindx.DEVICE_INFO_LABEL: "true"}},
-            "data": {mindx.DEVICE_INFO_KEY: text, mindx.SEPARATED_KEY: ""}})
+    if node not in seen:  # as the plugin starts: create it, else (it is there) update it
+        try:
+            kube.create_config_map(mindx.DEVICE_INFO_NAMESPACE, {
+                "metadata": {"name": name, "namespace": mindx.DEVICE_INFO_NAMESPACE,
+                             "labels": {mindx.DEVICE_INFO_LABEL: "true"}},
+                "data": {mindx.DEVICE_INFO_KEY: text, mindx.SEPARATED_KEY: ""}})
+            seen[node] = wanted
+            return
+        except Conflict:
+            pass
+    kube.update_config_map(mindx.DEVICE_INFO_NAMESPACE, name, change)
     seen[node] = wanted
 
 
@@ -127,8 +131,8 @@ def follow_device_info(kube: Kube, world: World, seen: dict[str, dict[str, str]]
 
 
 def follow_public_faults(kube: Kube, world: World, stop: threading.Event) -> None:
-    """ClusterD's intake of public faults, in every namespace."""
-    held: dict[tuple[str, str, int], str] = {}  # (faultId, node, chip) -> the simulator's fault id
+    """ClusterD's intake of public faults, in every namespace (what is in effect lives in the world,
+    so a restarted watch does not apply a fault twice nor forget one)."""
     for kind, obj in kube.events("configmaps", label_selector=f"{mindx.PUBLIC_FAULT_LABEL}=true", stop=stop,
                                  raw=True):
         if kind == "DELETED":
@@ -136,14 +140,15 @@ def follow_public_faults(kube: Kube, world: World, stop: threading.Event) -> Non
         for cm in obj if kind == "SYNC" else [obj]:
             text = (cm.get("data") or {}).get(mindx.PUBLIC_FAULT_KEY)
             try:
-                take_public_fault(world, json.loads(text or ""), held)
+                take_public_fault(world, json.loads(text or ""))
             except (ValueError, KeyError, TypeError) as exc:
                 meta = cm["metadata"]
                 print(f"simulator: clusterd: public fault {meta['namespace']}/{meta['name']} discarded: {exc}",
                       file=sys.stderr, flush=True)
 
 
-def take_public_fault(world: World, message: dict[str, Any], held: dict[tuple[str, str, int], str]) -> None:
+def take_public_fault(world: World, message: dict[str, Any]) -> None:
+    held = world.public_faults
     for fault in message["faults"]:
         level = mindx.public_level(str(fault["faultCode"]))
         if fault["faultType"] not in ("NPU", "Network") or level is None:

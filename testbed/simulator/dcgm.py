@@ -53,8 +53,7 @@ CRITICAL_XIDS = (48, 64, 74, 79, 95, 119, 120, 140)
 _CRITICAL_XID = f'DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL_XIDS))}"}}'
 DBE_QUERY = "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0"
 XID_QUERY = f"max by (Hostname, hostname, gpu, err_code) ({_CRITICAL_XID}) > 0"
-FATAL_QUERY = (f"max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0 or "
-               f"max by (Hostname, hostname, gpu) ({_CRITICAL_XID})")
+FATAL_QUERY = f"{DBE_QUERY} or max by (Hostname, hostname, gpu) ({_CRITICAL_XID})"
 
 
 # The counters faults move and probes, the remediator and the alerts read: what a fleet of

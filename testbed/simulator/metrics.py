@@ -28,6 +28,8 @@ from testbed.simulator import model as m
 from testbed.simulator.world import World
 
 ENGINE_LABELS = ["model_name", "engine", "namespace", "pod"]
+
+
 def _buckets(bounds: tuple[float, ...], counts: list[float], total: float) -> list[tuple[str, float]]:
     return [(repr(float(b)), c) for b, c in zip(bounds, counts, strict=True)] + [("+Inf", total)]
 

@@ -71,6 +71,7 @@ class Pod:
     labels: dict[str, str]
     engine: str = "vllm"  # which engine's metrics the replica exports (label kilocard.io/engine)
     terminating: bool = False  # draining: keeps its cards, gets no new requests
+    chips_noted: str | None = None  # Ascend: the pod's huawei.com/AscendReal annotation as last seen
 
 
 @dataclass
@@ -135,6 +136,8 @@ class World:
         self.isolated: dict[str, set[int]] = defaultdict(set)
         self.separated: dict[str, set[int]] = defaultdict(set)  # Ascend: ManuallySeparateNPU, as the CM says
         self.allocatable: dict[str, int] = {}  # what was last asked of each node's status
+        # Ascend: ClusterD's public faults in effect, (faultId, node, chip) -> the fault standing for it.
+        self.public_faults: dict[tuple[str, str, int], str] = {}
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
@@ -167,6 +170,8 @@ class World:
                 self.allocatable[name] = capacity - len(self.out_of_service(name))
                 if self.accelerator == "ascend":  # the plugin writes its ConfigMap when it starts
                     self.actions.append(("device-info", name, None))
+                for pod in [p for p in self.pods.values() if p.node == name]:  # bound before we saw the node
+                    self._assign(pod)
 
     def remove_node(self, name: str) -> None:
         with self.lock:
@@ -203,22 +208,30 @@ class World:
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
             engine=labels.get(ENGINE_LABEL) if labels.get(ENGINE_LABEL) in m.ENGINES else "vllm",
             terminating=bool(meta.get("deletionTimestamp")),
+            chips_noted=(meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION),
         )
         with self.lock:
             self.pods[pod.uid] = pod
             self.served_names[model] = pod.served_name
-            held = [i for i, u in self.assignment[node].items() if u == pod.uid]
-            out = self.out_of_service(node)
-            free = [i for i in range(self.node_cards.get(node, 0)) if i not in self.assignment[node] and i not in out]
-            for i in free[: max(0, pod.cards_wanted - len(held))]:
-                self.assignment[node][i] = pod.uid
-            if self.accelerator == "ascend" and not pod.terminating:
-                # The plugin records the chips it mounted (what MindX's controllers read to find a
-                # faulty chip's pod).
-                chips = ",".join(mindx.chip_name(self.card_resource, i)
-                                 for i in sorted(i for i, u in self.assignment[node].items() if u == pod.uid))
-                if chips and (meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION) != chips:
-                    self.actions.append(("annotate", pod.namespace, (pod.name, {mindx.POD_CHIPS_ANNOTATION: chips})))
+            self._assign(pod)
+
+    def _assign(self, pod: Pod) -> None:
+        """Give the pod the cards it still lacks, as a device plugin would (a pod seen before its
+        node gets them once the node is known)."""
+        node = pod.node
+        held = [i for i, u in self.assignment[node].items() if u == pod.uid]
+        out = self.out_of_service(node)
+        free = [i for i in range(self.node_cards.get(node, 0)) if i not in self.assignment[node] and i not in out]
+        for i in free[: max(0, pod.cards_wanted - len(held))]:
+            self.assignment[node][i] = pod.uid
+        if self.accelerator == "ascend" and not pod.terminating:
+            # The plugin records the chips it mounted (what MindX's controllers read to find a
+            # faulty chip's pod).
+            chips = ",".join(mindx.chip_name(self.card_resource, i)
+                             for i in sorted(i for i, u in self.assignment[node].items() if u == pod.uid))
+            if chips and pod.chips_noted != chips:
+                pod.chips_noted = chips
+                self.actions.append(("annotate", pod.namespace, (pod.name, {mindx.POD_CHIPS_ANNOTATION: chips})))
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:

@@ -1,8 +1,12 @@
-"""MindX DL's formats (chaos.mindx) against the public examples, and npu-isolate's holds."""
+"""MindX DL's formats (chaos.mindx) against the public examples; npu-isolate's holds and npu-fault's
+paths, as pure logic."""
 
 import json
 
-from chaos import mindx
+import pytest
+
+from chaos import mindx, plan
+from chaos.errors import SpecError
 from chaos.faults import npu_isolation
 from chaos.vocabulary import card_resource_of
 
@@ -62,10 +66,10 @@ def cm(value=None, annotation=None):
 def applied(before, patch):
     """The ConfigMap after a strategic-merge patch of data and annotations (None deletes)."""
     data = dict(before["data"])
-    for k, v in patch["data"].items():
+    for k, v in patch.get("data", {}).items():
         data.pop(k) if v is None else data.__setitem__(k, v)
     notes = dict(before["metadata"]["annotations"])
-    for k, v in patch["metadata"]["annotations"].items():
+    for k, v in patch.get("metadata", {}).get("annotations", {}).items():
         notes.pop(k) if v is None else notes.__setitem__(k, v)
     return {"metadata": {"annotations": notes}, "data": data}
 
@@ -107,3 +111,36 @@ def test_the_card_resource_comes_from_the_nodes_whoever_made_the_card():
     assert card_resource_of([node({"hugepages-2Mi": "0"}), node({})]) == ""
     assert card_resource_of([node({"a.com/gpu": "1"}), node({"b.com/gpu": "1"}), node({"b.com/gpu": "1"})]) \
         == "b.com/gpu"
+
+
+def test_a_rewrite_without_our_annotation_still_lets_the_revert_take_back_only_its_own_name():
+    rewritten = cm("Ascend910-1,Ascend910-3,Ascend910-6")  # the plugin's write: our annotation gone
+    assert applied(rewritten, npu_isolation.forget(rewritten, "Ascend910-3"))["data"] == {
+        mindx.SEPARATED_KEY: "Ascend910-1,Ascend910-6"}
+    assert npu_isolation.forget(cm("Ascend910-1"), "Ascend910-3") is None
+
+
+NPU = {"kind": "npu-fault", "nodes": ["n"], "card": 3, "ttl_seconds": 60}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"via": "clusterd", "level": "RestartNPU"}, r"^f\.level: only for the agent path"),
+    ({"via": "clusterd", "speed": 0.5}, r"^f\.speed: only for the agent path"),
+    ({"via": "agent", "reporter": "pingmesh"}, r"^f\.reporter: only for the clusterd path"),
+    ({"via": "clusterd", "code": "100000001"}, r"^f\.code: ClusterD's default publicFaultCode does not list"),
+    ({"via": "clusterd", "code": "80E18402"}, r"^f\.code: expected ClusterD's 9-digit fault code"),
+    ({"via": "clusterd", "reporter": "nagios"}, r"^f\.reporter: ClusterD's default publicFaultResource does not"),
+    ({"via": "agent", "code": "0x80e18402"}, r"^f\.code: expected a fault code of 1-16 upper-case hex digits"),
+    ({"via": "agent", "card": 2000}, r"^f\.card: expected an integer from 0 to 1023"),
+])
+def test_npu_fault_refuses_what_its_path_would_drop_or_discard(extra, message):
+    with pytest.raises(SpecError, match=message):
+        plan.parse({**NPU, **extra}, "f")
+
+
+def test_npu_fault_accepts_a_cluster_configured_otherwise_and_leaves_auto_to_the_cluster():
+    _module, spec = plan.parse({**NPU, "via": "clusterd", "code": "100000001", "reporter": "nagios",
+                                "allow_unlisted": True}, "f")
+    assert spec.code == "100000001"
+    _module, auto = plan.parse({**NPU, "level": "RestartNPU"}, "f")  # checked once the path is known
+    assert auto.via == "auto" and auto.params["level"] == "RestartNPU"

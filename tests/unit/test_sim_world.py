@@ -178,3 +178,11 @@ def test_a_terminating_replica_keeps_its_cards_and_gets_no_new_requests():
     w.remove_pod("uid-a")
     w.upsert_pod(pod("a2", "n0", "llama-3-70b", 8, ready=False))
     assert [w.pod_on_card("n0", i).name for i in range(8)] == ["a2"] * 8
+
+
+def test_a_pod_seen_before_its_node_gets_its_cards_once_the_node_is_known():
+    w = world_with(nodes=0)
+    w.upsert_pod(pod("early", "n0", "llama-3-70b", 8))  # the pod watch ran ahead of the node watch
+    assert w.pod_on_card("n0", 0) is None
+    w.upsert_node("n0", 8)
+    assert [w.pod_on_card("n0", i).name for i in range(8)] == ["early"] * 8
