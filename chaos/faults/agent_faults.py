@@ -140,9 +140,13 @@ def reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
 
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
-    agent_target = {k: v for k, v in target.items() if k != "node"}
-    return {"node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
-            "agent_kind": AGENT_KINDS[spec.kind], "target": agent_target, "run_id": ctx.run_id, "agent_id": None}
+    return undo_for(ctx, AGENT_KINDS[spec.kind], target["node"], {k: v for k, v in target.items() if k != "node"})
+
+
+def undo_for(ctx: Context, agent_kind: str, node: str, agent_target: dict[str, Any]) -> dict[str, Any]:
+    """What `apply` and `revert` need of a fault the agent of `node` will hold (also npu-fault's agent path)."""
+    return {"node": node, "endpoint": ctx.agents.endpoint(node), "agent_kind": agent_kind, "target": agent_target,
+            "run_id": ctx.run_id, "agent_id": None}
 
 
 def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:

@@ -149,8 +149,7 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
     if target["via"] == "agent":
-        return {"via": "agent", "node": target["node"], "endpoint": ctx.agents.endpoint(target["node"]),
-                "agent_kind": "npu-fault", "target": {"card": target["card"]}, "run_id": ctx.run_id, "agent_id": None}
+        return {"via": "agent", **agent_faults.undo_for(ctx, "npu-fault", target["node"], {"card": target["card"]})}
     name = re.sub(r"[^a-z0-9.-]", "-", f"kilocard-{ctx.run_id}-{fault_id}-{target['node']}-{target['card']}".lower())
     return {"via": "clusterd", "node": target["node"], "card": target["card"],
             "namespace": spec.namespace or mindx.CLUSTERD_NAMESPACE, "name": name[:253].strip("-."),
