@@ -87,9 +87,10 @@ def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] =
         injection = plan.inject(ctx, book, fault, where=f"fault {fault.get('kind', '?')}")
     finally:
         ctx.kube.close()
-    if injection.failed:
-        raise KilocardError("; ".join(f"{r.target}: {r.error}" for r in injection.failed))
-    return [{"kind": r.kind, "target": r.target, "state": r.state, "run_id": r.run_id} for r in injection.records]
+    if injection.problems():
+        raise KilocardError(injection.problems())
+    return [{"kind": r.kind, "target": r.target, "state": r.state, "run_id": r.run_id, "landed": r.landed}
+            for r in injection.records]
 
 
 def replay_timeline(timeline: List[Dict[str, Any]], observe: float = 60.0,

@@ -562,7 +562,7 @@ def _planned(args: argparse.Namespace, run_id: str, duration: float | None = Non
 
     raws, source = _load_faults(args)
     parsed = plan.parse_all(plan.entries(raws, source))  # bad input is found before connecting anywhere
-    shortest = _shortest_ttl((module, spec) for _, module, spec in parsed)
+    shortest = _shortest_ttl((module, spec) for _, module, spec, _options in parsed)
     if duration is not None and shortest is not None and duration > shortest:
         raise SpecError(f"--duration: {duration:g} s is longer than the shortest ttl_seconds ({shortest:g} s): "
                         "that fault would expire, and be reverted by its TTL, in the middle of the hold")

@@ -713,6 +713,11 @@ class Kube:
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
         return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
 
+    def read_pod_raw(self, namespace: str, name: str) -> dict[str, Any]:
+        """A pod as the API's plain JSON (its status' containerIDs as the runtime spells them)."""
+        return json.loads(self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace,
+                                     _preload_content=False).data)
+
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1Pod:
         return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, patch)
 

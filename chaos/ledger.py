@@ -6,7 +6,7 @@ is reverted, in two places:
   `kilocard.io/run-id`), one key per fault holding its latest record, so `kilocard recover` works
   from another machine with nothing but a kubeconfig.
 
-A record: {run_id, fault_id, kind, target, state, undo, expires_at, at, applied_at}. States: recorded ->
+A record: {run_id, fault_id, kind, target, state, undo, expires_at, at, applied_at, landed}. States: recorded ->
 applied -> reverted (or failed: the apply raised; it is still reverted, since it may have half-
 happened). `undo` is what the fault's revert needs and nothing else.
 """
@@ -65,6 +65,7 @@ class Record:
     error: str = ""
     at: str = ""
     applied_at: float = 0.0  # epoch seconds when the apply returned (0: not applied)
+    landed: dict[str, Any] = field(default_factory=dict)  # chaos.landed: {status, evidence, seconds}
 
     @property
     def open(self) -> bool:

@@ -51,7 +51,9 @@ class Outcome:
 
 def line(record: ledger.Record) -> str:
     error = f" ({record.error})" if record.error else ""
-    return f"{record.run_id} {record.kind} {json.dumps(record.target)}: {record.state}{error}"
+    seen = record.landed
+    landed = f"; landed: {seen['status']} ({seen['evidence']})" if seen else ""
+    return f"{record.run_id} {record.kind} {json.dumps(record.target)}: {record.state}{error}{landed}"
 
 
 def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,
@@ -67,6 +69,8 @@ def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,
             execute_one(ctx, book, fault)
             for record in fault.records:
                 ctx.say(line(record))
+            if fault.unlanded:  # holding a fault that is not there tests nothing
+                raise KilocardError(f"{fault.where}: {fault.problems()}")
         outcome.held_since = clock()
         if desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected" and duration > 0:
             ctx.say(f"{plan.run_id}: holding for {duration:g} s (Ctrl-C reverts now)")

@@ -6,18 +6,20 @@ goes through, and where a blast-radius guard looks before anything happens.
               -> read the undo data. Writes nothing; any problem is a SpecError naming the file,
               entry and field, raised before the first fault is applied.
     execute:  per fault, in order: write the ledger (recorded, with the undo data) -> apply, with
-              bounded concurrency -> write the ledger (applied | failed).
+              bounded concurrency -> write the ledger (applied | failed) -> read each target's
+              effect back (chaos.landed: confirmed | mismatch | inconclusive) -> write the ledger.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from chaos import failpoints, faults, ledger
+from chaos import failpoints, faults, landed, ledger
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 
@@ -30,6 +32,7 @@ class Planned:
     module: ModuleType
     spec: Any
     records: list[ledger.Record] = field(default_factory=list)
+    verify: landed.Options = field(default_factory=landed.Options)
 
     @property
     def kind(self) -> str:
@@ -38,6 +41,18 @@ class Planned:
     @property
     def failed(self) -> list[ledger.Record]:
         return [r for r in self.records if r.state == "failed"]
+
+    @property
+    def unlanded(self) -> list[ledger.Record]:
+        """Targets whose effect was read back and is not there, unless the fault allows that."""
+        if self.verify.allow_mismatch:
+            return []
+        return [r for r in self.records if r.landed.get("status") == landed.MISMATCH]
+
+    def problems(self) -> str:
+        """Why this fault failed (an apply that raised, an effect that did not land), "" if it did not."""
+        return "; ".join([*(f"{json.dumps(r.target)}: {r.error}" for r in self.failed),
+                          *(f"{json.dumps(r.target)}: did not land: {r.landed['evidence']}" for r in self.unlanded)])
 
 
 @dataclass
@@ -57,10 +72,18 @@ class Plan:
 
 def parse(raw: Any, where: str) -> tuple[ModuleType, Any]:
     """(kind module, spec) from plain data; SpecError names the field."""
+    module, spec, _options = parse_one(raw, where)
+    return module, spec
+
+
+def parse_one(raw: Any, where: str) -> tuple[ModuleType, Any, landed.Options]:
+    """(kind module, spec, its verification options): the kind's own fields, and `verify`, which
+    every kind has."""
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a mapping with a 'kind', got {type(raw).__name__}")
     module = faults.kind_module(raw.get("kind"), where)
-    return module, module.parse(raw, where)
+    own, options = landed.split(raw, where)
+    return module, module.parse(own, where), options
 
 
 def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
@@ -68,9 +91,10 @@ def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
     return [(raw, f"{source}[{i}]" if len(raws) > 1 else source) for i, raw in enumerate(raws)]
 
 
-def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any]]:
-    """(where, kind module, spec) of every entry: all bad input found before any cluster is asked."""
-    return [(where, *parse(raw, where)) for raw, where in items]
+def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any, landed.Options]]:
+    """(where, kind module, spec, verification options) of every entry: all bad input found
+    before any cluster is asked."""
+    return [(where, *parse_one(raw, where)) for raw, where in items]
 
 
 def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
@@ -78,18 +102,18 @@ def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
     return resolve(ctx, parse_all(items))
 
 
-def resolve(ctx: Context, parsed: list[tuple[str, ModuleType, Any]]) -> Plan:
+def resolve(ctx: Context, parsed: list[tuple[str, ModuleType, Any, landed.Options]]) -> Plan:
     """Resolve and check each parsed fault against the cluster. Nothing is written; a SpecError
     means nothing will have been applied."""
     planned: list[Planned] = []
-    for where, module, spec in parsed:
+    for where, module, spec, options in parsed:
         found = module.targets(ctx, spec, where)
         if not found and not spec.allow_empty:
             raise SpecError(f"{where}: no targets: the selectors match nothing (set allow_empty: true to accept that)")
         check = getattr(module, "check", None)
         if check is not None and found:
             check(ctx, spec, found, where, [(p.where, r) for p in planned for r in p.records])
-        planned.append(Planned(where, module, spec, _records(ctx, module, spec, found)))
+        planned.append(Planned(where, module, spec, _records(ctx, module, spec, found), options))
     return Plan(ctx.run_id, planned)
 
 
@@ -149,7 +173,13 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
         fault.records = ctx.kube.batch(applied, fault.records)
     else:
         fault.records = [settle(r, started, o) for r, o in zip(fault.records, outcomes, strict=True)]
-    book.write(fault.records, in_cluster=module.REVERTIBLE)
+    done = [r for r in fault.records if r.applied_at]
+    if module.REVERTIBLE:  # applied, written before the look: a runner that dies meanwhile still reverts it
+        book.write(fault.records, in_cluster=True)
+    for record, seen in zip(done, ctx.kube.batch(
+            lambda r: landed.verify(ctx, module, spec, r.target, r.undo, fault.verify), done), strict=True):
+        record.landed = seen
+    book.write(done if module.REVERTIBLE else fault.records, in_cluster=module.REVERTIBLE)
     return fault
 
 

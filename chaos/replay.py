@@ -234,9 +234,8 @@ def play(ctx: Context, book: ledger.Ledger, entries: list[dict[str, Any]], obser
         applied = [r.applied_at for r in fault.records if r.applied_at]
         played[i] = {"at": at, "kind": fault.kind, "targets": [r.target for r in fault.records],
                      "applied_after": round(min(applied) - t0, 3) if applied else None}
-        if fault.failed:
-            raise KilocardError(f"timeline[{i}] {fault.kind}: " + "; ".join(
-                f"{r.target}: {r.error}" for r in fault.failed))
+        if fault.problems():
+            raise KilocardError(f"timeline[{i}] {fault.kind}: {fault.problems()}")
         if entry.get("for") is not None:  # reverted when its window ends: at once if applying took longer
             open_.append((at + float(entry["for"]), i, fault.records))
     wait_until(max((float(e["at"]) + float(e.get("for") or 0) for e in entries), default=0.0) + observe)

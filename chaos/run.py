@@ -48,7 +48,7 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import __version__, actions, guards, kube, ledger, plan, release, revert, schemas, stop
+from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.vocabulary import MODEL_LABEL
@@ -417,6 +417,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,
         "release": redact(released),
         "faults": [{**json.loads(r.to_json()), "transitions": history.get(r.fault_id, [])} for r in records],
+        # Each target's effect read back after its apply (chaos.landed), counted by what it said.
+        "landed": landed.summary([r.landed for r in records if r.landed]),
         "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
         "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
         # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.

@@ -28,8 +28,9 @@ import yaml
 from chaoslib import substitute
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
-from chaos import actions, guards, mindx, stop
+from chaos import actions, guards, landed, mindx, stop
 from chaos.agent import kinds as agent_kinds
+from chaos.agent.kinds import rank_stall as rank_stall_kind
 from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
 from probes import chaostoolkit, remediation, slo
@@ -201,6 +202,13 @@ _SCOPE = {
 _PORTS_NEED_PROTOCOL = {"if": {"properties": {"ports": {"minItems": 1}}, "required": ["ports"]},
                         "then": {"required": ["protocol"], "properties": {"protocol": _SCOPE["protocol"]}}}
 _SPEED = number(0, 1, "how fast the sick card still runs (1: full speed)", example=0.5)
+_VERIFY = mapping(landed.FIELD, "how the fault's effect is read back once applied (chaos.landed): confirmed, mismatch "
+                  "or inconclusive per target; a mismatch fails the fault", {
+                      "within_seconds": number(0, landed.MAX_WITHIN_SECONDS, "how long the read-back may take to "
+                                               "confirm (effects take a moment to show)",
+                                               landed.DEFAULT_WITHIN_SECONDS),
+                      "allow_mismatch": boolean("a mismatch is reported, not failed", False)},
+                  example={"within_seconds": 30})
 # chaos.agent.kinds: each agent kind's parameters, by its protocol name.
 _PARAMS: dict[str, tuple[dict[str, Schema], list[str], list[Schema], dict[str, Any]]] = {
     "card-isolate": ({}, [], [], {}),
@@ -215,6 +223,10 @@ _PARAMS: dict[str, tuple[dict[str, Schema], list[str], list[Schema], dict[str, A
     "loss": ({"percent": number(0, 100, "the share of packets dropped, in percent", example=5), **_SCOPE},
              ["percent"], [_PORTS_NEED_PROTOCOL], {"percent": 5, "ports": [8000], "protocol": "tcp"}),
     "partition": (_SCOPE, [], [_PORTS_NEED_PROTOCOL], {"cidrs": ["10.0.0.0/8"], "protocol": "tcp"}),
+    "tcp-reset": ({**_SCOPE,
+                   "ports": _field(_SCOPE["ports"], "only TCP traffic to and from these ports", None, [29500]),
+                   "protocol": choice(("tcp",), "TCP (a reset is TCP's)", "tcp")}, [], [],
+                  {"cidrs": ["10.0.0.0/8"], "ports": [29500]}),
     "delay": ({"ms": number(0, 60_000, "the delay, in milliseconds", example=200),
                "jitter_ms": number(0, 60_000, "random variation of the delay, in milliseconds", example=20)},
               ["ms"], [], {"ms": 200, "jitter_ms": 20}),
@@ -229,6 +241,8 @@ _AGENT_WORDS = {
     "network-partition": "Drop an interface's traffic both ways on nodes (nftables), optionally only to some "
                          "destinations.",
     "network-delay": "Delay an interface's egress packets on nodes (tc netem, where the kernel has it).",
+    "network-tcp-reset": "Answer an interface's TCP traffic with resets, both ways, on nodes (nftables `reject with "
+                         "tcp reset`): established connections see ECONNRESET, new ones are refused.",
     "node-kubelet-stop": "Stop nodes' kubelets while the machines stay up: to the control plane, lost machines "
                          "(Lease lapses, pods stuck Terminating).",
 }
@@ -236,8 +250,8 @@ _AGENT_WORDS = {
 
 def _kind(kind: str, description: str, properties: dict[str, Schema], required: Iterable[str],
           rules: Iterable[Schema], example: dict[str, Any]) -> Schema:
-    return mapping(kind, description, {"kind": {"const": kind, "description": "the fault kind"}, **properties},
-                   ["kind", *required], rules, {"kind": kind, **example})
+    return mapping(kind, description, {"kind": {"const": kind, "description": "the fault kind"}, **properties,
+                                       landed.FIELD: _VERIFY}, ["kind", *required], rules, {"kind": kind, **example})
 
 
 def _agent_kind(fault: str, module: ModuleType) -> Schema:
@@ -275,6 +289,20 @@ FAULT_KINDS: dict[str, Schema] = {
                        {**_PODS, "rank": integer(0, 2**31, "the rank killed in each group", example=1)}, ["rank"],
                        _PODS_RULES, {"namespace": NAMESPACE, "label_selector": f"kilocard.io/model={MODEL}",
                                      "rank": 1, "count": 1}),
+    "rank-stall": _kind(
+        "rank-stall", "Freeze the engine process of one rank in each chosen tensor-parallel group through the node "
+        "agent (its cgroup's freezer, or SIGSTOP), for ttl_seconds: every pod stays Ready while the group serves "
+        "nothing.",
+        {"namespace": _PODS["namespace"], "label_selector": _PODS["label_selector"], "count": _COUNT,
+         "percent": _PERCENT, "seed": _SEED,
+         "rank": integer(0, 2**31, "the rank stalled in each group", 0),
+         "container": optional(text("the engine container (default: the one requesting cards, else the first)",
+                                    example="engine")),
+         "method": choice(rank_stall_kind.METHODS, "the cgroup freezer (v2 cgroup.freeze, else v1 freezer.state), "
+                          "or SIGSTOP to every process of the container", "freeze"),
+         "ttl_seconds": _TTL, "allow_empty": _ALLOW_EMPTY},
+        ["ttl_seconds"], _PODS_RULES, {"namespace": NAMESPACE, "label_selector": f"kilocard.io/model={MODEL}",
+                                       "rank": 3, "ttl_seconds": 60}),
     "node-isolate": _kind("node-isolate", "Cordon nodes and taint them kilocard.io/isolated (NoSchedule, or "
                           "NoExecute, which evicts), optionally draining them through the Eviction API.",
                           {**_NODES, "effect": _EFFECT,
@@ -378,6 +406,11 @@ CONDITIONS: dict[str, Schema] = {
                                        example=5.0, above=True),
                        "window": text("the rate window (PromQL duration)", "30s")},
                       ["limit"], {"limit": 5.0}),
+    "hung-group": _condition("hung-group", "A replica of the model, all its pods Ready for the window, finished no "
+                             "request over it while the model had demand, or its lead exports no series (a stalled "
+                             "rank); no series for the model, or no demand figure, counts as hung.",
+                             {"window": text("the window progress is judged over (PromQL duration)", "30s")}, [],
+                             {"window": "30s"}),
 }
 STOP = mapping(stop.MODULE, "Stop conditions: checks beside the method that end the run (exit 3, faults reverted) "
                "when the cluster goes past a hard limit; missing data is a breach.", {

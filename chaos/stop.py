@@ -6,6 +6,9 @@ exits 3. Missing data is a breach, never healthy: a condition that cannot look f
     unhealthy    more than `max` of a model's replica pods not Ready (Pending ones included)
     slo          a model's indicator (ttft_p95, itl_p95, error_ratio) past a hard `limit`, on its
                  worst replica; no series at all counts as past it
+    hung-group   a replica of the model Ready for `window` that finished nothing over it while the
+                 model had demand, or whose lead exports no series (probes/hung.py); no series for
+                 the model, or no demand, counts as hung
 
 Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
 
@@ -19,6 +22,7 @@ Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
           conditions:
           - {kind: zero-ready, model: llama-3-70b, namespace: kilocard-fleet}
           - {kind: slo, model: llama-3-70b, indicator: ttft_p95, limit: 5.0}
+          - {kind: hung-group, model: llama-3-70b, window: 30s}
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ from chaos.errors import KilocardError, SpecError
 from chaos.faults._spec import Fields
 from chaos.kube import Kube
 from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig, quiet_thread
-from probes import slo
+from probes import hung, slo
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot
 
 MODULE = "chaos.stop"
-KINDS = ("zero-ready", "unhealthy", "slo")
+KINDS = ("zero-ready", "unhealthy", "slo", "hung-group")
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
 JOURNAL_KEY = "kilocard_stop"
 BLIND = "a stop condition treats that as a breach"  # how a condition that could not look says it fired
@@ -55,12 +59,13 @@ class Condition:
     max: int = 0  # unhealthy
     indicator: str = "ttft_p95"  # slo
     limit: float = 0.0
-    window: str = "30s"
+    window: str = "30s"  # slo, hung-group
 
     def describe(self) -> str:
         scope = f"{self.model}{' in ' + self.namespace if self.namespace else ''}"
         return {"zero-ready": f"zero-ready {scope}", "unhealthy": f"unhealthy {scope} > {self.max}",
-                "slo": f"slo {self.indicator} {scope} > {self.limit:g}"}[self.kind]
+                "slo": f"slo {self.indicator} {scope} > {self.limit:g}",
+                "hung-group": f"hung-group {scope} over {self.window}"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,13 @@ def _condition(raw: Any, where: str) -> Condition:
             raise SpecError(f"{where}.limit: required: the hard limit past which the run stops")
         found = Condition(kind, model, namespace, indicator=f.str("indicator", "ttft_p95", INDICATORS),
                           limit=f.number("limit", low=0, low_open=True), window=f.str("window", "30s"))
+    elif kind == "hung-group":
+        window = f.str("window", "30s")
+        try:
+            slo.seconds(window)
+        except slo.SloError:
+            raise f.fail("window", "a Prometheus duration (e.g. 30s, 1m)", window) from None
+        found = Condition(kind, model, namespace, window=window)
     else:
         found = Condition(kind, model, namespace)
     f.done()
@@ -107,18 +119,27 @@ def declared(experiment: dict[str, Any], source: str) -> Settings | None:
 
 
 # --- judging (pure) -----------------------------------------------------------------------------
-def breach(c: Condition, s: ClusterSnapshot | None, worst: tuple[str, float] | None | Exception = None) -> str | None:
-    """Why `c` fires, or None. `s` None: the cluster could not be read; `worst` (slo): the worst
-    series and its value, None for no series, or the error that stopped the query."""
+def breach(c: Condition, s: ClusterSnapshot | None,
+           found: tuple[str, float] | hung.Figures | None | Exception = None) -> str | None:
+    """Why `c` fires, or None. `s` None: the cluster could not be read; `found`, what the
+    condition's query found: (slo) the worst series and its value, None for no series; (hung-group)
+    the model's figures; or the error that stopped the query."""
+    if isinstance(found, Exception):
+        return f"{c.describe()}: no data ({found}): {BLIND}"
     if c.kind == "slo":
-        if isinstance(worst, Exception):
-            return f"{c.describe()}: no data ({worst}): {BLIND}"
-        if worst is None:
+        if not isinstance(found, tuple):
             return f"{c.describe()}: no series: {BLIND}"
-        name, value = worst
+        name, value = found
         return f"{c.describe()}: {name} at {value:.3f}" if value > c.limit else None
     if s is None:
         return f"{c.describe()}: the cluster could not be read: {BLIND}"
+    if c.kind == "hung-group":
+        if not isinstance(found, hung.Figures):
+            return f"{c.describe()}: no figures from Prometheus: {BLIND}"
+        verdict = hung.judge(s, found, c.model, c.window, c.namespace)
+        if verdict.ok:
+            return None
+        return f"{c.describe()}: {verdict.reason}" + (f": {BLIND}" if verdict.details["outcome"] == "unknown" else "")
     pods = s.replicas(c.model, c.namespace)
     if c.kind == "unhealthy":
         unready = sorted(p.name for p in pods if not p.ready)
@@ -164,7 +185,7 @@ class Watcher:
     def check(self) -> str | None:
         s = self._snapshot()
         for c in self.settings.conditions:
-            reason = breach(c, s, self._worst(c) if c.kind == "slo" else None)
+            reason = breach(c, s, self._look(c))
             if reason is not None:
                 return reason
         return None
@@ -184,13 +205,28 @@ class Watcher:
         finally:
             kube.close()
 
+    def _look(self, c: Condition) -> tuple[str, float] | hung.Figures | None | Exception:
+        """What the condition's own query finds (slo, hung-group); the others read the snapshot alone."""
+        if c.kind == "slo":
+            return self._worst(c)
+        return self._figures(c) if c.kind == "hung-group" else None
+
+    def _prom(self) -> Any:
+        return slo.connect(self.cfg.get("kilocard_prometheus_url", LOCAL_TESTBED_PROMETHEUS))
+
     def _worst(self, c: Condition) -> tuple[str, float] | None | Exception:
         try:
-            prom = slo.connect(self.cfg.get("kilocard_prometheus_url", LOCAL_TESTBED_PROMETHEUS))
+            prom = self._prom()
             found = slo.values(prom, slo.indicator(prom, c.indicator, c.model, c.namespace, c.window))
         except Exception as exc:  # noqa: BLE001 - whatever stopped the query, the data is missing
             return exc
         return max(found.items(), key=lambda kv: kv[1]) if found else None
+
+    def _figures(self, c: Condition) -> hung.Figures | Exception:
+        try:
+            return hung.fetch(self._prom(), c.model, c.namespace, c.window)
+        except Exception as exc:  # noqa: BLE001 - as _worst
+            return exc
 
 
 _watchers: list[Watcher] = []  # chaoslib's controls are module functions: the run's watcher lives here

@@ -18,12 +18,13 @@ from chaos.actions import run_id_of
 from chaos.errors import KubeError
 from chaos.kube import Kube
 from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
-from probes import capacity, metric_names, placement, remediation, slo, snapshot, tp_groups
+from probes import capacity, hung, metric_names, placement, remediation, slo, snapshot, tp_groups
 from probes.errors import NoData, ProbeError
 from probes.verdict import NO_DATA, failed
 
 __all__ = [
     "capacity_fits",
+    "no_hung_groups",
     "placement_holds",
     "remediated_within",
     "room_to_reschedule",
@@ -161,6 +162,33 @@ def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95
     recovery = slo.Recovery(threshold, deadline, hold, ind.window_seconds + scrape, expect_impact, scrape)
     verdict = slo.recovered_within(prom, ind, fault_at, recovery, interval=min(scrape, 5.0))
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
+
+
+@_unknown_without_data
+def no_hung_groups(model: str, namespace: str = None, window: str = "30s",
+                   configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """No TP group of the model is hung: every replica whose pods have all been Ready for `window`
+    finished requests over it while the model had demand. One that finished none, or whose lead
+    exports no series (a frozen rank 0), is named; no series, or no demand, is not a pass. After
+    a fault of this run, it judges only once the window lies wholly after the fault (plus a
+    scrape): a window still holding the requests served before the stall would pass blind."""
+    cfg = configuration or {}
+    applied = _applied_times(cfg)
+    if applied:
+        scrape = float(cfg["kilocard_scrape_interval"]) if cfg.get("kilocard_scrape_interval") else \
+            slo.scrape_interval(cfg.get("kilocard_prometheus_url", PROMETHEUS_URL))
+        time.sleep(max(0.0, max(applied) + slo.seconds(window) + scrape - time.time()))
+    figures = hung.fetch(_prom(configuration), model, namespace, window)
+    return hung.judge(_snapshot(configuration, namespace), figures, model, window, namespace).to_json()
+
+
+def _applied_times(cfg: Dict[str, Any]) -> List[float]:
+    """When this run's faults were applied (none yet: an empty list, not an error)."""
+    kube = _kube(cfg)
+    try:
+        return [r.applied_at for r in _records(cfg, kube) if r.applied_at]
+    finally:
+        kube.close()
 
 
 def _ledger_dir(cfg: Dict[str, Any]) -> Path:

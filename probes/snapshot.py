@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chaos.vocabulary import MODEL_LABEL, card_resource_of, group_of, ready
+from chaos.vocabulary import MODEL_LABEL, card_resource_of, epoch, group_of, ready
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -39,6 +39,7 @@ class PodView:
     hard_spread: tuple[str, ...] = ()  # topology keys of spread constraints with DoNotSchedule
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
+    ready_since: float | None = None  # epoch seconds its Ready condition last turned True
 
     def tolerates(self, taint: str) -> bool:
         """Does one of the pod's tolerations match a "key=value:effect" taint?"""
@@ -102,6 +103,13 @@ def _finished(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _ready_since(pod: dict[str, Any]) -> float | None:
+    if not ready(pod):
+        return None
+    return next((epoch(c.get("lastTransitionTime")) for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Ready"), None)
+
+
 def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
     """A model's pod as the API's JSON gives it; None for pods of no model."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
@@ -125,6 +133,7 @@ def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),
+        ready_since=_ready_since(pod),
     )
 
 

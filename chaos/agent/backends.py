@@ -2,21 +2,27 @@
 once at start (never a shell string); every value in it passed the protocol's validation.
 
 `Backends` offers the few operations the kinds are made of (a root qdisc, an nftables table of
-our own, a DCGM field injection, a GPU drain, an NPU link down, stopping and starting the kubelet) and dispatches
-each fault to its kind's module in chaos.agent.kinds, which says what to run to apply and to
-revert it. A fault scoped to a network
-namespace (`target.netns`, e.g. a pod's) runs its commands under `ip netns exec <ns>`.
+our own, a DCGM field injection, a GPU drain, an NPU link down, stopping and starting the kubelet,
+freezing a pod's cgroup) and dispatches each fault to its kind's module in chaos.agent.kinds,
+which says what to run to apply and to revert it, and how to read its effect back (`observe`).
+A fault scoped to a network namespace (`target.netns`, e.g. a pod's) runs its commands under
+`ip netns exec <ns>`.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from chaos.agent import kinds
+from chaos.agent import cgroups, kinds
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.agent.schema import FaultError
 
 NETEM_MISSING = "Specified qdisc kind is unknown"
@@ -56,10 +62,12 @@ def run(argv: list[str]) -> str:
 
 
 class Backends:
-    def __init__(self, tools: Tools, default_interface: str, runner: Run = run) -> None:
+    def __init__(self, tools: Tools, default_interface: str, runner: Run = run,
+                 mountinfo: Path = cgroups.MOUNTINFO) -> None:
         self.tools = tools
         self.default_interface = default_interface
         self.run = runner
+        self.mountinfo = mountinfo
 
     def _need(self, binary: str | None, name: str, kind: str) -> str:
         if binary is None:
@@ -88,6 +96,35 @@ class Backends:
                                  status=501) from None
             raise
 
+    def tc_observe(self, fault: Any, qdisc: str, rate_mbit: float | None = None) -> tuple[str, str]:
+        """Is the interface's root qdisc of this kind (at this rate)? With a rate, the traffic that
+        passes it is measured too (its byte counter over half a second): above the limit, it is not
+        limiting."""
+        tc = self._need(self.tools.tc, "tc", fault.kind)
+        dev = self.interface(fault.target)
+
+        def root() -> tuple[str, int]:
+            shown = self.run(self._in_netns(fault.target, [tc, "-s", "qdisc", "show", "dev", dev]))
+            line, _, rest = shown.partition("\n")
+            sent = re.search(r"Sent (\d+) bytes", rest)
+            return line, int(sent[1]) if sent else 0
+
+        line, sent = root()
+        if f"qdisc {qdisc} " not in line or " root " not in line:
+            return MISMATCH, f"{dev}'s root qdisc is not {qdisc}: {line.strip() or 'none'}"
+        if rate_mbit is None:
+            return CONFIRMED, f"{dev}: {line.strip()}"
+        shown_rate = re.search(r" rate (\d+(?:\.\d+)?)([KMGT]?)bit", line)
+        mbit = float(shown_rate[1]) * {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3, "T": 1e6}[shown_rate[2]] if shown_rate \
+            else None
+        if mbit is None or abs(mbit - rate_mbit) > 0.01 * rate_mbit:
+            return MISMATCH, f"{dev}'s root tbf is not at {rate_mbit:g} Mbit/s: {line.strip()}"
+        time.sleep(0.5)
+        measured = (root()[1] - sent) * 8 / 0.5 / 1e6
+        if measured > 1.5 * rate_mbit:
+            return MISMATCH, f"{dev}: {measured:.3g} Mbit/s pass its {rate_mbit:g} Mbit/s tbf"
+        return CONFIRMED, f"{dev}: {line.strip()}; {measured:.3g} Mbit/s measured passing it"
+
     def tc_revert(self, fault: Any) -> None:
         tc = self._need(self.tools.tc, "tc", fault.kind)
         try:
@@ -104,18 +141,34 @@ class Backends:
         nft = self._need(self.tools.nft, "nft", fault.kind)
         self.run(self._in_netns(fault.target, [nft, *args]))
 
-    def nft_table(self, fault: Any, chains: dict[str, list[str]]) -> None:
+    def nft_table(self, fault: Any, chains: dict[str, list[str]], protocol: str | None = None) -> None:
         """A table of the fault's own, with one chain per hook ("input", "output") ending in the
-        given statement, on the interface and the fault's scope (cidrs, ports). Half-made: removed."""
+        given statement, on the interface and the fault's scope (cidrs, ports; `protocol` matched
+        even without ports, as a TCP reset needs). Half-made: removed."""
         self._nft(fault, "add", "table", "inet", self._table(fault))
         try:
             for hook, verdict in chains.items():
-                self._nft_rules(fault, hook, verdict)
+                self._nft_rules(fault, hook, verdict, protocol)
         except BaseException:
             self.nft_revert(fault)
             raise
 
-    def _nft_rules(self, fault: Any, hook: str, verdict: list[str]) -> None:
+    def nft_observe(self, fault: Any, statement: str) -> tuple[str, str]:
+        """Is the fault's table in the ruleset, with its statement in every chain?"""
+        nft = self._need(self.tools.nft, "nft", fault.kind)
+        try:
+            listed = self.run(self._in_netns(fault.target, [nft, "list", "table", "inet", self._table(fault)]))
+        except CommandFailed as exc:
+            if "No such file" in exc.stderr:
+                return MISMATCH, f"table inet {self._table(fault)} is not in the ruleset"
+            raise
+        chains = listed.count("hook ")
+        rules = listed.count(statement)
+        if chains and rules >= chains:
+            return CONFIRMED, f"table inet {self._table(fault)}: {chains} chain(s), {rules} rule(s) '{statement}'"
+        return MISMATCH, f"table inet {self._table(fault)} has {chains} chain(s) but {rules} rule(s) '{statement}'"
+
+    def _nft_rules(self, fault: Any, hook: str, verdict: list[str], protocol: str | None = None) -> None:
         table, chain = self._table(fault), hook
         self._nft(fault, "add", "chain", "inet", table, chain, f"{{ type filter hook {hook} priority 0 ; }}")
         iface = ["oifname" if hook == "output" else "iifname", self.interface(fault.target)]
@@ -130,7 +183,9 @@ class Backends:
                 match += [family, address, cidr]
             if ports:
                 port_dir = "dport" if hook == "output" else "sport"
-                match += [p["protocol"], port_dir, "{ " + ", ".join(str(x) for x in ports) + " }"]
+                match += [p.get("protocol") or protocol, port_dir, "{ " + ", ".join(str(x) for x in ports) + " }"]
+            elif protocol:
+                match += ["meta", "l4proto", protocol]
             self._nft(fault, "add", "rule", "inet", table, chain, *match, *verdict)
 
     def nft_revert(self, fault: Any) -> None:
@@ -158,10 +213,59 @@ class Backends:
         chip = str(fault.target["card"])
         self.run([tool, "-i", chip, "-link", "-s", "down"] if down else [tool, "-i", chip, "-cfg", "recovery"])
 
+    # --- cgroups ---------------------------------------------------------------------------------
+    def _cgroup(self, fault: Any) -> cgroups.Cgroup | None:
+        return cgroups.find(fault.target["pod_uid"], fault.target.get("container_id"), self.mountinfo)
+
+    def stall(self, fault: Any, stalled: bool) -> None:
+        """Freeze (or thaw) the target's cgroup, or SIGSTOP (SIGCONT) every process in it. Gone
+        on revert: reverted (the container restarted); gone on apply: refused, nothing to stall."""
+        group = self._cgroup(fault)
+        if group is None:
+            if not stalled:
+                return
+            container = fault.target.get("container_id")
+            raise FaultError("target", f"no cgroup for pod {fault.target['pod_uid']}"
+                                       f"{' container ' + container if container else ''} on this node", status=404)
+        if fault.params.get("method", "freeze") == "freeze":
+            group.freeze(stalled)
+        else:
+            if stalled and not group.procs():
+                raise FaultError("target", f"cgroup {group.path} has no process to stop", status=409)
+            cgroups.signal_all(group, signal.SIGSTOP if stalled else signal.SIGCONT)
+
+    def stalled(self, fault: Any) -> tuple[str, str]:
+        group = self._cgroup(fault)
+        if group is None:
+            return MISMATCH, "the cgroup is gone (the container ended or restarted)"
+        if fault.params.get("method", "freeze") == "freeze":
+            state = group.frozen()
+            where = f"{group.path} (cgroup v{group.version})"
+            if state == "frozen":
+                return CONFIRMED, f"{where} is frozen"
+            if state == "freezing":
+                return INCONCLUSIVE, f"{where} is still freezing"
+            return MISMATCH, f"{where} is not frozen"
+        states = {pid: cgroups.stopped(pid) for pid in group.procs()}
+        running = sorted(pid for pid, s in states.items() if s is False)
+        if not states:
+            return MISMATCH, f"{group.path} holds no process"
+        if running:
+            return MISMATCH, f"{len(running)} of {len(states)} process(es) in {group.path} run (pid {running[0]})"
+        return CONFIRMED, f"all {len(states)} process(es) in {group.path} are stopped"
+
     # --- systemd ----------------------------------------------------------------------------------
     def kubelet(self, action: Literal["stop", "start"]) -> None:
         systemctl = self._need(self.tools.systemctl, "systemctl", "kubelet-stop")
         self.run([systemctl, action, "kubelet.service"])
+
+    def kubelet_stopped(self) -> tuple[str, str]:
+        systemctl = self._need(self.tools.systemctl, "systemctl", "kubelet-stop")
+        try:
+            self.run([systemctl, "is-active", "--quiet", "kubelet.service"])
+        except CommandFailed:  # is-active exits non-zero for anything but active
+            return CONFIRMED, "kubelet.service is not active"
+        return MISMATCH, "kubelet.service is active"
 
     # --- dispatch ----------------------------------------------------------------------------------
     def apply(self, fault: Any) -> None:
@@ -175,3 +279,14 @@ class Backends:
 
     def revert(self, fault: Any) -> None:
         kinds.get(fault.kind).revert(fault, self)
+
+    def observe(self, fault: Any) -> tuple[str, str]:
+        """Read the fault's effect back: (confirmed | mismatch | inconclusive, evidence)."""
+        kind = kinds.get(fault.kind)
+        if not hasattr(kind, "observe"):
+            return INCONCLUSIVE, f"{fault.kind} has no read-back on a node"
+        try:
+            status, evidence = kind.observe(fault, self)
+            return str(status), str(evidence)
+        except (CommandFailed, FaultError, OSError) as exc:
+            return INCONCLUSIVE, f"could not read {fault.kind} back: {exc}"

@@ -3,6 +3,7 @@
     POST   <endpoint>/v1/faults        {"kind", "target", "params", "ttl_seconds", "run_id"} -> 201 {"id", ...}
     GET    <endpoint>/v1/faults        -> {"faults": [...]}
     DELETE <endpoint>/v1/faults/<id>   -> 200 (idempotent); 404 once the agent has forgotten it
+    GET    <endpoint>/v1/faults/<id>/effect -> {"status": confirmed | mismatch | inconclusive, "evidence"}
 
 A node's endpoint is its `kilocard.io/agent-endpoint` annotation, else the agent DaemonSet's pod
 on that node (http://<host IP>:9470, deploy/agent-daemonset.yaml). The bearer token comes from
@@ -19,7 +20,7 @@ from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
 
-from chaos.agent.protocol import IDEMPOTENCY_HEADER
+from chaos.agent.protocol import IDEMPOTENCY_HEADER, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError, NotFound, SpecError
 from chaos.kube import Kube
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
@@ -117,6 +118,19 @@ class AgentClient:
         if status != 200:
             raise AgentError(f"agent {endpoint}: {status} {body}", status)
         return list(body["faults"])
+
+    def observe(self, endpoint: str, fault_id: str) -> tuple[str, str]:
+        """The agent's read-back of a fault's effect. An agent that no longer holds the fault says
+        it did not land (mismatch); one too old to read back (405), or unreachable, cannot tell."""
+        try:
+            status, body = self._request("GET", f"{endpoint}/v1/faults/{fault_id}/effect")
+        except AgentError as exc:
+            return INCONCLUSIVE, f"the agent did not answer: {exc}"
+        if status == 404:
+            return MISMATCH, f"the agent at {endpoint} no longer holds fault {fault_id}"
+        if status != 200 or not isinstance(body, dict):
+            return INCONCLUSIVE, f"the agent at {endpoint} cannot read the effect back ({status})"
+        return str(body.get("status", INCONCLUSIVE)), str(body.get("evidence", ""))
 
     def delete(self, endpoint: str, fault_id: str) -> None:
         """Revert; a fault the agent no longer knows (expired, agent restarted) counts as reverted."""

@@ -22,6 +22,9 @@ class FaultStore(Protocol):
     def delete(self, fault_id: str) -> str:
         """'reverted', or 'already ended' for a fault that has; KeyError when never known."""
 
+    def observe(self, fault_id: str) -> tuple[str, str]:
+        """(confirmed | mismatch | inconclusive, evidence) of an active fault; KeyError otherwise."""
+
 
 class TokenServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -66,7 +69,7 @@ class JsonHandler(BaseHTTPRequestHandler):
             raise FaultError("body", "not valid JSON") from None
 
     def serve_faults(self, store: FaultStore, method: str, rest: str) -> None:
-        """`rest` is the path below the agent's root: /v1/faults or /v1/faults/<id>."""
+        """`rest` is the path below the agent's root: /v1/faults, /v1/faults/<id>[/effect]."""
         base = f"/{VERSION}/faults"
         if not rest.startswith(base):
             self.send_problem(404, f"no such path {self.path}")
@@ -78,6 +81,13 @@ class JsonHandler(BaseHTTPRequestHandler):
                 self.send_json(*store.add(self.read_json(), self.headers.get(IDEMPOTENCY_HEADER) or None))
             elif rest == base and method == "GET":
                 self.send_json(200, {"faults": store.active()})
+            elif rest.startswith(base + "/") and rest.endswith("/effect") and method == "GET":
+                fault_id = rest[len(base) + 1:-len("/effect")]
+                try:
+                    status, evidence = store.observe(fault_id)
+                    self.send_json(200, {"id": fault_id, "status": status, "evidence": evidence})
+                except KeyError:
+                    self.send_problem(404, f"no active fault {fault_id!r}", "id")
             elif rest.startswith(base + "/") and method == "DELETE":
                 fault_id = rest[len(base) + 1:]
                 try:

@@ -2,9 +2,12 @@
 real node agent, the testbed's fake nodes and the toolkit's client (which checks a request before
 sending it, so bad input is refused before anything is recorded or applied).
 
-    POST /v1/faults  {"kind": <KINDS>, "target": {"card": 3} | {"interface": "eth0", "netns": "ns1"} | {},
-                      "params": {...}, "ttl_seconds": 1..86400, "run_id": "..."}
+    POST /v1/faults  {"kind": <KINDS>, "target": {"card": 3} | {"interface": "eth0", "netns": "ns1"} |
+                      {"pod_uid": "...", "container_id": "..."} | {}, "params": {...},
+                      "ttl_seconds": 1..86400, "run_id": "..."}
                      header Idempotency-Key: <run>/<fault id>  (a retry returns the same fault, 200)
+    GET  /v1/faults/<id>/effect  the fault's effect read back: {"id", "status": confirmed | mismatch |
+                     inconclusive, "evidence": "..."}; 404 once the fault has ended
 
 Each kind's parameters are its module's in chaos.agent.kinds (network: bandwidth {rate_mbit};
 loss {percent}; delay {ms, jitter_ms}; loss and partition scoped with {cidrs, ports, protocol}).
@@ -23,6 +26,8 @@ from chaos.agent.schema import FaultError
 
 VERSION = "v1"
 MAX_TTL_SECONDS = 24 * 3600
+# What reading a fault's effect back says: it is there, it is not, or it cannot be told.
+CONFIRMED, MISMATCH, INCONCLUSIVE = "confirmed", "mismatch", "inconclusive"
 # A client's key for one fault request: the same key again returns the fault first created.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -90,6 +95,8 @@ def validate(body: Any) -> dict[str, Any]:
     unknown_target = set(target) - allowed
     if unknown_target:
         raise FaultError("target", f"unknown keys {sorted(unknown_target)} for {kind.NAME}; expected {sorted(allowed)}")
+    if hasattr(kind, "check_target"):
+        kind.check_target(target)
     if kind.TARGET == "card":
         card = target.get("card")
         if isinstance(card, bool) or not isinstance(card, int) or card < 0:
@@ -102,4 +109,5 @@ def validate(body: Any) -> dict[str, Any]:
             "run_id": run_id}
 
 
-__all__ = ["IDEMPOTENCY_HEADER", "MAX_TTL_SECONDS", "VERSION", "Fault", "FaultError", "iso", "validate"]
+__all__ = ["CONFIRMED", "IDEMPOTENCY_HEADER", "INCONCLUSIVE", "MAX_TTL_SECONDS", "MISMATCH", "VERSION", "Fault",
+           "FaultError", "iso", "validate"]

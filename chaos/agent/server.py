@@ -1,7 +1,7 @@
 """The node agent: faults applied on this node, each with a TTL, all reverted on the way out.
 
-Loop: (1) the HTTP server takes create/list/delete calls (bearer token; kinds outside the
-allowlist get 403); (2) a reaper, twice a second, reverts expired faults and re-injects active
+Loop: (1) the HTTP server takes create/list/delete calls and reads effects back (bearer token;
+kinds outside the allowlist get 403); (2) a reaper, twice a second, reverts expired faults and re-injects active
 DCGM faults; (3) every change is written to a state file, so an agent restarted after a crash
 reverts what its predecessor left; (4) SIGTERM reverts everything, then exits.
 """
@@ -74,6 +74,11 @@ class Store:
             if fault_id in self.ended:
                 return "already ended"
             raise KeyError(fault_id)
+
+    def observe(self, fault_id: str) -> tuple[str, str]:
+        with self.lock:
+            fault = self.faults[fault_id]
+            return self.backends.observe(fault)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def _revert(self, fault: Fault) -> None:

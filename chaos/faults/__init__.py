@@ -56,12 +56,13 @@ def registry() -> dict[str, ModuleType]:
         npu_fault,
         npu_isolation,
         pod_kill,
+        rank_stall,
         tp_group_kill,
     )
 
     kinds: dict[str, ModuleType] = {}
     for module in (pod_kill, tp_group_kill, node_isolation, node_out_of_service, network_policy, agent_faults,
-                   dra_card_isolation, npu_isolation, npu_fault):
+                   dra_card_isolation, npu_isolation, npu_fault, rank_stall):
         for kind in module.KINDS:
             kinds[kind] = module
     return kinds

@@ -24,6 +24,7 @@ from typing import Any
 
 from chaos.agent import kinds, protocol
 from chaos.agent.client import REVERT_PATIENCE_SECONDS, AgentError
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
@@ -100,20 +101,27 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
     nodes = sorted({t["node"] for t in found})
     if spec.cards is not None:
         check_cards(ctx, nodes, spec.cards, f"{where}.{spec.card_field}")
+    places = [(t["node"], {k: v for k, v in t.items() if k != "node"}) for t in found]
+    check_held(ctx, AGENT_KINDS[spec.kind], places, where, earlier)
+
+
+def check_held(ctx: Context, kind: str, places: list[tuple[str, dict[str, Any]]], where: str,
+               earlier: list[tuple[str, Record]]) -> None:
+    """Each node's agent answers, and neither another open run nor an earlier entry of this plan
+    holds a place (node, agent target) that a fault of agent kind `kind` cannot share."""
+    nodes = sorted({node for node, _ in places})
     held = dict(zip(nodes, ctx.kube.batch(lambda n: reachable(ctx, n, where), nodes), strict=True))
     for entry, r in earlier:  # this plan's own, as the agent will hold them
-        if r.kind in AGENT_KINDS and r.target["node"] in held:
-            held[r.target["node"]].append({"kind": AGENT_KINDS[r.kind], "target": r.undo["target"], "entry": entry})
-    kind = AGENT_KINDS[spec.kind]
-    for target in found:
-        place = {k: v for k, v in target.items() if k != "node"}
-        for other in held[target["node"]]:
+        if r.undo.get("agent_kind") and r.undo.get("node") in held:
+            held[r.undo["node"]].append({"kind": r.undo["agent_kind"], "target": r.undo["target"], "entry": entry})
+    for node, place in places:
+        for other in held[node]:
             if not kinds.stackable(kind, place, other["kind"], other.get("target") or {}):
                 if "entry" in other:
-                    raise TargetConflict(f"{where}: {target['node']} {json.dumps(place)} cannot stack with "
+                    raise TargetConflict(f"{where}: {node} {json.dumps(place)} cannot stack with "
                                          f"{other['entry']} of this plan ({other['kind']} on the same target)")
                 raise TargetConflict(
-                    f"{where}: {target['node']} {json.dumps(place)} is held by run {other.get('run_id') or '?'} "
+                    f"{where}: {node} {json.dumps(place)} is held by run {other.get('run_id') or '?'} "
                     f"({other['kind']}, fault {other['id']}, until {other.get('expires_at')}); "
                     "wait for it, or 'kilocard recover --run' it")
 
@@ -140,7 +148,16 @@ def reachable(ctx: Context, node: str, where: str) -> list[dict[str, Any]]:
 
 
 def prepare(ctx: Context, spec: Spec, target: dict[str, Any], fault_id: str) -> dict[str, Any]:
-    return undo_for(ctx, AGENT_KINDS[spec.kind], target["node"], {k: v for k, v in target.items() if k != "node"})
+    undo = undo_for(ctx, AGENT_KINDS[spec.kind], target["node"], {k: v for k, v in target.items() if k != "node"})
+    if getattr(kinds.get(undo["agent_kind"]), "EVICTS", None) == "cards":  # card-isolate: allocatable drops
+        undo["allocatable_before"] = _allocatable(ctx, target["node"])
+    return undo
+
+
+def _allocatable(ctx: Context, node: str) -> int:
+    raw = ctx.kube.read_node_raw(node)
+    resource = ctx.card_resource or card_resource_of([raw])
+    return int(((raw.get("status") or {}).get("allocatable") or {}).get(resource, 0))
 
 
 def undo_for(ctx: Context, agent_kind: str, node: str, agent_target: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +178,21 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     created = ctx.agents.create(undo["endpoint"], undo["agent_kind"], undo["target"], spec.params,
                                 spec.ttl_seconds, ctx.run_id, key=f"{ctx.run_id}/{undo['fault_id']}")
     return {**undo, "agent_id": created["id"], "expires_at": created.get("expires_at")}
+
+
+def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    """The agent's read-back of its fault (a qdisc, an nft table, a frozen cgroup; on the testbed
+    the fake node's state); for a card taken out of service, also the node's allocatable as the
+    apiserver has it, which must have dropped below what it was before."""
+    if not undo.get("agent_id"):
+        return INCONCLUSIVE, "the agent's fault id is unknown (its reply was lost)"
+    status, evidence = ctx.agents.observe(undo["endpoint"], undo["agent_id"])
+    if "allocatable_before" not in undo or status == MISMATCH:
+        return status, evidence
+    before, now = int(undo["allocatable_before"]), _allocatable(ctx, undo["node"])
+    if now >= before:
+        return MISMATCH, f"node {undo['node']}'s allocatable cards are still {now} (were {before}); agent: {evidence}"
+    return CONFIRMED, f"node {undo['node']}'s allocatable cards dropped from {before} to {now}; agent: {evidence}"
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

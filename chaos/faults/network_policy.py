@@ -8,6 +8,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
+from chaos.agent.protocol import INCONCLUSIVE, MISMATCH
 from chaos.errors import Conflict, KubeError, NotFound, SpecError
 from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
@@ -88,6 +89,16 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     except Conflict:
         pass  # ours, from a retried apply
     return undo
+
+
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    """The policy is in place; whether the CNI enforces it no API tells (a cluster without a
+    policy-enforcing CNI accepts it and cuts nothing), so present is inconclusive, never confirmed."""
+    names = {p.metadata.name for p in ctx.kube.list_network_policies(undo["namespace"], f"{FAULT_LABEL}={ctx.run_id}")}
+    if undo["name"] not in names:
+        return MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there"
+    return INCONCLUSIVE, (f"NetworkPolicy {undo['namespace']}/{undo['name']} is in place; whether the CNI "
+                            "enforces it cannot be read back")
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

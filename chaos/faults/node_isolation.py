@@ -10,7 +10,7 @@ from typing import Any
 
 from chaos.errors import NotFound
 from chaos.faults import Context, Disruption, pod_kill
-from chaos.faults._node_hold import Mark, hold, release
+from chaos.faults._node_hold import Mark, hold, landed, release
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT
@@ -85,6 +85,10 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
                 pod_kill.kill(ctx, {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
                               "evict", None, spec.eviction_deadline_seconds)
     return undo
+
+
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    return landed(ctx.kube.read_node_raw(target["node"]), MARK, spec.effect)
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from chaos.errors import NotFound
 from chaos.faults import Context, Disruption
-from chaos.faults._node_hold import Mark, hold, release
+from chaos.faults._node_hold import Mark, hold, landed, release
 from chaos.faults._spec import Fields
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import OUT_OF_SERVICE_ANNOTATION, OUT_OF_SERVICE_TAINT
@@ -57,6 +57,10 @@ def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:
 def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]:
     ctx.kube.update_node(target["node"], lambda node: hold(node, MARK, undo["holder"], EFFECT))
     return undo
+
+
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    return landed(ctx.kube.read_node_raw(target["node"]), MARK, EFFECT)
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

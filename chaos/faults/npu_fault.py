@@ -26,12 +26,13 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent import protocol
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import Conflict, KubeError, NotFound, SpecError
-from chaos.faults import Context, Disruption, agent_faults
+from chaos.faults import Context, Disruption, agent_faults, npu_isolation
 from chaos.faults._spec import Fields
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
-from chaos.vocabulary import RUN_LABEL
+from chaos.vocabulary import RUN_LABEL, card_resource_of
 
 KINDS = ("npu-fault",)
 REVERTIBLE = True
@@ -186,6 +187,27 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
         return agent_faults.apply(ctx, spec, target, undo)  # type: ignore[arg-type]
     _say(ctx, undo, "occur")
     return undo
+
+
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    """Through the agent: its read-back. Through ClusterD: the public fault is in place, and
+    confirmed once the node's device plugin lists the chip unhealthy; ClusterD's own handling has
+    no read-back, so in place but not listed is inconclusive."""
+    if undo["via"] == "agent":
+        return agent_faults.verify(ctx, spec, target, undo)
+    try:
+        cm = ctx.kube.read_config_map(undo["namespace"], undo["name"])
+    except NotFound:
+        return MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} is not there"
+    if '"occur"' not in ((cm.get("data") or {}).get(mindx.PUBLIC_FAULT_KEY) or ""):
+        return MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} does not assert occur"
+    chip = mindx.chip_name(ctx.card_resource or card_resource_of([ctx.kube.read_node_raw(undo["node"])]),
+                           int(undo["card"]))
+    suffix = "-NetworkUnhealthy" if undo["type"] == "Network" else "-Unhealthy"
+    status, evidence = npu_isolation.reported(ctx, undo["node"], chip, suffix)
+    if status == CONFIRMED:
+        return status, evidence
+    return INCONCLUSIVE, f"the public fault is in place ({undo['name']}), and {evidence}"
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

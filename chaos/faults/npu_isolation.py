@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos import mindx
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import NotFound, SpecError
 from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
@@ -88,6 +89,28 @@ def chip_of(ctx: Context, target: dict[str, Any]) -> str:
     """The chip's name (`Ascend910-3`): the card resource's, the one the node offers if not given."""
     resource = ctx.card_resource or card_resource_of([ctx.kube.read_node_raw(target["node"])])
     return mindx.chip_name(resource, int(target["card"]))
+
+
+def reported(ctx: Context, node: str, chip: str, suffix: str) -> tuple[str, str]:
+    """Does the node's device plugin list the chip under `<resource><suffix>` in its device-info
+    ConfigMap (what the scheduler and ClusterD act on)?"""
+    resource = f"huawei.com/{chip.rpartition('-')[0]}"
+    try:
+        cm = ctx.kube.read_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(node))
+        devices = mindx.device_list_of((cm.get("data") or {}).get(mindx.DEVICE_INFO_KEY) or "")
+    except NotFound:
+        return INCONCLUSIVE, f"node {node} has no device-info ConfigMap (no Ascend device plugin reports here)"
+    except (ValueError, KeyError, TypeError):
+        return INCONCLUSIVE, f"node {node}'s device-info ConfigMap cannot be read"
+    if chip in mindx.listed(devices, resource, suffix):
+        return CONFIRMED, f"the device plugin of {node} lists {chip} as {resource}{suffix}"
+    return MISMATCH, f"the device plugin of {node} does not list {chip} as {resource}{suffix}"
+
+
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    """Listed in ManuallySeparateNPU is not enough: the plugin must report the chip Unhealthy (a
+    real one reads additions only when it restarts)."""
+    return reported(ctx, undo["node"], undo["chip"], "-Unhealthy")
 
 
 def disrupts(spec: Spec, target: dict[str, Any]) -> Disruption:

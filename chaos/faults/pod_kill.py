@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
 from chaos.faults import Context, Disruption
 from chaos.faults._spec import Fields
@@ -115,6 +116,21 @@ def apply_all(ctx: Context, spec: Spec, targets: list[tuple[dict[str, Any], dict
     errors = ctx.kube.delete_pods([(t["namespace"], t["name"], t["uid"]) for t, _ in targets], spec.grace_seconds)
     return [undo if error is None or isinstance(error, NotFound) else error
             for (_, undo), error in zip(targets, errors, strict=True)]
+
+
+def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+    """That incarnation (by uid) is gone or terminating; a replacement of the same name is not it."""
+    name = f"{target['namespace']}/{target['name']}"
+    try:
+        pod = ctx.kube.read_pod_raw(target["namespace"], target["name"])
+    except NotFound:
+        return CONFIRMED, f"pod {name} is gone"
+    meta = pod["metadata"]
+    if meta.get("uid") != target["uid"]:
+        return CONFIRMED, f"pod {name} {target['uid']} is gone (a replacement, {meta.get('uid')}, took its name)"
+    if meta.get("deletionTimestamp"):
+        return CONFIRMED, f"pod {name} is terminating (since {meta['deletionTimestamp']})"
+    return MISMATCH, f"pod {name} {target['uid']} is still there and not terminating"
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

@@ -8,13 +8,21 @@
     npu-fault     Ascend chip: the fault code is on it (npu-exporter, the device plugin's ConfigMap); at a
                   level the plugin isolates, allocatable drops by one (the pod stays: the plugin evicts
                   nothing) and the chip runs at `speed` (0.5), slowing its TP group as ECC does
-    bandwidth, loss, partition, delay   the node's network (`Net`): groups spanning nodes slow
-                  down or stall, every replica on the node sees the client-path delay (or,
-                  partitioned, no traffic at all)
-    kubelet-stop  the node: labelled lost (testbed/stages.py), so kwok lets go of it as of a dead
-                  kubelet and its replicas answer nothing; the revert brings the kubelet back
+    bandwidth, loss, partition, delay, tcp-reset   the node's network (`Net`): groups spanning
+                  nodes slow down or stall (a partition or reset cuts their collectives), every
+                  replica on the node sees the client-path delay (or, partitioned, no traffic at
+                  all; reset, every request fails as a reset connection)
+    kubelet-stop  the node: lost at once, and labelled lost (testbed/stages.py), so kwok lets go of
+                  it as of a dead kubelet and its replicas answer nothing; the revert brings the
+                  kubelet back
+    rank-stall    the pod's engine frozen (`World.stalled`): its TP group stays Ready and gets its
+                  share of traffic, which queues, and nothing completes; a frozen rank 0 (whose
+                  process serves the metrics) exports nothing. A pod not on the node is refused,
+                  as the agent finds no cgroup for it
 An effect changes the world on apply and undoes it on revert (a card reset: volatile counters
-clear, lifetime ones stay), and says how it shapes the node's network while active.
+clear, lifetime ones stay), says how it shapes the node's network while active, and reads itself
+back from the world (`observe`, the agent's GET .../effect), so a fault undone behind the agent's
+back (`World.sabotage`) reads as a mismatch.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chaos.agent.kinds import ecc, npu, xid
-from chaos.agent.protocol import Fault
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH, Fault, FaultError
 from testbed.stages import LOST_LABEL
 
 if TYPE_CHECKING:
@@ -36,6 +44,12 @@ class Net:
     loss_percent: float = 0.0
     partition: bool = False
     delay_ms: float = 0.0
+    reset: bool = False  # TCP answered with resets, both ways
+
+    def __str__(self) -> str:
+        shaped = [f"{name} {value:g}" if isinstance(value, float) else name
+                  for name, value in vars(self).items() if value not in (None, 0.0, False)]
+        return ", ".join(shaped) or "not shaped"
 
 
 class Effect:
@@ -54,6 +68,10 @@ class Effect:
         """How fast a card with this fault still runs."""
         return 1.0
 
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        """(confirmed | mismatch | inconclusive, evidence): the effect as the world shows it now."""
+        return INCONCLUSIVE, f"the fake node cannot read {f.kind} back"
+
 
 class CardFault(Effect):
     """ECC and XID: the card slows to the slowest of its faults; a revert with none left is a reset."""
@@ -70,11 +88,22 @@ class CardFault(Effect):
         card = world.cards.get((f.node, f.target["card"]))
         if card is None:
             return
-        others = [o for o in world.faults.values() if o.node == f.node and o.target.get("card") == card.index]
+        others = [o for o in world.in_effect(f.node) if o.target.get("card") == card.index]
         card.speed = min([EFFECTS[o.kind].speed(o) for o in others], default=1.0)
         if not others:  # the card was reset: volatile counters and pending remaps clear
             card.xid, card.remap_pending, card.sbe_vol, card.dbe_vol = 0, 0, 0, 0
             card.npu.clear()
+
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        card = world.cards.get((f.node, f.target["card"]))
+        if card is None:
+            return MISMATCH, f"{f.node} has no card {f.target['card']}"
+        landed, shown = self.shows(card, f)
+        return (CONFIRMED if landed else MISMATCH), f"{f.node} card {card.index}: {shown}"
+
+    def shows(self, card: Any, f: Fault) -> tuple[bool, str]:
+        """Does the card carry the fault, and what it shows."""
+        raise NotImplementedError
 
 
 class Ecc(CardFault):
@@ -91,6 +120,11 @@ class Ecc(CardFault):
             card.sbe_agg += count
             card.remapped_correctable += count
 
+    def shows(self, card: Any, f: Fault) -> tuple[bool, str]:
+        count, dbe = int(f.params.get("count", 1)), f.params.get("type", "dbe") == "dbe"
+        seen = card.dbe_vol if dbe else card.sbe_vol
+        return seen >= count, f"volatile {'DBE' if dbe else 'SBE'} count {seen} (injected {count})"
+
     def speed(self, f: Fault) -> float:
         return float(f.params.get("speed", ecc.DEFAULT_SPEED))
 
@@ -98,6 +132,9 @@ class Ecc(CardFault):
 class Xid(CardFault):
     def mark(self, card: Any, f: Fault) -> None:
         card.xid = int(f.params["xid"])
+
+    def shows(self, card: Any, f: Fault) -> tuple[bool, str]:
+        return card.xid == int(f.params["xid"]), f"XID {card.xid} (injected {f.params['xid']})"
 
     def speed(self, f: Fault) -> float:
         return float(f.params.get("speed", xid.default_speed(f.params)))
@@ -119,6 +156,10 @@ class NpuFault(CardFault):
         super().revert(world, f)
         world.recount(f.node)
 
+    def shows(self, card: Any, f: Fault) -> tuple[bool, str]:
+        on = f.id in card.npu
+        return on, f"fault code {f.params['code']} {'on' if on else 'not on'} the chip"
+
     def speed(self, f: Fault) -> float:
         return float(f.params.get("speed", npu.default_speed(f.params)))
 
@@ -136,37 +177,88 @@ class CardIsolate(Effect):
         world.isolated[f.node].discard(f.target["card"])
         world.recount(f.node)
 
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        index, capacity = f.target["card"], world.node_cards.get(f.node, 0)
+        offered = world.allocatable.get(f.node)
+        landed = index in world.isolated[f.node] and offered == capacity - len(world.out_of_service(f.node))
+        return (CONFIRMED if landed else MISMATCH), (
+            f"{f.node} card {index} {'drained' if index in world.isolated[f.node] else 'in service'}, "
+            f"allocatable {offered} of {capacity}")
 
-class Bandwidth(Effect):
+
+class NetFault(Effect):
+    """The node's network: shaped while the fault is active and not undone by hand."""
+
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        if f.id in world.sabotaged:
+            return MISMATCH, f"{f.node}'s network shows no {f.kind}: {world.net(f.node)}"
+        return CONFIRMED, f"{f.node}'s network: {world.net(f.node)}"
+
+
+class Bandwidth(NetFault):
     def shape(self, net: Net, f: Fault) -> None:
         rate = float(f.params["rate_mbit"])
         net.bandwidth_mbit = rate if net.bandwidth_mbit is None else min(net.bandwidth_mbit, rate)
 
 
-class Loss(Effect):
+class Loss(NetFault):
     def shape(self, net: Net, f: Fault) -> None:
         net.loss_percent = max(net.loss_percent, float(f.params["percent"]))
 
 
-class Partition(Effect):
+class Partition(NetFault):
     def shape(self, net: Net, f: Fault) -> None:
         net.partition = True
 
 
-class Delay(Effect):
+class Delay(NetFault):
     def shape(self, net: Net, f: Fault) -> None:
         net.delay_ms += float(f.params["ms"])
 
 
+class TcpReset(NetFault):
+    def shape(self, net: Net, f: Fault) -> None:
+        net.reset = True
+
+
 class KubeletStop(Effect):
+    """The machine is lost at once; kwok learns it from the label (the node watch then agrees)."""
+
     def apply(self, world: World, f: Fault) -> None:
+        world.lost.add(f.node)
         world.actions.append(("labels", f.node, {LOST_LABEL: "true"}))
 
     def revert(self, world: World, f: Fault) -> None:
+        world.lost.discard(f.node)
         if f.node in world.node_cards:
             world.actions.append(("labels", f.node, {LOST_LABEL: None}))
 
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        if f.node in world.lost:
+            return CONFIRMED, f"{f.node} is lost: its kubelet is down"
+        return MISMATCH, f"{f.node} is not lost: its kubelet runs"
+
+
+class RankStall(Effect):
+    def apply(self, world: World, f: Fault) -> None:
+        uid = f.target["pod_uid"]
+        pod = world.pods.get(uid)
+        if pod is None or pod.node != f.node:
+            raise FaultError("target", f"no cgroup for pod {uid} on this node", status=404)
+        world.stalled.add(uid)
+
+    def revert(self, world: World, f: Fault) -> None:
+        world.stalled.discard(f.target["pod_uid"])
+
+    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+        uid = f.target["pod_uid"]
+        pod = world.pods.get(uid)
+        if pod is None:
+            return MISMATCH, f"pod {uid} is gone (the container ended or restarted)"
+        name = f"pod {pod.namespace}/{pod.name} (rank {pod.rank} of {pod.group})"
+        return (CONFIRMED, f"{name} is frozen") if uid in world.stalled else (MISMATCH, f"{name} runs")
+
 
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
-                              "loss": Loss(), "partition": Partition(), "delay": Delay(), "kubelet-stop": KubeletStop(),
-                              "npu-fault": NpuFault()}
+                              "loss": Loss(), "partition": Partition(), "delay": Delay(), "tcp-reset": TcpReset(),
+                              "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall()}

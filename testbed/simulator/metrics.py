@@ -58,8 +58,8 @@ def _engine_families(e: m.Engine) -> dict[str, Metric]:
 
 
 class VllmCollector(Collector):
-    """Every Ready replica's engine metrics (vLLM's or SGLang's names, per replica), and the
-    simulated gateway's request counters."""
+    """Every Ready replica's engine metrics (vLLM's or SGLang's names, per replica; none from a
+    replica whose rank 0 is frozen), and the simulated gateway's request counters."""
 
     def __init__(self, world: World) -> None:
         self.world = world
@@ -78,6 +78,8 @@ class VllmCollector(Collector):
                 s = w.series.get(key)
                 if s is None or not all(p.ready for p in members) or any(p.node in w.lost for p in members):
                     continue  # an engine exports once it serves (a replacement starts from zero), and not once dead
+                if lead.uid in w.stalled:
+                    continue  # rank 0's frozen process serves /metrics too: its scrape times out
                 f, e = families[s.engine.name], s.engine
                 labels = [lead.served_name, "0", lead.namespace, lead.name]
                 f["ttft"].add_metric(labels, _buckets(e.ttft_buckets, s.ttft_buckets, s.ttft_count), s.ttft_sum)

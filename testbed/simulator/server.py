@@ -7,6 +7,11 @@
     POST   /nodes/{node}/v1/faults           create a fault (agent protocol v1, bearer token)
     GET    /nodes/{node}/v1/faults           the node's active faults
     DELETE /nodes/{node}/v1/faults/{id}      revert; idempotent for faults already ended
+    GET    /nodes/{node}/v1/faults/{id}/effect  the fault's effect read back from the world
+    POST   /sim/v1/sabotage/{node}/{id}      undo a fault's effect behind the agent's back, the fault still
+                                             listed (tests of fault-landed verification; bearer token)
+    POST   /sim/v1/misfire/{node}/{kind}     the node's next fault of that agent kind is listed and never
+                                             takes effect (bearer token)
     GET    /nodes/{node}/healthz             "ok" when the node is known
     GET|PUT /sim/v1/load                     request rate per model: {"model": qps} (bearer token)
 
@@ -28,6 +33,8 @@ from testbed.simulator import ascend, dcgm, metrics
 from testbed.simulator.world import World
 
 _NODE = re.compile(r"^/nodes/([a-z0-9][-a-z0-9.]{0,252})(/.*)$")
+_SABOTAGE = re.compile(r"^/sim/v1/sabotage/([a-z0-9][-a-z0-9.]{0,252})/([0-9a-f]{1,64})$")
+_MISFIRE = re.compile(r"^/sim/v1/misfire/([a-z0-9][-a-z0-9.]{0,252})/([a-z-]{1,32})$")
 
 
 class NodeFaults:
@@ -46,6 +53,9 @@ class NodeFaults:
 
     def delete(self, fault_id: str) -> str:
         return self.world.delete_fault(self.node, fault_id)
+
+    def observe(self, fault_id: str) -> tuple[str, str]:
+        return self.world.observe(self.node, fault_id)
 
 
 class Server(TokenServer):
@@ -87,7 +97,23 @@ class Handler(JsonHandler):
             self._node_route("GET", path)
 
     def do_POST(self) -> None:  # noqa: N802
-        self._node_route("POST", self.path)
+        sabotage, misfire = _SABOTAGE.match(self.path), _MISFIRE.match(self.path)
+        if sabotage is None and misfire is None:
+            self._node_route("POST", self.path)
+        elif not self.authorised():
+            return
+        elif sabotage is not None:
+            try:
+                self.server.world.sabotage(*sabotage.groups())
+                self.send_json(200, {"node": sabotage[1], "id": sabotage[2], "status": "sabotaged"})
+            except KeyError:
+                self.send_problem(404, f"no active fault {sabotage[2]!r} on {sabotage[1]}", "id")
+        elif misfire is not None:
+            try:
+                self.server.world.misfire(*misfire.groups())
+                self.send_json(200, {"node": misfire[1], "kind": misfire[2], "status": "armed"})
+            except FaultError as exc:
+                self.send_problem(400, str(exc), "kind")
 
     def do_DELETE(self) -> None:  # noqa: N802
         self._node_route("DELETE", self.path)

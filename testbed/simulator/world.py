@@ -11,7 +11,10 @@ toolkit reads it), in which case the pods of that group together are one replica
 its members are; metrics come from rank 0). Cards are assigned to pods per node in
 arrival order, lowest free index first, as a device plugin would.
 
-Fault effects: one per agent kind, looked up by name in testbed/simulator/effects.py.
+Fault effects: one per agent kind, looked up by name in testbed/simulator/effects.py. What they
+change is the world's own state (cards, nodes lost, pods `stalled`: a frozen engine process hangs
+its whole TP group, which stays Ready and queues what it is sent). `sabotage` undoes a fault's
+effect behind the agent's back, the fault still listed, for tests of fault-landed verification.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from testbed.simulator import model as m
 from testbed.simulator.effects import EFFECTS, Net
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
+# Why a replica that looks Ready fails the requests sent to it (the gateway's failure reasons,
+# exported from zero so that a rate sees the first failures).
+FAILURES = ("replica_unreachable", "connection_reset")
 
 
 @dataclass
@@ -140,6 +146,9 @@ class World:
         self.public_faults: dict[tuple[str, str, int], str] = {}
         self.faults: dict[str, Fault] = {}
         self.ended: set[str] = set()
+        self.sabotaged: set[str] = set()  # active faults whose effect was undone by hand
+        self.misfires: dict[str, set[str]] = defaultdict(set)  # node -> kinds whose next fault will not land
+        self.stalled: set[str] = set()  # pods (uid) whose engine process is frozen
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
         self.series: dict[str, Series] = {}  # by replica key
         # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
@@ -284,34 +293,39 @@ class World:
             members.sort(key=lambda p: p.rank)
         return groups
 
-    def replica_speed(self, members: list[Pod]) -> tuple[float, float, bool]:
-        """(speed factor, added TTFT seconds, reachable) of a replica from its cards and network."""
+    def replica_speed(self, members: list[Pod]) -> tuple[float, float, str | None]:
+        """(speed factor, added TTFT seconds, why requests to it fail: None while it answers) of a
+        replica from its cards and network."""
         speed = min((c.speed for p in members for c in self.cards_of(p)), default=1.0)
         nodes = {p.node for p in members}
         delay = 0.0
-        reachable = True
-        if nodes & self.lost:
-            reachable = False  # the engine died with its node, though its pod may still read Ready
+        # The engine died with its node, though its pod may still read Ready.
+        failure: str | None = FAILURES[0] if nodes & self.lost else None
+        reset = False
         for node in nodes:
             net = self.net(node)
             # The client path to the replica (gateway -> pod and the first token back).
             delay += 2 * net.delay_ms / 1000.0
             if net.partition:
-                reachable = False
+                failure = FAILURES[0]
+            reset = reset or net.reset
             if len(nodes) > 1:  # TP traffic crosses this node's network on every layer
-                if net.partition:
+                if net.partition or net.reset:  # the collective's connections are dropped, or reset
                     speed = 0.0
                 if net.bandwidth_mbit is not None:
                     speed *= min(1.0, net.bandwidth_mbit / TP_LINK_MBIT)
                 speed /= 1.0 + 0.2 * net.loss_percent
                 delay += 20 * net.delay_ms / 1000.0
-        return speed, delay, reachable
+        return speed, delay, failure or (FAILURES[1] if reset else None)
+
+    def in_effect(self, node: str) -> list[Fault]:
+        """The node's active faults whose effect nobody undid by hand."""
+        return [f for f in self.faults.values() if f.node == node and f.id not in self.sabotaged]
 
     def net(self, node: str) -> Net:
         net = Net()
-        for f in self.faults.values():
-            if f.node == node:
-                EFFECTS[f.kind].shape(net, f)
+        for f in self.in_effect(node):
+            EFFECTS[f.kind].shape(net, f)
         return net
 
     def model_qps(self, service: tuple[str, str], replica_count: int, now: float) -> float:
@@ -345,21 +359,23 @@ class World:
             live = sum(1 for _key, members in groups if not any(p.terminating for p in members))
             qps = self.model_qps(service, live, now)
             self.requests[service] += qps * seconds
-            serving, stalled = [], 0
+            serving, failing = [], dict.fromkeys(FAILURES, 0)
             for key, members in groups:
                 size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
                 if not (len(members) == size and all(p.ready and not p.terminating for p in members)):
                     continue  # the gateway routes to Ready replicas only, and not to draining ones
-                speed, delay, reachable = self.replica_speed(members)
-                if reachable and speed > 0:
-                    serving.append((key, members, speed, delay))
+                speed, delay, failure = self.replica_speed(members)
+                hung = any(p.uid in self.stalled for p in members)  # its collective waits for the frozen rank
+                if failure is None and (speed > 0 or hung):
+                    serving.append((key, members, 0.0 if hung else speed, delay))
                 else:
-                    stalled += 1  # looks Ready, so it gets traffic, which fails
-            if not serving and not stalled:
+                    failing[failure or FAILURES[0]] += 1  # looks Ready, so it gets traffic, which fails
+            if not serving and not any(failing.values()):
                 self.failed[(*service, "no_ready_replica")] += qps * seconds
                 continue
-            share = qps / (len(serving) + stalled)
-            self.failed[(*service, "replica_unreachable")] += share * stalled * seconds
+            share = qps / (len(serving) + sum(failing.values()))
+            for reason, count in failing.items():
+                self.failed[(*service, reason)] += share * count * seconds
             for key, members, speed, delay in serving:
                 if key not in self.series:
                     self.series[key] = Series(m.ENGINES[members[0].engine])
@@ -367,6 +383,10 @@ class World:
 
     def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
                delay: float, seconds: float) -> None:
+        if speed == 0:  # hung: what arrives waits, what runs stays in its batch, nothing completes
+            s.backlog += arrival * seconds
+            s.waiting += arrival * seconds
+            return
         service = profile.service_rate * speed
         s.backlog, done = m.step_backlog(s.backlog, service, arrival, seconds)
         wait = s.backlog / service
@@ -431,7 +451,11 @@ class World:
                     raise FaultError("target", f"{spec['target']} of {node} already has a {other.kind} fault "
                                                f"({other.id}, run {other.run_id or '?'})", status=409)
             f = Fault.create(node, spec)
-            self._apply(f)
+            if spec["kind"] in self.misfires[node]:  # listed as applied, and never in effect
+                self.misfires[node].discard(spec["kind"])
+                self.sabotaged.add(f.id)
+            else:
+                self._apply(f)
             self.faults[f.id] = f
             if key:
                 self.by_key[key] = f
@@ -441,6 +465,39 @@ class World:
         """The fault a request with this idempotency key made, if one did."""
         with self.lock:
             return self.by_key.get(key) if key else None
+
+    def _active(self, node: str, fault_id: str) -> Fault:
+        f = self.faults.get(fault_id)
+        if f is None or f.node != node:
+            raise KeyError(fault_id)
+        return f
+
+    def observe(self, node: str, fault_id: str) -> tuple[str, str]:
+        """(confirmed | mismatch | inconclusive, evidence): an active fault's effect read back from
+        the world, as the agent reads its own back; KeyError when the fault is not active on `node`."""
+        with self.lock:
+            self._reap(time.time())
+            f = self._active(node, fault_id)
+            return EFFECTS[f.kind].observe(self, f)
+
+    def misfire(self, node: str, kind: str) -> None:
+        """The next fault of agent kind `kind` on `node` is accepted and listed, and never takes
+        effect: a fault that silently does not land (a DCGM field not injected, the wrong
+        interface), for tests of what reads it back."""
+        kinds.get(kind)
+        with self.lock:
+            self.misfires[node].add(kind)
+
+    def sabotage(self, node: str, fault_id: str) -> None:
+        """Undo an active fault's effect behind the agent's back, as if someone restored the node by
+        hand: the fault stays listed, `observe` tells the mismatch, and its revert later finds
+        nothing left to undo. KeyError when the fault is not active on `node`."""
+        with self.lock:
+            self._reap(time.time())
+            f = self._active(node, fault_id)
+            if f.id not in self.sabotaged:
+                self.sabotaged.add(f.id)
+                EFFECTS[f.kind].revert(self, f)
 
     def delete_fault(self, node: str, fault_id: str) -> str:
         """'reverted' now, 'already ended' (idempotent), or KeyError when never known."""
@@ -459,7 +516,10 @@ class World:
     def _revert(self, f: Fault) -> None:
         self.faults.pop(f.id, None)
         self.ended.add(f.id)
-        EFFECTS[f.kind].revert(self, f)
+        if f.id in self.sabotaged:
+            self.sabotaged.discard(f.id)  # undone by hand already
+        else:
+            EFFECTS[f.kind].revert(self, f)
 
     def take_actions(self) -> list[tuple[str, str, Any]]:
         with self.lock:

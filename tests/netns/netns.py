@@ -150,3 +150,69 @@ def start_agent(argv: list[str]) -> subprocess.Popen[str]:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert "listening" in proc.stdout.readline(), proc.stderr.read() if proc.poll() is not None else ""
     return proc
+
+
+ECHO = r"""
+import socket, sys, threading
+host, ports = sys.argv[1], [int(p) for p in sys.argv[2:]]
+def serve(srv):
+    while True:
+        conn, _ = srv.accept()
+        def echo(c=conn):
+            try:
+                while (data := c.recv(4096)):
+                    c.sendall(data)
+            except OSError:
+                pass
+        threading.Thread(target=echo, daemon=True).start()
+servers = [socket.create_server((host, p)) for p in ports]
+for srv in servers:
+    threading.Thread(target=serve, args=(srv,), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+# One connection, echoed once; then, on a line from stdin, what the same connection and a new one see.
+CONVERSE = r"""
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+def outcome(do):
+    try:
+        return do()
+    except ConnectionResetError:
+        return "reset"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return f"error {exc.errno}"
+def exchange(c):
+    c.sendall(b"ping")
+    return "echoed" if c.recv(4) == b"ping" else "closed"
+c = socket.create_connection((host, port), timeout=10)
+print(exchange(c), flush=True)
+sys.stdin.readline()
+print(outcome(lambda: exchange(c)), flush=True)
+print(outcome(lambda: exchange(socket.create_connection((host, port), timeout=10))), flush=True)
+"""
+
+
+def echo_server(pair: Pair, *ports: int) -> subprocess.Popen[str]:
+    """TCP echo servers in namespace B on `ports`; ended by closing its stdin."""
+    proc = subprocess.Popen(["ip", "netns", "exec", pair.b, sys.executable, "-c", ECHO, pair.ip_b,
+                             *map(str, ports)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def conversation(pair: Pair, port: int) -> subprocess.Popen[str]:
+    """A client in namespace A, connected to B's echo on `port` (it has echoed once); `said` asks it on."""
+    proc = subprocess.Popen(["ip", "netns", "exec", pair.a, sys.executable, "-c", CONVERSE, pair.ip_b, str(port)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "echoed"
+    return proc
+
+
+def said(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """(what the open connection saw, what a new connection saw), once asked on."""
+    out, _ = proc.communicate("go\n", timeout=60)
+    established, new = out.split()[:2]
+    return established, new

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.netns.netns import start_agent
+from tests.netns.netns import conversation, echo_server, said, start_agent
 
 
 def clean(pair) -> bool:
@@ -21,6 +21,8 @@ def test_bandwidth_limit_holds_with_real_traffic_and_reverts_clean(pair, agent):
     status, fault = a.fault("bandwidth", pair, rate_mbit=20)
     assert status == 201, fault
     assert "tbf" in pair.qdisc()
+    seen = a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]
+    assert seen["status"] == "confirmed" and "rate 20Mbit" in seen["evidence"], seen
     limited = pair.tcp_throughput(4 * 2**20)
     assert 0.6 * 20e6 / 8 <= limited <= 1.3 * 20e6 / 8, limited  # 20 Mbit/s = 2.5 MB/s
     assert baseline > 5 * limited
@@ -45,6 +47,7 @@ def test_partition_cuts_off_and_can_be_scoped(pair, agent):
     a = agent()
     status, fault = a.fault("partition", pair, cidrs=[f"{pair.ip_b}/32"], ports=[5202], protocol="udp")
     assert status == 201, fault
+    assert a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]["status"] == "confirmed"
     assert pair.udp_delivered(300, port=5202) == 0
     assert pair.udp_delivered(300, port=5203) >= 297  # another port is not partitioned
     assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
@@ -112,3 +115,38 @@ def test_values_never_reach_a_shell(pair, agent, bad):
     a = agent()
     status, body = a.call("POST", "/v1/faults", {"kind": "partition", "target": bad, "ttl_seconds": 5})
     assert status == 400 and body["field"].startswith("target.")
+
+
+def test_tcp_reset_resets_established_connections_and_refuses_new_ones_only_on_its_ports(pair, agent):
+    a = agent()
+    server = echo_server(pair, 7001, 7002)
+    try:
+        hit, spared = conversation(pair, 7001), conversation(pair, 7002)
+        status, fault = a.fault("tcp-reset", pair, ports=[7001])
+        assert status == 201, fault
+        assert a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]["status"] == "confirmed"
+        assert said(hit) == ("reset", "refused")  # ECONNRESET on the open one, the SYN answered with RST
+        assert said(spared) == ("echoed", "echoed")
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+        assert clean(pair)
+        assert said(conversation(pair, 7001)) == ("echoed", "echoed")
+    finally:
+        server.communicate("", timeout=30)
+
+
+def test_a_rule_removed_behind_the_agents_back_reads_back_as_a_mismatch(pair, agent):
+    a = agent()
+    status, fault = a.fault("tcp-reset", pair, cidrs=[f"{pair.ip_b}/32"])
+    assert status == 201, fault
+    assert a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]["status"] == "confirmed"
+    pair.exec(pair.a, "nft", "delete", "table", "inet", f"kilocard_{fault['id']}")  # someone cleans up by hand
+    body = a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]
+    assert body["status"] == "mismatch" and "not in the ruleset" in body["evidence"], body
+    assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200  # the revert of a vanished table is clean
+    assert clean(pair)
+
+
+def test_tcp_reset_takes_tcp_only(pair, agent):
+    status, body = agent().fault("tcp-reset", pair, ports=[53], protocol="udp")
+    assert status == 400 and body["field"] == "params.protocol", body
+    assert clean(pair)

@@ -57,35 +57,52 @@ class Pool:
         return fleet.pinned(fleet.scaled(objects, replicas or {}), self.name)
 
 
-@pytest.fixture
-def pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
-    """Factory: pool(n) makes n fresh 8-card nodes and a namespace; both are removed afterwards."""
-    made: list[Pool] = []
+class Pools:
+    """Makes pools of fresh 8-card nodes, each with a namespace; `remove` deletes what it made."""
 
-    def make(size: int) -> Pool:
+    def __init__(self, testbed: Testbed, kube: Kube) -> None:
+        self.testbed, self.kube, self.made = testbed, kube, []
+
+    def __call__(self, size: int) -> Pool:
         name = f"p{os.getpid() % 1000}x{next(_pool_ids)}"
         manifests = []
         for i in range(size):
-            m = nodes.node_manifest(i, testbed.config, prefix=name, extra_labels={fleet.POOL_LABEL: name})
+            m = nodes.node_manifest(i, self.testbed.config, prefix=name, extra_labels={fleet.POOL_LABEL: name})
             m["spec"]["taints"] = [{"key": fleet.POOL_LABEL, "value": name, "effect": "NoSchedule"}]
             manifests.append(m)
-        nodes.create_nodes(kube, manifests)
+        nodes.create_nodes(self.kube, manifests)
         # Ready, and rid of the not-ready taint a new node starts with (the controller manager
         # lifts it a moment after Ready; until then nothing without a toleration lands there).
-        kube.wait_until("nodes", lambda items: sum(node_ready(n) and not any(
+        self.kube.wait_until("nodes", lambda items: sum(node_ready(n) and not any(
             t.key == "node.kubernetes.io/not-ready" for t in (n.spec.taints or [])) for n in items) == size,
             timeout=30, label_selector=f"{fleet.POOL_LABEL}={name}")
-        p = Pool(name, name, [m["metadata"]["name"] for m in manifests], testbed.config)
-        made.append(p)
+        p = Pool(name, name, [m["metadata"]["name"] for m in manifests], self.testbed.config)
+        self.made.append(p)
         return p
 
-    yield make
-    for p in made:
-        try:
-            kube.delete_namespace(p.namespace)
-        except Exception:  # noqa: BLE001 - a test may not have made it
-            pass
-        nodes.delete_nodes(kube, p.node_names)
+    def remove(self) -> None:
+        for p in self.made:
+            try:
+                self.kube.delete_namespace(p.namespace)
+            except Exception:  # noqa: BLE001 - a test may not have made it
+                pass
+            nodes.delete_nodes(self.kube, p.node_names)
+
+
+@pytest.fixture
+def pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
+    """Factory: pool(n) makes n fresh 8-card nodes and a namespace; both are removed afterwards."""
+    pools = Pools(testbed, kube)
+    yield pools
+    pools.remove()
+
+
+@pytest.fixture(scope="module")
+def module_pool(testbed: Testbed, kube: Kube) -> Iterator[Callable[[int], Pool]]:
+    """As `pool`, for what a whole module shares (a replica many tests fault in turn)."""
+    pools = Pools(testbed, kube)
+    yield pools
+    pools.remove()
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,9 @@ class FakeKube:
     def evict_pod(self, namespace, name, uid=None, grace_seconds=None):
         self.single.append(name)
 
+    def read_pod_raw(self, namespace, name):  # the read-back after the kill: every pod is gone
+        raise NotFound(f"pod {name}", status=404)
+
     def batch(self, fn, items):
         return [fn(x) for x in items]
 

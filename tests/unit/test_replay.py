@@ -104,7 +104,8 @@ class Played:
 
         def plan(ctx, items):
             ((fault, where),) = items
-            return SimpleNamespace(faults=[SimpleNamespace(kind=fault["kind"], where=where, records=[], failed=[])])
+            return SimpleNamespace(faults=[SimpleNamespace(kind=fault["kind"], where=where, records=[], failed=[],
+                                                           problems=lambda: "")])
 
         def execute_one(ctx, book, planned):
             now = time.time()

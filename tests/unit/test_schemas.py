@@ -242,7 +242,7 @@ def test_problems_reports_every_error_of_an_experiment_at_once():
         "method[0] ('isolate'): fault.effect: expected one of NoSchedule, NoExecute, got 'NoRun'",
         "method[0] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5",
         "method[0] ('isolate'): fault: unknown field 'ttl_second'; expected one of allow_empty, count, drain, effect, "
-        "eviction_deadline_seconds, kind, node_selector, nodes, nodes_of, percent, seed, ttl_seconds",
+        "eviction_deadline_seconds, kind, node_selector, nodes, nodes_of, percent, seed, ttl_seconds, verify",
         "method[1] ('kill'): fault.count: expected an integer from 1 to 100000, got 0",
         "method[3] ('ecc'): fault.node_selector: expected a label selector like 'a=b,c!=d,e in (f,g),!h', "
         "got 'a in (b'",

@@ -3,6 +3,8 @@
     params   rate_mbit 0.001..10^7 (required)
     apply    tc qdisc replace dev IF root tbf rate <r>mbit burst <10 ms of traffic> latency 400ms
     revert   tc qdisc del dev IF root
+    observe  the root qdisc is a tbf at that rate, and what passes it (its byte counter over 0.5 s) is not
+             above it
 One root qdisc per interface: it does not stack with another bandwidth or delay fault there.
 """
 
@@ -29,3 +31,7 @@ def apply(fault: Any, host: Any) -> None:
 
 def revert(fault: Any, host: Any) -> None:
     host.tc_revert(fault)
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.tc_observe(fault, "tbf", float(fault.params["rate_mbit"]))

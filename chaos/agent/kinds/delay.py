@@ -4,6 +4,7 @@
     apply    tc qdisc replace dev IF root netem delay <ms>ms [<jitter>ms]; a kernel without netem
              (sch_netem) is refused with 501, never faked
     revert   tc qdisc del dev IF root
+    observe  the root qdisc is a netem
 One root qdisc per interface: it does not stack with another bandwidth or delay fault there.
 """
 
@@ -31,3 +32,7 @@ def apply(fault: Any, host: Any) -> None:
 
 def revert(fault: Any, host: Any) -> None:
     host.tc_revert(fault)
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.tc_observe(fault, "netem")

@@ -8,6 +8,7 @@ marks their pods NotReady; the testbed plays a whole machine lost (its engines s
     params   none
     apply    systemctl stop kubelet
     revert   systemctl start kubelet (the kubelet comes back, reports, and finishes its pods)
+    observe  `systemctl is-active kubelet.service` says it is not active
 One stop per node: a second one (any run) is refused.
 """
 
@@ -32,3 +33,7 @@ def apply(fault: Any, host: Any) -> None:
 
 def revert(fault: Any, host: Any) -> None:
     host.kubelet("start")
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.kubelet_stopped()

@@ -4,6 +4,7 @@
              scope: cidrs, ports with protocol tcp|udp
     apply    nft: table inet kilocard_<id>, output chain, `numgen random mod 1000000 < p x 10^4 drop`
     revert   nft delete table inet kilocard_<id>
+    observe  the table and its drop rule are in the ruleset
 """
 
 from __future__ import annotations
@@ -30,3 +31,7 @@ def apply(fault: Any, host: Any) -> None:
 
 def revert(fault: Any, host: Any) -> None:
     host.nft_revert(fault)
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.nft_observe(fault, "drop")

@@ -3,6 +3,7 @@
     params   optional scope: cidrs, ports with protocol tcp|udp (none: everything)
     apply    nft: table inet kilocard_<id>, input and output chains, `drop`
     revert   nft delete table inet kilocard_<id>
+    observe  the table and its drop rules are in the ruleset
 """
 
 from __future__ import annotations
@@ -26,3 +27,7 @@ def apply(fault: Any, host: Any) -> None:
 
 def revert(fault: Any, host: Any) -> None:
     host.nft_revert(fault)
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.nft_observe(fault, "drop")

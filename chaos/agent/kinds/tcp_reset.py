@@ -1,0 +1,39 @@
+"""tcp-reset (toolkit kind network-tcp-reset): answer an interface's TCP traffic with resets, both
+ways, optionally only to some destinations: established connections see ECONNRESET, new ones are
+refused, as when a peer's NIC or switch drops its state under a TP group's collectives.
+
+    params   optional scope: cidrs, ports (TCP)
+    apply    nft: table inet kilocard_<id>, input and output chains, `meta l4proto tcp reject with
+             tcp reset` (the kernel's RST, sent to the local socket on output)
+    revert   nft delete table inet kilocard_<id>
+    observe  the table and its reject rules are in the ruleset
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.agent import schema
+
+NAME, FAULT, TARGET, SLOT, REFRESH = "tcp-reset", "network-tcp-reset", "node", None, False
+VERDICT = ["reject", "with", "tcp", "reset"]
+
+
+def params(p: dict[str, Any]) -> dict[str, Any]:
+    schema.only(p, "cidrs", "ports", "protocol")
+    if p.get("protocol", "tcp") != "tcp":
+        raise schema.FaultError("params.protocol", f"a TCP reset needs TCP: expected 'tcp', got {p['protocol']!r}")
+    schema.scope({**p, "protocol": "tcp"})
+    return p
+
+
+def apply(fault: Any, host: Any) -> None:
+    host.nft_table(fault, {"output": VERDICT, "input": VERDICT}, protocol="tcp")
+
+
+def revert(fault: Any, host: Any) -> None:
+    host.nft_revert(fault)
+
+
+def observe(fault: Any, host: Any) -> tuple[str, str]:
+    return host.nft_observe(fault, "reject with tcp reset")

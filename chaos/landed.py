@@ -1,0 +1,84 @@
+"""Fault-landed verification: after a target's apply returns, its effect is read back and the
+record says Confirmed, Mismatch or Inconclusive (ledger, journal, `kilocard fault`). A fault that
+silently did not land (the wrong interface, an agent on the wrong node, a DCGM field that was not
+injected) would make a green experiment meaningless; a Mismatch fails the fault unless the fault
+allows it, and Inconclusive is said as such, never counted as landed.
+
+Each kind's module may define `verify(ctx, spec, target, undo) -> (status, evidence)`: one look,
+from what the cluster or the node's agent shows (a taint, allocatable, the agent's read-back of a
+qdisc, an nft table, a frozen cgroup). Effects take a moment to show (a device plugin's report,
+a cgroup settling), so the look is repeated, with growing pauses, until it confirms or the
+fault's `verify.within_seconds` ends; then the last look stands. A kind without `verify` is
+Inconclusive. The fault's own options:
+
+    verify: {within_seconds: 15, allow_mismatch: false}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
+from chaos.errors import KilocardError, SpecError
+from chaos.faults import Context
+from chaos.faults._spec import Fields
+
+STATUSES = (CONFIRMED, MISMATCH, INCONCLUSIVE)
+FIELD = "verify"
+DEFAULT_WITHIN_SECONDS = 15.0
+MAX_WITHIN_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Options:
+    within_seconds: float = DEFAULT_WITHIN_SECONDS
+    allow_mismatch: bool = False
+
+
+def split(raw: Any, where: str) -> tuple[Any, Options]:
+    """(the fault mapping without its `verify` field, the options it gave)."""
+    if not isinstance(raw, dict) or FIELD not in raw:
+        return raw, Options()
+    rest = {k: v for k, v in raw.items() if k != FIELD}
+    f = Fields(raw[FIELD], f"{where}.{FIELD}")
+    options = Options(f.number("within_seconds", DEFAULT_WITHIN_SECONDS, high=MAX_WITHIN_SECONDS),
+                      f.bool("allow_mismatch"))
+    f.done()
+    return rest, options
+
+
+def verify(ctx: Context, module: ModuleType, spec: Any, target: dict[str, Any], undo: dict[str, Any],
+           options: Options) -> dict[str, Any]:
+    """{"status", "evidence", "seconds"}: the last look, repeated until confirmed or out of time."""
+    look = getattr(module, "verify", None)
+    started = time.monotonic()
+    if look is None:
+        return _said(INCONCLUSIVE, f"{spec.kind} has no read-back", started)
+    pause = 0.2
+    while True:
+        try:
+            status, evidence = look(ctx, spec, target, undo)
+        except (KilocardError, SpecError) as exc:  # could not look (an API error): not a finding
+            status, evidence = INCONCLUSIVE, f"could not read the effect back: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a read-back's bug must not undo the run's ledger
+            return _said(INCONCLUSIVE, f"the read-back failed: {type(exc).__name__}: {exc}", started)
+        left = options.within_seconds - (time.monotonic() - started)
+        if status == CONFIRMED or left <= 0 or ctx.stop.is_set():
+            return _said(status, evidence, started)
+        ctx.stop.wait(min(pause, left))
+        pause = min(pause * 2, 2.0)
+
+
+def _said(status: str, evidence: str, started: float) -> dict[str, Any]:
+    return {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - started, 3)}
+
+
+__all__ = ["CONFIRMED", "INCONCLUSIVE", "MISMATCH", "Options", "split", "summary", "verify"]
+
+
+def summary(landed: list[dict[str, Any]]) -> dict[str, int]:
+    """How many targets said each status (journal: kilocard.landed)."""
+    return {s: sum(1 for v in landed if v.get("status") == s) for s in STATUSES}

@@ -1,0 +1,153 @@
+"""Hung TP groups: every pod Ready, nothing served. A frozen rank (a hung collective, a stopped
+process) leaves its pods Running and Ready, so the gateway keeps sending the group its share of
+the traffic, which queues; readiness probes and placement checks see nothing wrong.
+
+The verdict (`judge`, pure) is per replica, never averaged: a model-level rate hides one hung
+group among healthy ones. A replica (its TP group, whole) is judged once every one of its pods
+has been Ready for at least the window W (one that just started is settling, not hung; a pod
+without a transition time is judged); its series are its lead's (rank 0's), labelled `pod` and
+`namespace`. It is hung when
+    - it finished no request over W (increase of its finished-request counter: 0) while the model
+      had demand: another replica progressed, it has requests waiting, or the gateway's request
+      counter rose; or
+    - it exported no series at all over W while Ready: its lead's scrape fails (a frozen rank 0).
+The verdict fails naming each hung replica (namespace/model, group, pods, nodes, its figures),
+and passes only when every judged replica progressed. It never passes blind: no series for any
+replica of the model, no replica to judge, or no demand at all (idle cannot be told from hung)
+is a failed verdict with outcome "unknown"; Prometheus not answering is NoData (the fetcher).
+
+`fetch` (the thin fetcher) asks Prometheus, per lead pod over W:
+    finished  sum by (namespace, pod) (increase(<vllm:request_success_total | sglang:num_requests_total>[W]))
+    waiting   sum by (namespace, pod) (<vllm:num_requests_waiting | sglang:num_queue_reqs>), and its
+              delta over W
+    demand    sum(increase(kilocard_sim_requests_total[W])) (the gateway's; none: not known)
+each with model_name (and namespace) matchers, names in whichever spelling Prometheus stores.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.vocabulary import GROUP_SIZE_LABEL
+from probes import metric_names, slo
+from probes.snapshot import ClusterSnapshot, PodView
+from probes.verdict import NO_DATA, Verdict, failed, passed
+
+FINISHED_NAMES = ("vllm:request_success_total", "sglang:num_requests_total")
+WAITING_NAMES = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One replica's figures over the window, from its lead's series."""
+
+    finished: float  # requests finished (the counter's increase)
+    waiting: float | None = None  # requests waiting now
+    waiting_change: float | None = None  # how much the queue grew (delta over the window)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What Prometheus said of a model at `at`: per lead pod (namespace, pod name) with a finished
+    counter, and the gateway's requests over the window (None: no gateway counter)."""
+
+    at: float
+    replicas: dict[tuple[str, str], Progress] = field(default_factory=dict)
+    demand: float | None = None
+
+
+# --- the judge (pure) -------------------------------------------------------------------------------
+def judge(snapshot: ClusterSnapshot, figures: Figures, model: str, window: str = "30s",
+          namespace: str | None = None) -> Verdict:
+    """Fails naming every hung replica of `model`; passes only when every judged one progressed."""
+    w = slo.seconds(window)
+    groups: dict[str, list[PodView]] = defaultdict(list)
+    for pod in sorted(snapshot.replicas(model, namespace), key=lambda pod: pod.rank):
+        groups[pod.group].append(pod)
+    ready = {k: m for k, m in groups.items()
+             if len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m)}
+    judged = {k: m for k, m in ready.items()
+              if all(p.ready_since is None or figures.at - p.ready_since >= w for p in m)}
+    settling = sorted(set(ready) - set(judged))
+    seen = {k: figures.replicas.get((m[0].namespace, m[0].name)) for k, m in groups.items()}
+    counted = {k: got for k in judged if (got := seen[k]) is not None}
+    details: dict[str, Any] = {"model": model, "namespace": namespace, "window": window, "at": figures.at,
+                               "demand": figures.demand, "settling": settling,
+                               "replicas": [_figures(k, m, seen[k]) for k, m in sorted(judged.items())]}
+    if not any(seen.values()):
+        return failed(f"{model}: no series for any replica's lead (labels pod, namespace) over {window}: {NO_DATA}",
+                      outcome="unknown", **details)
+    if not judged:
+        return failed(f"{model}: no replica Ready for {window} to judge ({len(settling)} settling): {NO_DATA}",
+                      outcome="unknown", **details)
+    progressed = {k for k, p in counted.items() if p.finished > 0}
+    demand = any(p is not None and p.finished > 0 for p in seen.values()) or (figures.demand or 0) > 0
+    hung = sorted([k for k in judged if k not in counted]
+                  + [k for k, p in counted.items() if p.finished <= 0 and (demand or (p.waiting or 0) > 0)])
+    if hung:
+        named = "; ".join(_named(k, judged[k], seen[k], window, len(progressed)) for k in hung)
+        return failed(f"{model}: {len(hung)} of {len(judged)} Ready replicas hung: {named}", outcome="hung",
+                      hung=hung, **details)
+    if len(progressed) < len(judged):
+        return failed(f"{model}: no demand over {window} (no replica finished a request or has one waiting, the "
+                      f"gateway counted none): idle cannot be told from hung: {NO_DATA}", outcome="unknown",
+                      **details)
+    fewest = min(counted, key=lambda k: counted[k].finished)
+    settled = f", {len(settling)} settling" if settling else ""
+    return passed(f"{model}: every Ready replica progressed over {window} ({len(judged)} judged{settled}; fewest "
+                  f"finished: {fewest}, {counted[fewest].finished:.0f})", outcome="progressing", **details)
+
+
+def _figures(key: str, members: list[PodView], p: Progress | None) -> dict[str, Any]:
+    return {"group": key, "pods": [m.name for m in members], "nodes": sorted({m.node or "?" for m in members}),
+            "series": p is not None, "finished": None if p is None else p.finished,
+            "waiting": None if p is None else p.waiting, "waiting_change": None if p is None else p.waiting_change}
+
+
+def _named(key: str, members: list[PodView], p: Progress | None, window: str, progressed: int) -> str:
+    nodes = ", ".join(sorted({m.node or "?" for m in members}))
+    where = (f"{members[0].namespace}/{members[0].model} group {key.split('/', 1)[-1]} "
+             f"(pods {', '.join(m.name for m in members)} on {nodes})")
+    if p is None:
+        return f"{where}: no series over {window} while Ready (its lead's scrape fails)"
+    queue = "" if p.waiting is None else f", waiting {p.waiting:.0f}" + (
+        "" if p.waiting_change is None else f" ({p.waiting_change:+.0f})")
+    others = f" while {progressed} other(s) progressed" if progressed else ""
+    return f"{where}: finished 0 over {window}{queue}{others}"
+
+
+# --- the thin fetcher ---------------------------------------------------------------------------------
+def fetch(prom: Any, model: str, namespace: str | None = None, window: str = "30s",
+          requests_metric: str = slo.GATEWAY_REQUESTS) -> Figures:
+    """The model's per-replica figures over `window` now. A query that fails raises (NoData when
+    Prometheus did not answer); a model without a finished counter has no replicas in it."""
+    slo.seconds(window)
+    at = time.time()
+    matchers = ",".join([f'model_name="{model}"'] + ([f'namespace="{namespace}"'] if namespace else []))
+    demand = next(iter(_by_pod(prom, f"sum(increase({requests_metric}{{{matchers}}}[{window}]))").values()), None)
+    try:
+        counter = metric_names.resolve_any(prom, FINISHED_NAMES, matchers)
+    except metric_names.MetricNotFound:
+        return Figures(at, {}, demand)
+    finished = _by_pod(prom, f"sum by (namespace, pod) (increase({counter}{{{matchers}}}[{window}]))")
+    try:
+        gauge: str | None = metric_names.resolve_any(prom, WAITING_NAMES, matchers)
+    except metric_names.MetricNotFound:
+        gauge = None
+    waiting = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})") if gauge else {}
+    change = _by_pod(prom, f"sum by (namespace, pod) (delta({gauge}{{{matchers}}}[{window}]))") if gauge else {}
+    return Figures(at, {k: Progress(v, waiting.get(k), change.get(k)) for k, v in finished.items()}, demand)
+
+
+def _by_pod(prom: Any, query: str) -> dict[tuple[str, str], float]:
+    """(namespace, pod) -> the value of an instant query; NaN dropped."""
+    try:
+        rows = prom.custom_query(query)
+    except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
+        raise metric_names.query_failed(f"PromQL {query!r}", exc) from None
+    return {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")): float(r["value"][1]) for r in rows
+            if not math.isnan(float(r["value"][1]))}
