@@ -38,7 +38,9 @@ __all__ = [
     "partition_network",
     "partition_pods",
     "replay_timeline",
+    "reset_tcp",
     "revert_faults",
+    "stall_rank",
     "stop_kubelet",
 ]
 _PROCESS_RUN_ID = ledger.new_run_id()
@@ -150,6 +152,16 @@ def kill_rank(rank: int, label_selector: str = None, namespace: str = None, coun
                                   count=count, seed=seed), configuration)
 
 
+def stall_rank(ttl_seconds: float, rank: int = 0, label_selector: str = None, namespace: str = None,
+               count: int = None, seed: int = None, method: str = "freeze", container: str = None,
+               configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Freeze the engine process of one rank in TP groups for ttl_seconds: its pod stays Ready, its
+    group serves nothing."""
+    return apply_fault(_drop_none(kind="rank-stall", rank=rank, label_selector=label_selector, namespace=namespace,
+                                  count=count, seed=seed, method=method, container=container,
+                                  ttl_seconds=ttl_seconds), configuration)
+
+
 def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None, count: int = None,
                   effect: str = "NoSchedule", drain: bool = False, seed: int = None,
                   configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
@@ -221,6 +233,17 @@ def partition_network(ttl_seconds: float, nodes: List[str] = None, node_selector
                       interface: str = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Cut nodes off the network (nftables)."""
     return _agent("network-partition", ttl_seconds, nodes, node_selector, count, configuration, interface=interface)
+
+
+def reset_tcp(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+              nodes_of: Dict[str, str] = None, count: int = None, percent: float = None, ports: List[int] = None,
+              cidrs: List[str] = None, interface: str = None,
+              configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Answer nodes' TCP traffic with resets (nftables), optionally only on some ports or to some CIDRs."""
+    return apply_fault(_drop_none(kind="network-tcp-reset", nodes=nodes, node_selector=node_selector,
+                                  nodes_of=nodes_of, count=count, percent=percent, interface=interface,
+                                  params=_drop_none(ports=ports, cidrs=cidrs), ttl_seconds=ttl_seconds),
+                       configuration)
 
 
 def delay_network(ms: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,

@@ -21,7 +21,9 @@ from typing import Any, NoReturn
 import yaml
 
 from chaos import ledger
+from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 
 
 class Parser(argparse.ArgumentParser):
@@ -155,6 +157,29 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rep.add_argument("--out", type=Path, default=Path("reports"), help="default %(default)s")
     rep.add_argument("--compare", action="store_true", help="two journals: side by side, SLO series overlaid")
     rep.set_defaults(handler=cmd_report)
+
+    ld = commands.add_parser("load", help="drive an OpenAI-compatible endpoint at a rate (open loop) and measure "
+                                          "TTFT, TPOT and errors from the client (exit 0; 1 when no request was "
+                                          "answered)")
+    ld.add_argument("--url", help=f"the API's root, without /v1 (default: the local testbed's, {LOCAL_TESTBED_OPENAI})")
+    ld.add_argument("--model", required=True, help="the model's served name")
+    ld.add_argument("--qps", type=float, required=True, help="requests per second offered (Poisson arrivals)")
+    ld.add_argument("--prompt-tokens", type=int, required=True, help="about this many prompt tokens a request")
+    ld.add_argument("--output-tokens", type=int, required=True, help="max_tokens of each request")
+    ld.add_argument("--duration", dest="duration_seconds", metavar="SECONDS", type=float, required=True,
+                    help="how long the load is offered")
+    ld.add_argument("--api", choices=tuple(traffic.APIS), default="completions", help="default %(default)s")
+    ld.add_argument("--seed", type=int, default=0, help="of the arrivals and prompts (default %(default)s)")
+    ld.add_argument("--max-in-flight", type=int, default=traffic.DEFAULT_MAX_IN_FLIGHT,
+                    help="requests open at once; one more counts as an error, client_saturated (default %(default)s)")
+    ld.add_argument("--timeout", dest="timeout_seconds", metavar="SECONDS", type=float,
+                    default=traffic.DEFAULT_TIMEOUT_SECONDS, help="a request may take in all (default %(default)s)")
+    token = ld.add_mutually_exclusive_group()
+    token.add_argument("--token-env", metavar="NAME", help="environment variable holding a bearer token")
+    token.add_argument("--token-file", metavar="PATH", help="file holding a bearer token")
+    ld.add_argument("--journal", type=Path, help="write the load's record there (kilocard.load: summary, series)")
+    ld.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ld.set_defaults(handler=cmd_load)
 
     v = commands.add_parser("validate", help="check experiments without a cluster: every error at once, exit 2")
     _experiment_flags(v)
@@ -695,6 +720,25 @@ def cmd_fault(args: argparse.Namespace) -> int:
     if outcome.skipped:
         return Exit.ABORTED
     return Exit.FAILED if outcome.failed else Exit.PASSED
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    fields = ("url", "model", "qps", "prompt_tokens", "output_tokens", "duration_seconds", "api", "seed",
+              "max_in_flight", "timeout_seconds", "token_env", "token_file")
+    spec = traffic.parse({f: getattr(args, f) for f in fields if getattr(args, f) is not None}, "kilocard load",
+                         flags=True)
+    if args.journal is not None and not args.journal.parent.is_dir():
+        raise SpecError(f"--journal: no such folder {args.journal.parent}")
+    running = traffic.Load(spec).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop early, and still say what was measured
+        signal.signal(sig, lambda *_: running.halted.set())
+    running.wait()
+    record = running.stop()
+    if args.journal is not None:
+        args.journal.write_text(json.dumps({"kilocard": {"load": record}}, indent=2))
+    found = record["summary"]
+    print(json.dumps(found, indent=2) if args.json else "\n".join(traffic.lines(found)))
+    return Exit.PASSED if found["ok"] else Exit.FAILED
 
 
 def cmd_recover(args: argparse.Namespace) -> int:

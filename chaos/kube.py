@@ -937,6 +937,13 @@ class Kube:
         finally:
             reply.release_conn()
 
+    # --- DRA: a driver's ResourceSlices (their devices' taints) ----------------------------------
+    def list_resource_slices(self, driver: str, node: str | None = None) -> list[dict[str, Any]]:
+        """The driver's ResourceSlices (resource.k8s.io/v1) as plain JSON, on `node` only if given."""
+        fields = ",".join([f"spec.driver={driver}", *([f"spec.nodeName={node}"] if node else [])])
+        return self.list_raw(f"list resourceslices of {driver}", "/apis/resource.k8s.io/v1/resourceslices",
+                             field_selector=fields)
+
 
 def _pod_delete(namespace: str, name: str, grace_seconds: int | None, uid: str | None
                 ) -> tuple[str, str, dict[str, Any]]:

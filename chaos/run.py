@@ -22,6 +22,14 @@ fails) declares it, and then meeting it exits 0 and anything else exits 1:
       expect: {exit: 1, reason: "probe 'replicas-kept-apart' failed: "}   # reason: its start
 
 Invalid input and an incomplete revert are never expected: they keep their codes.
+
+The same extension may bring its own traffic (chaos.load), for a cluster no production traffic
+reaches: offered from before the steady-state hypothesis until after the revert, and recorded in
+the journal under `kilocard.load` (its summary and a series per second):
+
+    - name: kilocard
+      load: {url: "http://vllm.inference:8000", model: llama-3-70b, qps: 10, prompt_tokens: 1024,
+             output_tokens: 128}
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
 from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop
+from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.vocabulary import MODEL_LABEL
@@ -88,6 +97,7 @@ class Experiment:
     limits: guards.Limits = field(default_factory=guards.Limits)
     faults: list[tuple[Any, str]] = field(default_factory=list)  # (fault mapping, where)
     expect: Expectation | None = None
+    load: traffic.LoadSpec | None = None
 
 
 @dataclass
@@ -151,8 +161,9 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         argued = schemas.problems(data, configuration, secrets)
         problems.extend(argued or _kilocard_faults(experiment, configuration, secrets))
         problems.extend(timeouts)
-        try:  # the controls' arguments are input too, and so is the expected verdict
+        try:  # the controls' arguments are input too, and so are the expected verdict and the load
             experiment.expect = _expectation(data)
+            experiment.load = _load(data, configuration, secrets)
             if not argued:
                 experiment.limits = guards.declared(data, where)
                 stop.declared(data, where)
@@ -163,8 +174,8 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     return experiment
 
 
-def _expectation(data: dict[str, Any]) -> Expectation | None:
-    """The `expect` of the experiment's kilocard extension, if it declares one."""
+def _extension(data: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(where, the experiment's kilocard extension), if it has one."""
     found = [(i, e) for i, e in enumerate(data.get("extensions") or [])
              if isinstance(e, dict) and e.get("name") == "kilocard"]
     if not found:
@@ -173,10 +184,19 @@ def _expectation(data: dict[str, Any]) -> Expectation | None:
         raise SpecError(f"extensions[{found[1][0]}]: one kilocard extension per experiment")
     i, extension = found[0]
     where = f"extensions[{i}]"
-    unknown = sorted(set(extension) - {"name", "expect"})
+    unknown = sorted(set(extension) - {"name", "expect", "load"})
     if unknown:
-        raise SpecError(f"{where}.{unknown[0]}: unknown field; expected 'expect'")
-    expect = extension.get("expect")
+        raise SpecError(f"{where}.{unknown[0]}: unknown field; expected 'expect' or 'load'")
+    return where, extension
+
+
+def _expectation(data: dict[str, Any]) -> Expectation | None:
+    """The `expect` of the experiment's kilocard extension, if it declares one."""
+    found = _extension(data)
+    if found is None or "expect" not in found[1]:
+        return None
+    where, extension = found
+    expect = extension["expect"]
     if not isinstance(expect, dict) or set(expect) - {"exit", "reason"} or "exit" not in expect:
         raise SpecError(f"{where}.expect: expected a mapping with 'exit' and optionally 'reason', got {expect!r}")
     code, reason = expect["exit"], expect.get("reason", "")
@@ -186,6 +206,15 @@ def _expectation(data: dict[str, Any]) -> Expectation | None:
     if not isinstance(reason, str):
         raise SpecError(f"{where}.expect.reason: expected text (how the verdict's reason starts), got {reason!r}")
     return Expectation(Exit(code), reason)
+
+
+def _load(data: dict[str, Any], configuration: dict[str, Any], secrets: dict[str, Any]) -> traffic.LoadSpec | None:
+    """The `load` of the experiment's kilocard extension, if it brings one (`${var}`s substituted)."""
+    found = _extension(data)
+    if found is None or "load" not in found[1]:
+        return None
+    where, extension = found
+    return traffic.parse(substitute(extension["load"], configuration, secrets), f"{where}.load")
 
 
 def judged(expect: Expectation | None, code: Exit, reason: str) -> tuple[Exit, str]:
@@ -383,6 +412,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         journal: dict[str, Any] = {}
         recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, f"{MODEL_LABEL} in ({m})").start()
                                              for ns, m in touched])
+        offered = traffic.Load(experiment.load).start() if experiment.load else None
+        offered_record = None
         try:
             if view is not None:
                 view.start()
@@ -393,6 +424,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
             signal.setitimer(signal.ITIMER_REAL, 0)
             events = [e for r in recorders for e in r.detach()]
             reverted, left = spent("revert", revert.recover, ctx, book.dir, run_id)
+            if offered is not None:  # the load covers the revert, and what the fleet did after it
+                offered_record = spent("load", offered.stop)
             if view is not None:
                 view.stop()
         after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
@@ -424,6 +457,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.
         "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
         "placement": _placement(before, after, touched, records),
+        # The experiment's own traffic (chaos.load), as its client saw it: summary, series per second.
+        "load": offered_record,
         "runner_seconds": spent.phases,
         # Where its snapshots came from: the run's follower (its LISTs: 2, more after a 410), or
         # LISTs each time, and why.

@@ -29,10 +29,12 @@ from chaoslib import substitute
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
 from chaos import actions, guards, landed, mindx, stop
+from chaos import load as traffic
 from chaos.agent import kinds as agent_kinds
 from chaos.agent.kinds import rank_stall as rank_stall_kind
 from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 from probes import chaostoolkit, remediation, slo
 
 Schema = dict[str, Any]
@@ -60,9 +62,11 @@ def _is_cidr(value: object) -> bool:
 # What a format or pattern asks for, in words.
 _FORMAT_WORDS = {"label-selector": "a label selector like 'a=b,c!=d,e in (f,g),!h'", "cidr": "a CIDR like 10.0.0.0/8"}
 _INTERFACE, _NETNS, _CARD_PATTERN = r"^[A-Za-z0-9_.:-]{1,15}$", r"^[A-Za-z0-9_.-]{1,64}$", r"\{card\}"
+_API_ROOT = r"^(?!.*/v1/?$)https?://[^/?#]+(/[^?#]*)?$"
 _PATTERN_WORDS = {_INTERFACE: "an interface name (up to 15 letters, digits or _.:-)",
                   _NETNS: "a network namespace name (up to 64 letters, digits or _.-)",
-                  _CARD_PATTERN: "a pattern containing {card}"}
+                  _CARD_PATTERN: "a pattern containing {card}",
+                  _API_ROOT: "an http:// or https:// URL of the API's root (without /v1)"}
 
 
 # --- building blocks ------------------------------------------------------------------------------
@@ -433,7 +437,8 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "topology_key": ("the node label that names a failure domain", "kubernetes.io/hostname", {}),
     "max_skew": ("replicas one domain may have over another, when anti-affinity is preferred", 1, {}),
     "guaranteed": ("pass only a required rule (anti-affinity, or a DoNotSchedule spread)", True, {}),
-    "budget": ("seconds from the run's first fault", 120, {}),
+    "budget": ("seconds from the run's fault (the first; per card for the device-taint probe)", 120, {}),
+    "driver": ("the DRA driver whose ResourceSlices carry the device taints", "gpu.nvidia.com", {}),
     "deadline": ("seconds from the fault", 120, {}),
     "hold": ("seconds the indicator must stay under the threshold", 10, {}),
     "qps": ("requests per second to serve", 20, {}),
@@ -704,6 +709,37 @@ EXPECT = mapping(
     required=["exit"], example={"exit": 1, "reason": "probe 'replicas-kept-apart' failed: "})
 
 
+# chaos.load parses the extension's load block (run._load); this is its description.
+LOAD = mapping(
+    "load", "Traffic the experiment brings, in its `kilocard` extension, for a cluster no production traffic "
+    "reaches: requests to an OpenAI-compatible endpoint (`POST {url}/v1/completions`, streamed) at `qps`, as a "
+    "seeded Poisson process (open loop: a slow server does not slow it), from before the steady-state hypothesis "
+    "until after the revert. Each is measured from the client (TTFT, TPOT, HTTP status, error kind); a request "
+    "over `max_in_flight` counts as an error, `client_saturated`. The journal keeps the summary (P50/P95/P99 TTFT "
+    "and TPOT, errors by kind, achieved QPS) and a series per second under `kilocard.load`. `kilocard load` "
+    "offers the same from the command line.",
+    {"url": _field({"type": "string", "pattern": _API_ROOT}, "the API's root, without /v1 (default: the local "
+                   "testbed's)", LOCAL_TESTBED_OPENAI, "http://vllm.inference:8000"),
+     "model": text("the model's served name", example=MODEL),
+     "qps": number(0, traffic.MAX_QPS, "requests per second offered", example=10, above=True),
+     "prompt_tokens": integer(1, traffic.MAX_TOKENS, "about this many prompt tokens a request", example=1024),
+     "output_tokens": integer(1, traffic.MAX_TOKENS, "max_tokens of each request", example=128),
+     "api": choice(traffic.APIS, "completions (/v1/completions) or chat (/v1/chat/completions)", "completions"),
+     "seed": integer(0, 2**62, "seed of the arrivals and the prompts", 0),
+     "max_in_flight": integer(1, traffic.MAX_IN_FLIGHT, "requests open at once; one more counts as an error",
+                              traffic.DEFAULT_MAX_IN_FLIGHT),
+     "timeout_seconds": number(0, traffic.MAX_TIMEOUT_SECONDS, "seconds a request may take in all",
+                               traffic.DEFAULT_TIMEOUT_SECONDS, above=True),
+     "token_env": optional(text("an environment variable that holds a bearer token (never logged)",
+                                example="LLM_API_TOKEN")),
+     "token_file": optional(text("a file that holds a bearer token (never logged)",
+                                 example="/var/run/secrets/llm/token"))},
+    required=["model", "qps", "prompt_tokens", "output_tokens"],
+    rules=[not_both("give either token_env or token_file, not both", "token_env", "token_file")],
+    example={"url": "http://vllm.inference:8000", "model": MODEL, "qps": 10, "prompt_tokens": 1024,
+             "output_tokens": 128})
+
+
 def _section(level: str, title: str, schema: Schema, example: Any) -> str:
     return f"{level} {title}\n\n{schema['description']}\n\n{_table(schema)}\n\n{_yaml(example)}\n"
 
@@ -743,6 +779,9 @@ def docs() -> str:
     out += ["## Expected verdict\n"]
     out.append(_section("###", "extensions: kilocard", EXPECT,
                         {"extensions": [{"name": "kilocard", "expect": EXPECT["examples"][0]}]}))
+    out += ["## Built-in load\n"]
+    out.append(_section("###", "extensions: kilocard load", LOAD,
+                        {"extensions": [{"name": "kilocard", "load": LOAD["examples"][0]}]}))
     return "\n".join(out)
 
 

@@ -89,6 +89,9 @@ def local_testbed_state() -> Path:
 # The default testbed's Prometheus (port base 6443 + 7): what probes and stop conditions ask when
 # no kilocard_prometheus_url is configured.
 LOCAL_TESTBED_PROMETHEUS = "http://127.0.0.1:6450"
+# The default testbed's fleet simulator (port base + 6), whose replicas answer an OpenAI-compatible
+# API: where built-in load (chaos.load) is sent when no url is given.
+LOCAL_TESTBED_OPENAI = "http://127.0.0.1:6449"
 
 
 def local_testbed_kubeconfig() -> Path | None:

@@ -18,12 +18,13 @@ from chaos.actions import run_id_of
 from chaos.errors import KubeError
 from chaos.kube import Kube
 from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
-from probes import capacity, hung, metric_names, placement, remediation, slo, snapshot, tp_groups
+from probes import capacity, device_taints, hung, metric_names, placement, remediation, slo, snapshot, tp_groups
 from probes.errors import NoData, ProbeError
 from probes.verdict import NO_DATA, failed
 
 __all__ = [
     "capacity_fits",
+    "devices_tainted_within",
     "no_hung_groups",
     "placement_holds",
     "remediated_within",
@@ -63,6 +64,7 @@ def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapsh
 
 
 PROMETHEUS_URL = LOCAL_TESTBED_PROMETHEUS
+XID_FAULT = "gpu-xid"  # the fault kind whose records devices_tainted_within judges (chaos.agent.kinds.xid)
 
 
 def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
@@ -237,6 +239,24 @@ def remediated_within(models: List[str], budget: float, node: str = None, namesp
             node = hit[0]
         cards = cfg.get("kilocard_card_resource")
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path).to_json()
+    finally:
+        kube.close()
+
+
+@_unknown_without_data
+def devices_tainted_within(budget: float, driver: str = "gpu.nvidia.com",
+                           configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """Within `budget` s of each XID fault of the run still applied (from its ledger), the DRA
+    driver has tainted that card's device (`gpu-<card>` in its node's ResourceSlices) NoSchedule or
+    NoExecute: the per-card twin of remediated_within. Waits while a card is untainted and within
+    budget; names each card untainted when its budget ran out, or tainted late. A run with no XID
+    fault applied is not a pass (outcome unknown)."""
+    cfg = configuration or {}
+    kube = _kube(cfg)
+    try:
+        faults = [device_taints.XidFault(str(r.target["node"]), int(r.target["card"]), r.applied_at)
+                  for r in _records(cfg, kube) if r.kind == XID_FAULT and r.state == "applied" and r.applied_at]
+        return device_taints.within(kube, faults, budget, driver).to_json()
     finally:
         kube.close()
 

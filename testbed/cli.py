@@ -69,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
     up.add_argument("--no-remediation", action="store_true",
                     help="do not run the reference remediator (ECC/XID -> quarantine)")
+    up.add_argument("--no-dra-health", action="store_true",
+                    help="the fake DRA driver publishes its ResourceSlices and never taints a card's device")
     up.add_argument("--scrape-interval", type=float, default=None,
                     help="Prometheus scrape interval of the engines' metrics, seconds (default: the profile's)")
     up.add_argument("--profile", choices=PROFILES, default="auto",
@@ -121,7 +123,8 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
             port_base=args.port_base, state_dir=args.state_dir,
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
-            remediation=not args.no_remediation, scrape_seconds=args.scrape_interval,
+            remediation=not args.no_remediation, dra_health=not args.no_dra_health,
+            scrape_seconds=args.scrape_interval,
             profile=args.profile,
             utilisation=args.utilisation, spike_factor=args.spike_factor, openmetrics=args.openmetrics,
         ).validate()

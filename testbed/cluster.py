@@ -303,6 +303,7 @@ class Testbed:
                 f"--token-file={self.paths.agent_token}", f"--card-resource={c.card_resource}",
                 f"--card-product={c.card_product}", f"--accelerator={c.accelerator}", f"--utilisation={c.utilisation}",
                 f"--spike-factor={c.spike_factor}", f"--dcgm-fields={c.tuning.dcgm_fields}",
+                f"--dra-health={'on' if c.dra_health else 'off'}",
                 *(["--negotiate"] if c.openmetrics else []),
             ]
         if name == "remediator":

@@ -139,6 +139,9 @@ class TestbedConfig:
     profile: str = "auto"
     # The reference remediator (ECC/XID -> quarantine); off shows an experiment turning red.
     remediation: bool = True
+    # The fake DRA driver taints a card's device on an XID (testbed/simulator/dra.py); off shows a
+    # device-taint probe turning red.
+    dra_health: bool = True
     scrape_seconds: float | None = None  # the engines' scrape interval; None: the profile's
     # Load per replica as a fraction of its healthy service rate, and the top-of-hour spike.
     utilisation: float = 0.25

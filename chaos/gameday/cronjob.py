@@ -58,7 +58,9 @@ RUNNER_CLUSTER_RULES: tuple[dict[str, list[str]], ...] = (
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
      "verbs": ["get", "list", "create", "delete"]},
-    {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["create", "patch", "delete"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["get", "create", "patch",
+                                                                                   "delete"]},
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
 )
 RUNNER_SYSTEM_RULES: tuple[dict[str, list[str]], ...] = (  # in kilocard-system
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch", "delete"]},

@@ -5,11 +5,12 @@ typed models was most of the simulator's CPU under pod churn); (2) a ticker adva
 load model once per `--tick` seconds and reaps expired faults; (3) an actuator applies what faults
 ask of the cluster (a node's allocatable cards, deleting the pod of an isolated card, on Ascend the
 device plugin's ConfigMaps: testbed/simulator/ascend.py, which also follows them and ClusterD's
-public faults); (4) the
+public faults), and on NVIDIA the DRA driver publishes each node's ResourceSlice with its cards'
+XIDs as device taints (testbed/simulator/dra.py; `--dra-health off`: it never taints); (4) the
 HTTP server answers Prometheus and agent calls; (5) as the fake nodes' agent, a reaper reverts
 faults whose in-cluster ledger markers have expired (a node isolation left by a dead runner).
 SIGTERM stops it; its faults die with it (they live only in the model), so nothing is left behind
-in the cluster but the allocatable it restores.
+in the cluster but the allocatable it restores and the slices (untainted, owned by their nodes).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from chaos.errors import KubeError, NotFound
 from chaos.faults import Context
 from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
-from testbed.simulator import ascend
+from testbed.simulator import ascend, dra
 from testbed.simulator.dcgm import FIELD_SETS
 from testbed.simulator.server import Server
 from testbed.simulator.world import LoadProfile, World
@@ -38,11 +39,10 @@ REAP_SECONDS = 2.0
 
 
 def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event) -> None:
-    def capacity(node: dict[str, Any]) -> int:
-        return int((node.get("status", {}).get("capacity") or {}).get(resource, 0))
-
-    def lost(node: dict[str, Any]) -> bool:
-        return (node["metadata"].get("labels") or {}).get(LOST_LABEL) == "true"
+    def upsert(node: dict[str, Any]) -> None:
+        meta, labels = node["metadata"], node["metadata"].get("labels") or {}
+        world.upsert_node(meta["name"], int((node.get("status", {}).get("capacity") or {}).get(resource, 0)),
+                          labels.get(LOST_LABEL) == "true", meta.get("uid", ""), labels.get(dra.HEALTH_LABEL) != "off")
 
     for kind, obj in kube.events("nodes", stop=stop, raw=True):
         if kind == "SYNC":
@@ -50,11 +50,11 @@ def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event)
             for name in set(world.node_cards) - names:
                 world.remove_node(name)
             for n in obj:
-                world.upsert_node(n["metadata"]["name"], capacity(n), lost(n))
+                upsert(n)
         elif kind == "DELETED":
             world.remove_node(obj["metadata"]["name"])
         else:
-            world.upsert_node(obj["metadata"]["name"], capacity(obj), lost(obj))
+            upsert(obj)
 
 
 def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="dcgm-exporter's host label: 'Hostname' up to 4.5.3-4.8.2, 'hostname' after")
     parser.add_argument("--dcgm-fields", choices=sorted(FIELD_SETS), default="all",
                         help="every default dcgm-exporter counter, or only the health ones (large testbeds)")
+    parser.add_argument("--dra-health", choices=("on", "off"), default="on",
+                        help="nvidia: whether the DRA driver taints a card's device on an XID (off: it never does)")
     args = parser.parse_args(argv)
 
     world = World(args.card_resource, args.card_product.replace("-", " "),
@@ -157,15 +159,20 @@ def main(argv: list[str] | None = None) -> int:
                     args.dcgm_fields)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     run_forever(reap_expired, stop, kube, token)
+    driver = dra.Driver(args.dra_health == "on") if args.accelerator == "nvidia" else None
     while not stop.wait(max(0.05, args.tick - (time.monotonic() % args.tick))):
         world.tick()
         actuate(kube, world, args.card_resource, device_lists)
+        if driver:
+            driver.sync(kube, world, time.time())
     server.shutdown()
-    # Faults end with the simulator: give back isolated cards before leaving.
+    # Faults end with the simulator: give back isolated cards (and untaint reset ones) before leaving.
     with world.lock:
         for fault in list(world.faults.values()):
             world.delete_fault(fault.node, fault.id)
     actuate(kube, world, args.card_resource, device_lists)
+    if driver:
+        driver.sync(kube, world, time.time())
     return 0
 
 

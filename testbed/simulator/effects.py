@@ -3,7 +3,8 @@
 
     ecc           card: DBE (or SBE) counters rise, XID 48 then 63, a row remap is pending; the card
                   runs at `speed` (0.5 by default): its TP group slows to it
-    xid           card: DCGM_FI_DEV_XID_ERRORS shows the XID; `speed` optional (79 = off the bus = 0)
+    xid           card: DCGM_FI_DEV_XID_ERRORS shows the XID; `speed` optional (79 = off the bus = 0); the
+                  DRA driver taints the card's device a moment later (testbed/simulator/dra.py)
     card-isolate  card: the node's allocatable drops by one and the pod holding the card is deleted
     npu-fault     Ascend chip: the fault code is on it (npu-exporter, the device plugin's ConfigMap); at a
                   level the plugin isolates, allocatable drops by one (the pod stays: the plugin evicts
@@ -11,7 +12,9 @@
     bandwidth, loss, partition, delay, tcp-reset   the node's network (`Net`): groups spanning
                   nodes slow down or stall (a partition or reset cuts their collectives), every
                   replica on the node sees the client-path delay (or, partitioned, no traffic at
-                  all; reset, every request fails as a reset connection)
+                  all; reset, every request fails as a reset connection). A reset scoped to
+                  `ports` other than the engines' API ports (8000, 30000) reaches only the
+                  collectives; one scoped to those, only the client path
     kubelet-stop  the node: lost at once, and labelled lost (testbed/stages.py), so kwok lets go of
                   it as of a dead kubelet and its replicas answer nothing; the revert brings the
                   kubelet back
@@ -44,7 +47,8 @@ class Net:
     loss_percent: float = 0.0
     partition: bool = False
     delay_ms: float = 0.0
-    reset: bool = False  # TCP answered with resets, both ways
+    reset_client: bool = False  # TCP to the engines' API answered with resets
+    reset_collectives: bool = False  # TCP between a group's machines (NCCL, gloo) answered with resets
 
     def __str__(self) -> str:
         shaped = [f"{name} {value:g}" if isinstance(value, float) else name
@@ -216,9 +220,16 @@ class Delay(NetFault):
         net.delay_ms += float(f.params["ms"])
 
 
+# The engines' API ports (vLLM, SGLang): a reset scoped to other ports reaches only the traffic
+# between a group's machines. The fake node has no peers' addresses: its `cidrs` reach everything.
+SERVING_PORTS = frozenset({8000, 30000})
+
+
 class TcpReset(NetFault):
     def shape(self, net: Net, f: Fault) -> None:
-        net.reset = True
+        ports = set(f.params.get("ports") or [])
+        net.reset_client = net.reset_client or not ports or bool(ports & SERVING_PORTS)
+        net.reset_collectives = net.reset_collectives or not ports or bool(ports - SERVING_PORTS)
 
 
 class KubeletStop(Effect):

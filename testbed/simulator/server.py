@@ -1,4 +1,5 @@
-"""The simulator's HTTP server: metrics for Prometheus and the node-agent API for fake nodes.
+"""The simulator's HTTP server: metrics for Prometheus, the node-agent API for fake nodes, and the
+fleet's OpenAI-compatible endpoint (testbed/simulator/openai.py).
 
     GET    /metrics                          vLLM metrics of every Ready replica (no auth)
     GET    /dcgm/metrics                     dcgm-exporter metrics of every card (no auth)
@@ -14,6 +15,9 @@
                                              takes effect (bearer token)
     GET    /nodes/{node}/healthz             "ok" when the node is known
     GET|PUT /sim/v1/load                     request rate per model: {"model": qps} (bearer token)
+    POST   [/namespaces/{ns}]/v1/completions, /v1/chat/completions   OpenAI-compatible, streaming or not,
+                                             with the replicas' simulated latency (no auth)
+    GET    [/namespaces/{ns}]/v1/models      the models served
 
 Each fake node's `kilocard.io/agent-endpoint` annotation is http://127.0.0.1:<port>/nodes/<node>,
 so a client speaks to every node's agent the same way, fake or real.
@@ -29,7 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, ge
 
 from chaos.agent.http import JsonHandler, TokenServer
 from chaos.agent.protocol import FaultError
-from testbed.simulator import ascend, dcgm, metrics
+from testbed.simulator import ascend, dcgm, metrics, openai
 from testbed.simulator.world import World
 
 _NODE = re.compile(r"^/nodes/([a-z0-9][-a-z0-9.]{0,252})(/.*)$")
@@ -67,6 +71,7 @@ class Server(TokenServer):
         self.negotiate = negotiate
         self.dcgm = dcgm.DcgmRenderer(world, hostname_label, dcgm_fields)
         self.npu = ascend.NpuRenderer(world)
+        self.openai = openai.Endpoint(world)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(metrics.VllmCollector(world))
 
@@ -93,12 +98,16 @@ class Handler(JsonHandler):
             if self.authorised():
                 with self.server.world.lock:
                     self.send_json(200, dict(self.server.world.qps_override))
+        elif openai.route_of(path):
+            self.server.openai.serve(self, "GET", path)
         else:
             self._node_route("GET", path)
 
     def do_POST(self) -> None:  # noqa: N802
         sabotage, misfire = _SABOTAGE.match(self.path), _MISFIRE.match(self.path)
-        if sabotage is None and misfire is None:
+        if openai.route_of(self.path):
+            self.server.openai.serve(self, "POST", self.path)
+        elif sabotage is None and misfire is None:
             self._node_route("POST", self.path)
         elif not self.authorised():
             return

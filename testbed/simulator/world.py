@@ -110,6 +110,18 @@ class Series:
 
 
 @dataclass(frozen=True)
+class Route:
+    """A replica the gateway routes to (whole, every pod Ready, none draining), and how it answers."""
+
+    key: str
+    members: list[Pod]
+    speed: float  # 0 while hung
+    delay: float  # added TTFT seconds (the network)
+    failure: str | None  # why requests to it fail (FAILURES); None while it answers, or hangs
+    hung: bool  # its collective waits for a frozen rank: requests queue, nothing completes
+
+
+@dataclass(frozen=True)
 class LoadProfile:
     utilisation: float = 0.25  # default load per replica, as a fraction of its healthy service rate
     spike_factor: float = 1.0  # load multiplier during the first `spike_minutes` of every hour
@@ -135,7 +147,9 @@ class World:
         self.load = load
         self.lock = threading.RLock()
         self.node_cards: dict[str, int] = {}  # capacity per node
+        self.node_uids: dict[str, str] = {}  # the owner of what a node's plugins publish (its ResourceSlice)
         self.lost: set[str] = set()  # nodes whose kubelet is dead
+        self.dra_health_off: set[str] = set()  # nodes whose DRA driver taints no card (testbed/simulator/dra.py)
         self.cards: dict[tuple[str, int], Card] = {}
         self.pods: dict[str, Pod] = {}
         self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
@@ -164,12 +178,15 @@ class World:
         self.last_tick = time.monotonic()
 
     # --- cluster view (from watches) ------------------------------------------------------------
-    def upsert_node(self, name: str, capacity: int, lost: bool = False) -> None:
+    def upsert_node(self, name: str, capacity: int, lost: bool = False, uid: str = "", dra_health: bool = True) -> None:
         """A node and its cards; `lost`: its kubelet is dead (label kilocard.io/node-lost), so its
-        exporters are not scraped and its replicas answer nothing."""
+        exporters are not scraped and its replicas answer nothing; `dra_health` off: its DRA driver
+        taints no card (label kilocard.io/dra-health=off)."""
         with self.lock:
             self.node_cards[name] = capacity
+            self.node_uids[name] = uid
             (self.lost.add if lost else self.lost.discard)(name)
+            (self.dra_health_off.discard if dra_health else self.dra_health_off.add)(name)
             new = name not in self.allocatable
             for i in range(capacity):
                 if (name, i) not in self.cards:
@@ -185,6 +202,7 @@ class World:
     def remove_node(self, name: str) -> None:
         with self.lock:
             self.node_cards.pop(name, None)
+            self.node_uids.pop(name, None)
             for key in [k for k in self.cards if k[0] == name]:
                 del self.cards[key]
             self.assignment.pop(name, None)
@@ -192,6 +210,7 @@ class World:
             self.separated.pop(name, None)
             self.allocatable.pop(name, None)
             self.lost.discard(name)
+            self.dra_health_off.discard(name)
 
     def upsert_pod(self, obj: dict[str, Any]) -> None:
         """Take a pod as the API's JSON; only scheduled pods of a model matter. A terminating pod
@@ -308,9 +327,9 @@ class World:
             delay += 2 * net.delay_ms / 1000.0
             if net.partition:
                 failure = FAILURES[0]
-            reset = reset or net.reset
+            reset = reset or net.reset_client
             if len(nodes) > 1:  # TP traffic crosses this node's network on every layer
-                if net.partition or net.reset:  # the collective's connections are dropped, or reset
+                if net.partition or net.reset_collectives:  # the collective's connections are dropped, or reset
                     speed = 0.0
                 if net.bandwidth_mbit is not None:
                     speed *= min(1.0, net.bandwidth_mbit / TP_LINK_MBIT)
@@ -346,10 +365,30 @@ class World:
             self._reap(wall)
             self._advance(seconds, wall)
 
-    def _advance(self, seconds: float, now: float) -> None:
+    def services(self) -> dict[tuple[str, str], list[tuple[str, list[Pod]]]]:
+        """(namespace, model) -> its replicas (key, member pods)."""
         by_service: dict[tuple[str, str], list[tuple[str, list[Pod]]]] = defaultdict(list)
         for key, members in self.replicas().items():
             by_service[(members[0].namespace, members[0].model)].append((key, members))
+        return by_service
+
+    def routes(self, groups: list[tuple[str, list[Pod]]]) -> list[Route]:
+        """The replicas of one service the gateway sends requests to: the simulated load and the
+        OpenAI endpoint route alike."""
+        found = []
+        for key, members in groups:
+            size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
+            if not (len(members) == size and all(p.ready and not p.terminating for p in members)):
+                continue  # the gateway routes to Ready replicas only, and not to draining ones
+            speed, delay, failure = self.replica_speed(members)
+            hung = any(p.uid in self.stalled for p in members)  # its collective waits for the frozen rank
+            if failure is None and not (speed > 0 or hung):
+                failure = FAILURES[0]  # looks Ready, so it gets traffic, which fails
+            found.append(Route(key, members, 0.0 if hung else speed, delay, failure, hung))
+        return found
+
+    def _advance(self, seconds: float, now: float) -> None:
+        by_service = self.services()
         for c in self.cards.values():
             c.utilisation = 0.0
         # A service keeps its demand when every replica is gone: that is when requests fail.
@@ -359,27 +398,19 @@ class World:
             live = sum(1 for _key, members in groups if not any(p.terminating for p in members))
             qps = self.model_qps(service, live, now)
             self.requests[service] += qps * seconds
-            serving, failing = [], dict.fromkeys(FAILURES, 0)
-            for key, members in groups:
-                size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
-                if not (len(members) == size and all(p.ready and not p.terminating for p in members)):
-                    continue  # the gateway routes to Ready replicas only, and not to draining ones
-                speed, delay, failure = self.replica_speed(members)
-                hung = any(p.uid in self.stalled for p in members)  # its collective waits for the frozen rank
-                if failure is None and (speed > 0 or hung):
-                    serving.append((key, members, 0.0 if hung else speed, delay))
-                else:
-                    failing[failure or FAILURES[0]] += 1  # looks Ready, so it gets traffic, which fails
+            routes = self.routes(groups)
+            serving = [r for r in routes if r.failure is None]
+            failing = {reason: sum(1 for r in routes if r.failure == reason) for reason in FAILURES}
             if not serving and not any(failing.values()):
                 self.failed[(*service, "no_ready_replica")] += qps * seconds
                 continue
             share = qps / (len(serving) + sum(failing.values()))
             for reason, count in failing.items():
                 self.failed[(*service, reason)] += share * count * seconds
-            for key, members, speed, delay in serving:
-                if key not in self.series:
-                    self.series[key] = Series(m.ENGINES[members[0].engine])
-                self._serve(self.series[key], members, profile, share, speed, delay, seconds)
+            for r in serving:
+                if r.key not in self.series:
+                    self.series[r.key] = Series(m.ENGINES[r.members[0].engine])
+                self._serve(self.series[r.key], r.members, profile, share, r.speed, r.delay, seconds)
 
     def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
                delay: float, seconds: float) -> None:

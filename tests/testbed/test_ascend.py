@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 import yaml
 from prometheus_api_client import PrometheusConnect
 
-from chaos import ledger, mindx, plan, revert
+from chaos import landed, ledger, mindx, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KubeError, SpecError
 from chaos.faults import Context
@@ -28,6 +29,7 @@ from testbed import fleet
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 from testbed.remediator import OPT_OUT_LABEL
+from tests.testbed import helpers
 from tests.testbed.conftest import PORT_BASE
 from tests.testbed.helpers import apply_deploy, eventually, query, service_account_kubeconfig, wait_ready
 from tests.testbed.test_runner import kilocard_run
@@ -349,3 +351,44 @@ def test_the_npu_kinds_run_and_reap_with_deploy_ascends_least_privilege(ascend, 
     finally:
         runner.close()
         reaper.close()
+
+
+NPU_LANDED = [
+    ("npu-isolate", {}, "separated"),
+    ("npu-fault", {"via": "clusterd"}, "public fault"),
+    ("npu-fault", {"via": "agent", "code": "80E18402"}, "fake node"),
+]
+
+
+@pytest.mark.parametrize(("kind", "fields", "undone"), NPU_LANDED, ids=[f"{k}-{u}" for k, _f, u in NPU_LANDED])
+def test_an_npu_fault_is_confirmed_by_the_plugins_report_and_a_mismatch_once_undone_by_hand(ascend, kube, prom,
+                                                                                          tmp_path, kind, fields,
+                                                                                          undone):
+    busy = {p.spec.node_name for p in settled(kube, prom)}
+    node = next(n.metadata.name for n in kube.list_nodes() if n.metadata.name not in busy)
+    kube.patch_node(node, {"metadata": {"labels": {OPT_OUT_LABEL: "false"}}})  # the remediator leaves it be
+    ctx = context(kube, "landed")
+    book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
+    fault = plan.inject(ctx, book, {"kind": kind, "nodes": [node], "card": 5, "ttl_seconds": 120, **fields})
+    try:
+        (record,) = fault.records
+        named = "card 5" if undone == "fake node" else "Ascend910-5"
+        assert record.landed["status"] == "confirmed" and named in record.landed["evidence"], record.landed
+        if undone == "separated":  # someone empties ManuallySeparateNPU: the plugin reports the chip healthy
+            kube.patch_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(node),
+                                  {"data": {mindx.SEPARATED_KEY: ""}})
+        elif undone == "public fault":
+            kube.delete_config_map(record.undo["namespace"], record.undo["name"])
+        else:
+            endpoint, token = helpers.agent(kube, node)
+            request = urllib.request.Request(
+                f"{endpoint.rsplit('/nodes/', 1)[0]}/sim/v1/sabotage/{node}/{record.undo['agent_id']}", method="POST",
+                data=b"{}", headers={"Authorization": f"Bearer {token}"})
+            urllib.request.urlopen(request, timeout=10).close()
+        # The plugin rewrites its report a moment later: the read-back says so once it has.
+        assert eventually(lambda: landed.verify(ctx, fault.module, fault.spec, record.target, record.undo,
+                                                landed.Options(within_seconds=0))["status"] == "mismatch", 15)
+    finally:
+        assert revert.revert(ctx, book, fault.records) == []
+        kube.patch_node(node, {"metadata": {"labels": {OPT_OUT_LABEL: None}}})
+    assert eventually(lambda: allocatable(kube, node) == 8, 30)

@@ -17,7 +17,7 @@ from prometheus_api_client import PrometheusConnect
 
 from chaos.kube import node_ready
 from chaos.report import browser
-from probes import slo
+from probes import chaostoolkit, slo
 from testbed import audit, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
@@ -346,7 +346,7 @@ def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, t
     assert code == 1 and journal["kilocard"]["reason"].startswith("expected aborted with"), journal["kilocard"]
 
 
-def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, pool, prom, testbed, tmp_path):
+def test_s4_rack_congestion_s6_which_tp_layout_is_more_sensitive_and_s10_tcp_resets(kube, pool, prom, testbed, tmp_path):
     p = pool(6)
     rack = f"rack-{p.name}"  # the pool's own rack: the fault reaches no other test's nodes
     for n in p.node_names:
@@ -382,3 +382,65 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, pool,
     assert code == 1
     reason = journal["kilocard"]["reason"]
     assert reason.startswith("probe 'tp16-ttft-holds-or-recovers' failed: not recovered within 40 s"), reason
+    s10(kube, testbed, tmp_path, p, ns)
+
+
+def s10(kube, testbed, tmp_path: Path, p, ns: tuple[str, str]) -> None:
+    """S10 on the S4/S6 fleet: TCP resets on one TP=16 group's collective port, on both its machines."""
+    wait_ready(kube, p.namespace, BIG, 4)
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s10", experiment("s10-tp16-tcp-resets.yaml"), *ns,
+                                    report=True)
+    assert code == 0, journal["kilocard"]["reason"]
+    faults = journal["kilocard"]["faults"]
+    group = {x.spec.node_name for x in kube.list_pods(p.namespace, "kilocard.io/tp-group=llama-3-405b-g0").items}
+    assert {f["target"]["node"] for f in faults} == group and len(group) == 2  # both machines, nothing else
+    assert all(f["landed"]["status"] == "confirmed" for f in faults), faults
+    tp16, tp8 = probe(journal, "tp16-errors-breached-then-recovered"), probe(journal, "tp8-errors-hold")
+    # One group of two fails its requests while reset; the TP=8 replicas' collectives never leave a machine.
+    assert tp16["outcome"] == "recovered" and tp16["peak"] > 0.3, tp16["reason"]
+    assert tp8["outcome"] == "held" and tp8["peak"] < 0.01, tp8["reason"]
+    reported(tmp_path / "s10", journal, figures=4)
+
+    # Negative twin: resets that outlast the deadline are not a recovery (once the errors of the
+    # first run have left the rate window: a twin started over them would be judged on them).
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": testbed.prometheus_url}
+    assert eventually(lambda: chaostoolkit.slo_under(BIG, "error_ratio", 0.001, "model", p.namespace, "20s",
+                                                     configuration=cfg)["verdict"] == "ok", 60)
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s10-twin", experiment("s10-tp16-tcp-resets.yaml"), *ns,
+                                    "--var", "reset_seconds:int=45", "--var", "deadline_seconds:int=40")
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("probe 'tp16-errors-breached-then-recovered' failed: not recovered within 40 s"), reason
+
+
+def test_s9_a_stalled_rank_is_named_by_hung_group_with_every_pod_ready_and_the_stop_ends_it(kube, testbed,
+                                                                                           tmp_path, two_tp8):
+    p = two_tp8
+    before = {x.metadata.uid for x in wait_ready(kube, p.namespace, TP8, 2)}
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": testbed.prometheus_url}
+    # A replica is judged once Ready for the whole window: until then the steady state cannot be told.
+    assert eventually(lambda: chaostoolkit.no_hung_groups(TP8, p.namespace, "20s", cfg)["verdict"] == "ok", 60)
+    ns = ("--var", f"namespace={p.namespace}")
+    code, journal, seconds = kilocard_run(testbed, tmp_path / "s9", experiment("s9-stalled-rank.yaml"), *ns,
+                                          report=True)
+    assert code == 0 and journal["kilocard"]["verdict"] == "aborted", journal["kilocard"]["reason"]
+    reason = journal["kilocard"]["reason"]
+    (fault,) = journal["kilocard"]["faults"]
+    stalled = fault["target"]["name"]
+    assert reason.startswith(f"as expected (aborted): stop condition fired: hung-group {TP8} in {p.namespace}"), reason
+    assert f"pods {stalled} on" in reason and "1 of 2 Ready replicas hung" in reason, reason
+    # Every pod Ready while the group served nothing: the readiness-based probe and condition saw nothing.
+    assert probe(journal, "every-pod-still-ready")["verdict"] == "ok"
+    assert "unhealthy" not in reason
+    assert fault["kind"] == "rank-stall" and fault["landed"]["status"] == "confirmed", fault
+    assert fault["state"] == "reverted" and seconds < 120  # ended by the stop, long before the 120 s stall
+    # Nothing was restarted: the same pods, Ready again and serving once thawed.
+    assert {x.metadata.uid for x in wait_ready(kube, p.namespace, TP8, 2)} == before
+    reported(tmp_path / "s9", journal, figures=2)
+
+    # Negative twin: without the stall, nothing hangs, nothing fires, and the expectation is not met.
+    twin = experiment("s9-stalled-rank.yaml")
+    twin["method"] = [a for a in twin["method"] if a["name"] != "stall-one-rank"]
+    code, journal, _ = kilocard_run(testbed, tmp_path / "s9-twin", twin, *ns, "--var", "stall_seconds:int=30")
+    assert code == 1 and journal["kilocard"]["verdict"] == "passed", journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"].startswith("expected aborted with"), journal["kilocard"]["reason"]

@@ -180,3 +180,17 @@ def test_the_fake_node_reads_back_a_kind_it_has_no_state_for_as_inconclusive():
     f = Fault.create("n0", validate({"kind": "delay", "params": {"ms": 1}, "ttl_seconds": 5}))
     assert Effect().observe(World("nvidia.com/gpu"), f) == ("inconclusive", "the fake node cannot read delay back")
 
+
+
+def test_a_reset_scoped_to_the_collectives_port_stalls_the_cross_node_group_and_spares_the_client_path():
+    from chaos.agent.protocol import Fault
+    from testbed.simulator.effects import Net, TcpReset
+
+    def shaped(ports):
+        net = Net()
+        TcpReset().shape(net, Fault("f", "n", "tcp-reset", {}, {"ports": ports} if ports else {}, 60, "r", 0, 60))
+        return net.reset_client, net.reset_collectives
+
+    assert shaped([29500]) == (False, True)  # NCCL's and gloo's traffic between the machines only
+    assert shaped([8000]) == (True, False)  # the engines' API only
+    assert shaped(None) == (True, True) and shaped([8000, 29500]) == (True, True)

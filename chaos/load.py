@@ -1,0 +1,473 @@
+"""Built-in load: an OpenAI-compatible endpoint driven at a set rate, and measured from the client,
+so that an experiment has traffic to judge where no production traffic flows.
+
+Each request is a streaming `POST {url}/v1/completions` (or `/v1/chat/completions`) with `model`,
+a prompt of about `prompt_tokens` tokens, `max_tokens: output_tokens` and `stream: true`, read as
+OpenAI's server-sent events (`data: {json}` chunks, then `data: [DONE]`). Per request: TTFT (to
+the first chunk with content), TPOT ((last - first) / (tokens - 1)), the HTTP status, and the kind
+of error (`http_503`, `connection_reset`, `timeout`, ...).
+
+Open loop, on purpose. Arrivals are a seeded Poisson process at `qps`, fixed in advance, so a slow
+server does not slow the offered load. A closed loop (each client waits for its answer before it
+sends again) sends less exactly when the server struggles, and so measures only what a struggling
+server let through: coordinated omission, which hides the very queueing a fault causes. For the
+same reason a request over `max_in_flight` is not queued behind the cap (the same omission, moved
+into the client): it counts as an error, `client_saturated`. Latency counts from when a request was
+sent; how far sends fell behind the schedule is reported apart (`late_p99_seconds`), so a client
+starved of CPU shows as such instead of being blamed on the server.
+
+A bearer token is read from an environment variable or a file, and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+import random
+import select
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from chaos import __version__
+from chaos.errors import SpecError
+from chaos.faults._spec import Fields
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI, quiet_thread
+
+APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+SATURATED = "client_saturated"
+QUANTILES = (0.5, 0.95, 0.99)
+DEFAULT_MAX_IN_FLIGHT = 256
+DEFAULT_TIMEOUT_SECONDS = 60.0
+MAX_QPS = 10_000.0
+MAX_IN_FLIGHT = 10_000
+MAX_TIMEOUT_SECONDS = 3600.0
+MAX_TOKENS = 131_072  # a long context window's worth, prompt or output
+# Words that BPE tokenizers (GPT's, Llama's) read as one token each after a space: a prompt of n of
+# them is about n tokens. Drawn anew for every request, so no prefix-cache hit flatters the TTFT.
+_WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
+          "had they you were their one all we can her has there been if more when will would who so no").split()
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    model: str
+    qps: float
+    prompt_tokens: int
+    output_tokens: int
+    url: str = LOCAL_TESTBED_OPENAI  # the API's root, without /v1
+    api: str = "completions"
+    duration_seconds: float | None = None  # None: until stopped (an experiment's load: its whole run)
+    seed: int = 0
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    token_env: str | None = None
+    token_file: str | None = None
+    token: str | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the journal keeps: where a token comes from, never the token."""
+        return {k: v for k, v in asdict(self).items() if k != "token" and v is not None}
+
+
+class _Flags(Fields):
+    """Fields whose errors name the command's flags (`--max-in-flight`, `--timeout`)."""
+
+    def fail(self, name: str, expected: str, value: Any) -> SpecError:
+        return SpecError(f"--{name.removesuffix('_seconds').replace('_', '-')}: expected {expected}, got {value!r}")
+
+
+def parse(raw: Any, where: str, flags: bool = False) -> LoadSpec:
+    """A load from plain data: an experiment's `load:` block, or the command's flags (`flags`: the
+    errors name them, and a duration is read). SpecError names the field; a token is read from where
+    it is said to be, so a missing one is found before anything is sent."""
+    f = (_Flags if flags else Fields)(raw, where)
+    url = f.str("url", LOCAL_TESTBED_OPENAI)
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:
+        ok = False
+    if not ok or parts.query or parts.fragment or parts.path.rstrip("/").endswith("/v1"):
+        raise f.fail("url", "an http:// or https:// URL of the API's root (without /v1)", url)
+    token_env, token_file = f.str("token_env", None), f.str("token_file", None)
+    if token_env is not None and token_file is not None:
+        raise f.fail("token_env", "either token_env or token_file, not both", token_env)
+    spec = LoadSpec(
+        model=f.str("model"), qps=f.number("qps", low=0, high=MAX_QPS, low_open=True),
+        prompt_tokens=f.int("prompt_tokens", low=1, high=MAX_TOKENS),
+        output_tokens=f.int("output_tokens", low=1, high=MAX_TOKENS), url=url.rstrip("/"),
+        api=f.str("api", "completions", choices=tuple(APIS)),
+        duration_seconds=f.number("duration_seconds", low=0, high=86_400, low_open=True) if flags else None,
+        seed=f.int("seed", 0, high=2**62),
+        max_in_flight=f.int("max_in_flight", DEFAULT_MAX_IN_FLIGHT, low=1, high=MAX_IN_FLIGHT),
+        timeout_seconds=f.number("timeout_seconds", DEFAULT_TIMEOUT_SECONDS, low=0, high=MAX_TIMEOUT_SECONDS,
+                                 low_open=True),
+        token_env=token_env, token_file=token_file)
+    f.done()
+    return replace(spec, token=_token(f, token_env, token_file))
+
+
+def _token(f: Fields, env: str | None, path: str | None) -> str | None:
+    if env is not None:
+        token = os.environ.get(env, "").strip()
+        if not token:
+            raise f.fail("token_env", "an environment variable that holds the token (it is unset or empty)", env)
+        return token
+    if path is not None:
+        try:
+            token = Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            token = ""
+        if not token:
+            raise f.fail("token_file", "a readable file that holds the token", path)
+        return token
+    return None
+
+
+# --- what is sent ---------------------------------------------------------------------------------
+def arrivals(qps: float, seed: int, duration: float | None = None) -> Iterator[float]:
+    """Seconds from the start at which requests are sent: a Poisson process at `qps` (exponential
+    gaps), the same for the same seed; endless without a duration."""
+    rng = random.Random(seed)
+    at = rng.expovariate(qps)
+    while duration is None or at < duration:
+        yield at
+        at += rng.expovariate(qps)
+
+
+def prompt(rng: random.Random, tokens: int) -> str:
+    """About `tokens` tokens of common words."""
+    return " ".join(rng.choices(_WORDS, k=tokens))
+
+
+def body(spec: LoadSpec, text: str) -> bytes:
+    request: dict[str, Any] = {"model": spec.model, "max_tokens": spec.output_tokens, "stream": True,
+                               "stream_options": {"include_usage": True}}  # the tokens counted by the server
+    if spec.api == "chat":
+        request["messages"] = [{"role": "user", "content": text}]
+    else:
+        request["prompt"] = text
+    return json.dumps(request).encode()
+
+
+# --- what comes back ------------------------------------------------------------------------------
+class BadStream(Exception):
+    """The answer is not OpenAI's event stream, or the stream says it failed; `kind` says which."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def content(chunk: dict[str, Any], api: str) -> str:
+    """The text one chunk carries: completions' `choices[0].text`, chat's `choices[0].delta.content`
+    (or a reasoning model's `reasoning_content`, which are tokens too)."""
+    choices = chunk.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    if api == "chat":
+        delta = first.get("delta") if isinstance(first.get("delta"), dict) else {}
+        text = delta.get("content") or delta.get("reasoning_content")
+    else:
+        text = first.get("text")
+    return text if isinstance(text, str) else ""
+
+
+class Stream:
+    """One response's server-sent events, fed line by line with the time each line arrived: when
+    the first and last chunks with content came, how many tokens, and whether `[DONE]` did."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.first: float | None = None
+        self.last: float | None = None
+        self.chunks = 0
+        self.usage: int | None = None  # completion_tokens, when the server counts them
+        self.done = False
+        self._data: list[str] = []
+
+    def feed(self, line: bytes, at: float) -> None:
+        text = line.decode("utf-8", "replace").rstrip("\r\n")
+        if not text and self._data:  # a blank line ends an event
+            data, self._data = "\n".join(self._data), []
+            self._event(data, at)
+        elif text.startswith("data:"):
+            self._data.append(text[5:].removeprefix(" "))
+        # Other fields (event:, id:, retry:) and comments (": ping") carry nothing measured.
+
+    def _event(self, data: str, at: float) -> None:
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise BadStream("bad_stream") from None
+        if not isinstance(chunk, dict):
+            raise BadStream("bad_stream")
+        if chunk.get("error"):
+            raise BadStream("stream_error")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            self.usage = usage["completion_tokens"]
+        if content(chunk, self.api):
+            self.chunks += 1
+            self.first = at if self.first is None else self.first
+            self.last = at
+
+    @property
+    def tokens(self) -> int:
+        """The server's count when it gives one (a chunk may carry several tokens), else the chunks."""
+        return self.usage if self.usage is not None else self.chunks
+
+
+def tpot(first: float, last: float, tokens: int) -> float | None:
+    """Time per output token after the first: (last - first) / (tokens - 1); None under two tokens."""
+    return (last - first) / (tokens - 1) if tokens > 1 else None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request as the client saw it; `error` None: it was answered in full."""
+
+    sent: float = 0.0  # seconds from the load's start
+    late: float = 0.0  # how far behind its scheduled arrival it was sent
+    status: int | None = None
+    error: str | None = None
+    ttft: float | None = None
+    tpot: float | None = None
+
+
+class Sender(Protocol):
+    def send(self, text: str) -> Sample: ...
+
+    def close(self) -> None: ...
+
+
+class Client:
+    """Sends one request and measures it, over one keep-alive connection per worker thread."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        parts = urlsplit(spec.url)
+        self.spec = spec
+        self.connection = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self.host, self.port = parts.hostname or "", parts.port
+        self.path = parts.path.rstrip("/") + APIS[spec.api]
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "User-Agent": f"kilocard/{__version__}",
+                        **({"Authorization": f"Bearer {spec.token}"} if spec.token else {})}
+        self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def send(self, text: str) -> Sample:
+        conn = self._connection()
+        started = time.monotonic()
+        deadline = started + self.spec.timeout_seconds
+        status = None
+        try:
+            if conn.sock is not None:  # a reused connection: its last read's deadline is not this one's
+                conn.sock.settimeout(self.spec.timeout_seconds)
+            conn.request("POST", self.path, body(self.spec, text), self.headers)
+            response = conn.getresponse()
+            status = response.status
+            if status != 200 or "text/event-stream" not in (response.getheader("Content-Type") or ""):
+                response.read()
+                return Sample(status=status, error=f"http_{status}" if status != 200 else "bad_stream")
+            stream = Stream(self.spec.api)
+            while not stream.done:
+                if conn.sock is not None:  # the whole request's deadline, not each read's
+                    conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                line = response.readline()
+                stream.feed(line or b"\n", time.monotonic() - started)
+                if not line and not stream.done:
+                    raise http.client.RemoteDisconnected("the stream ended before [DONE]")
+            response.read()  # the end of the chunked body, so the connection can be used again
+        except (OSError, http.client.HTTPException, BadStream) as exc:
+            conn.close()
+            return Sample(status=status, error=_kind(exc))
+        if stream.first is None or stream.last is None:
+            return Sample(status=status, error="no_tokens")
+        return Sample(status=status, ttft=stream.first, tpot=tpot(stream.first, stream.last, stream.tokens))
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self.connection(self.host, self.port, timeout=self.spec.timeout_seconds)
+            self._local.conn = conn
+            with self._lock:
+                self._opened.append(conn)
+        elif conn.sock is not None and _dropped(conn.sock):
+            conn.close()  # the server closed it while it was idle: the next request reconnects
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+
+
+def _dropped(sock: Any) -> bool:
+    """Is an idle keep-alive connection readable, so closed by the server (or spoken on out of turn)?
+    Reusing it would fail the next request for no fault of the server's."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _kind(exc: BaseException) -> str:
+    """The kind of error a request ended with, as the summary counts it."""
+    if isinstance(exc, BadStream):
+        return exc.kind
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, http.client.RemoteDisconnected | http.client.IncompleteRead):  # the first is a reset's kin
+        return "connection_closed"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return "connection_reset"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    return "connection_error" if isinstance(exc, OSError) else "bad_response"
+
+
+# --- the load, running ----------------------------------------------------------------------------
+class Load:
+    """A load offered in the background: `start()`, then `wait()` for its duration (or set `halted`),
+    and `stop()` gives the journal's record: the spec, a summary and a series per second."""
+
+    def __init__(self, spec: LoadSpec, client: Sender | None = None) -> None:
+        self.spec = spec
+        self.client = client or Client(spec)
+        self.halted = threading.Event()
+        self.started_at = 0.0  # epoch seconds, for setting the series beside faults and probes
+        self._started = self._ended = 0.0
+        self._slots = threading.BoundedSemaphore(spec.max_in_flight)
+        self._pool = ThreadPoolExecutor(spec.max_in_flight, "kilocard-load", initializer=quiet_thread)
+        self._samples: list[Sample] = []
+        self._lock = threading.Lock()
+        self._offering = threading.Thread(target=self._offer, name="kilocard-load", daemon=True)
+
+    def start(self) -> Load:
+        self.started_at, self._started = time.time(), time.monotonic()
+        self._offering.start()
+        return self
+
+    def wait(self) -> None:
+        """Until the duration has passed, or `halted` is set."""
+        self._offering.join()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop offering, let the requests in flight finish (each within its timeout), and return
+        the record."""
+        self.halted.set()
+        self._offering.join()
+        self._pool.shutdown(wait=True)
+        self.client.close()
+        seconds = self._ended - self._started
+        samples = sorted(self._samples, key=lambda s: s.sent)
+        return {"spec": self.spec.to_json(), "started_at": self.started_at,
+                "summary": summary(samples, seconds), "series": series(samples, seconds)}
+
+    def _offer(self) -> None:
+        quiet_thread()
+        words = random.Random(f"{self.spec.seed}/prompts")
+        for at in arrivals(self.spec.qps, self.spec.seed, self.spec.duration_seconds):
+            text = prompt(words, self.spec.prompt_tokens)
+            if self.halted.wait(max(0.0, self._started + at - time.monotonic())):
+                break
+            late = max(0.0, time.monotonic() - self._started - at)
+            if self._slots.acquire(blocking=False):
+                self._pool.submit(self._one, at, late, text)
+            else:
+                self._keep(Sample(at, late, error=SATURATED))
+        else:  # the last arrival came: the load lasts its whole duration all the same
+            self.halted.wait(max(0.0, self._started + (self.spec.duration_seconds or 0.0) - time.monotonic()))
+        self._ended = time.monotonic()
+
+    def _one(self, at: float, late: float, text: str) -> None:
+        try:
+            self._keep(replace(self.client.send(text), sent=at, late=late))
+        except Exception:  # noqa: BLE001 - a request the client itself botched still counts, and the load goes on
+            self._keep(Sample(at, late, error="client_error"))
+        finally:
+            self._slots.release()
+
+    def _keep(self, sample: Sample) -> None:
+        with self._lock:
+            self._samples.append(sample)
+
+
+# --- the record -----------------------------------------------------------------------------------
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-quantile (0 to 1), linear between the closest ranks (numpy's default); None for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _quantiles(values: list[float]) -> dict[str, float | None]:
+    found = {f"p{round(q * 100)}": percentile(values, q) for q in QUANTILES}
+    return {k: None if v is None else round(v, 6) for k, v in found.items()}
+
+
+def summary(samples: list[Sample], seconds: float) -> dict[str, Any]:
+    """Counts, errors by kind, HTTP statuses, P50/P95/P99 TTFT and TPOT of the answered requests,
+    and the rates offered (every request, saturated ones too) and achieved (answered in full)."""
+    answered = [s for s in samples if s.error is None]
+    late = percentile([s.late for s in samples], 0.99)
+    return {
+        "requests": len(samples), "ok": len(answered),
+        "errors": dict(sorted(Counter(s.error for s in samples if s.error).items())),
+        "statuses": {str(k): n for k, n in sorted(Counter(s.status for s in samples if s.status).items())},
+        "seconds": round(seconds, 3),
+        "offered_qps": round(len(samples) / seconds, 3) if seconds > 0 else 0.0,
+        "achieved_qps": round(len(answered) / seconds, 3) if seconds > 0 else 0.0,
+        "ttft_seconds": _quantiles([s.ttft for s in answered if s.ttft is not None]),
+        "tpot_seconds": _quantiles([s.tpot for s in answered if s.tpot is not None]),
+        "late_p99_seconds": None if late is None else round(late, 6),
+    }
+
+
+def series(samples: list[Sample], seconds: float) -> list[dict[str, Any]]:
+    """Per second of the load, by when each request was sent: how many, how many failed, and the
+    P95 TTFT and TPOT of the rest."""
+    by_second: dict[int, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_second[int(s.sent)].append(s)
+    out = []
+    for second in range(max(int(seconds), max(by_second, default=-1) + 1)):  # a last part-second if sent in
+        got = by_second.get(second, [])
+        answered = [s for s in got if s.error is None]
+        ttft = percentile([s.ttft for s in answered if s.ttft is not None], 0.95)
+        tpot_ = percentile([s.tpot for s in answered if s.tpot is not None], 0.95)
+        out.append({"second": second, "sent": len(got), "errors": len(got) - len(answered),
+                    "ttft_p95": None if ttft is None else round(ttft, 6),
+                    "tpot_p95": None if tpot_ is None else round(tpot_, 6)})
+    return out
+
+
+def lines(found: dict[str, Any]) -> list[str]:
+    """A summary as the command prints it."""
+    errors = sum(found["errors"].values())
+    kinds = ", ".join(f"{k} {n}" for k, n in found["errors"].items())
+    out = [f"{found['requests']} requests in {found['seconds']:.1f} s: {found['offered_qps']:.2f}/s offered, "
+           f"{found['achieved_qps']:.2f}/s answered; {errors} errors" + (f" ({kinds})" if kinds else "")]
+    for name in ("ttft", "tpot"):
+        q = found[f"{name}_seconds"]
+        out.append(f"{name.upper()} " + ", ".join(
+            f"{k} {'-' if v is None else f'{v:.3f} s'}" for k, v in q.items()))
+    if (found["late_p99_seconds"] or 0.0) > 0.05:
+        out.append(f"the client fell behind its schedule: sends up to {found['late_p99_seconds']:.3f} s late (P99)")
+    return out
