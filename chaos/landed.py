@@ -4,25 +4,28 @@ silently did not land (the wrong interface, an agent on the wrong node, a DCGM f
 injected) would make a green experiment meaningless; a Mismatch fails the fault unless the fault
 allows it, and Inconclusive is said as such, never counted as landed.
 
-Each kind's module may define `verify(ctx, spec, target, undo) -> (status, evidence)`: one look,
-from what the cluster or the node's agent shows (a taint, allocatable, the agent's read-back of a
-qdisc, an nft table, a frozen cgroup). Effects take a moment to show (a device plugin's report,
-a cgroup settling), so the look is repeated, with growing pauses, until it confirms or the
-fault's `verify.within_seconds` ends; then the last look stands. A kind without `verify` is
-Inconclusive. The fault's own options:
+Each kind's module may define `verify(ctx, spec, target, undo) -> (status, evidence[, final])`:
+one look, from what the cluster or the node's agent shows (a taint, allocatable, the agent's
+read-back of a qdisc, an nft table, a frozen cgroup). Effects take a moment to show (a device
+plugin's report, a cgroup settling), so the look is repeated, with growing pauses, until it
+confirms, says it is `final` (no read-back exists: looking again cannot tell more), the fault's
+`verify.within_seconds` ends, or the fault's TTL would (an expired fault is not a missing one);
+then the last look stands. Stopped meanwhile (Ctrl-C, a stop condition), what was not confirmed
+is inconclusive. A kind without `verify` is Inconclusive. The fault's own options:
 
     verify: {within_seconds: 15, allow_mismatch: false}
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
-from chaos.errors import KilocardError, SpecError
+from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.faults._spec import Fields
 
@@ -57,18 +60,26 @@ def verify(ctx: Context, module: ModuleType, spec: Any, target: dict[str, Any], 
     started = time.monotonic()
     if look is None:
         return _said(INCONCLUSIVE, f"{spec.kind} has no read-back", started)
+    ttl = float(getattr(spec, "ttl_seconds", 0.0) or math.inf)
+    within = min(options.within_seconds, max(0.0, ttl - 1.0))
     pause = 0.2
     while True:
+        final = False
         try:
-            status, evidence = look(ctx, spec, target, undo)
-        except (KilocardError, SpecError) as exc:  # could not look (an API error): not a finding
+            status, evidence, *rest = look(ctx, spec, target, undo)
+            final = bool(rest and rest[0])
+        except KilocardError as exc:  # could not look (an API error): not a finding
             status, evidence = INCONCLUSIVE, f"could not read the effect back: {exc}"
         except Exception as exc:  # noqa: BLE001 - a read-back's bug must not undo the run's ledger
             return _said(INCONCLUSIVE, f"the read-back failed: {type(exc).__name__}: {exc}", started)
-        left = options.within_seconds - (time.monotonic() - started)
-        if status == CONFIRMED or left <= 0 or ctx.stop.is_set():
+        if status not in STATUSES:
+            status, evidence = INCONCLUSIVE, f"an unknown read-back status {status!r}: {evidence}"
+        left = within - (time.monotonic() - started)
+        if status == CONFIRMED or final or left <= 0:
             return _said(status, evidence, started)
-        ctx.stop.wait(min(pause, left))
+        if ctx.stop.wait(min(pause, left)):  # stopped before it showed: that tells nothing
+            return _said(INCONCLUSIVE, f"stopped before the effect could be read back ({status}: {evidence})",
+                         started)
         pause = min(pause * 2, 2.0)
 
 

@@ -171,8 +171,11 @@ def transitions(path: Path) -> dict[str, list[dict[str, str]]]:
                 r = Record.from_json(line)
             except (ValueError, TypeError):
                 continue
-            found.setdefault(r.fault_id, []).append({"state": r.state, "at": r.at, **({"error": r.error}
-                                                                                      if r.error else {})})
+            states = found.setdefault(r.fault_id, [])
+            step = {"state": r.state, "at": r.at, **({"error": r.error} if r.error else {})}
+            if states and {**states[-1], "at": r.at} == step:
+                continue  # written again as it was (its read-back added): not a transition
+            states.append(step)
     return found
 
 

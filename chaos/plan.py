@@ -173,13 +173,13 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
         fault.records = ctx.kube.batch(applied, fault.records)
     else:
         fault.records = [settle(r, started, o) for r, o in zip(fault.records, outcomes, strict=True)]
+    # Settled, written before the look: a runner that dies while it looks still reverts what it applied.
+    book.write(fault.records, in_cluster=module.REVERTIBLE)
     done = [r for r in fault.records if r.applied_at]
-    if module.REVERTIBLE:  # applied, written before the look: a runner that dies meanwhile still reverts it
-        book.write(fault.records, in_cluster=True)
     for record, seen in zip(done, ctx.kube.batch(
             lambda r: landed.verify(ctx, module, spec, r.target, r.undo, fault.verify), done), strict=True):
         record.landed = seen
-    book.write(done if module.REVERTIBLE else fault.records, in_cluster=module.REVERTIBLE)
+    book.write(done, in_cluster=module.REVERTIBLE)
     return fault
 
 

@@ -423,11 +423,13 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         finally:  # whatever chaoslib did (or if it raised), the ledger's faults are undone
             signal.setitimer(signal.ITIMER_REAL, 0)
             events = [e for r in recorders for e in r.detach()]
-            reverted, left = spent("revert", revert.recover, ctx, book.dir, run_id)
-            if offered is not None:  # the load covers the revert, and what the fleet did after it
-                offered_record = spent("load", offered.stop)
-            if view is not None:
-                view.stop()
+            try:
+                reverted, left = spent("revert", revert.recover, ctx, book.dir, run_id)
+            finally:
+                if offered is not None:  # the load covers the revert, and what the fleet did after it
+                    offered_record = spent("load", offered.stop)
+                if view is not None:
+                    view.stop()
         after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         outcome, reason = verdict(journal)
         code, reason = judged(experiment.expect, outcome, reason)

@@ -411,8 +411,8 @@ CONDITIONS: dict[str, Schema] = {
                        "window": text("the rate window (PromQL duration)", "30s")},
                       ["limit"], {"limit": 5.0}),
     "hung-group": _condition("hung-group", "A replica of the model, all its pods Ready for the window, finished no "
-                             "request over it while the model had demand, or its lead exports no series (a stalled "
-                             "rank); no series for the model, or no demand figure, counts as hung.",
+                             "request over it while requests wait in its queue, or its lead exports no series (a "
+                             "stalled rank); no series for the model, or no demand at all, counts as hung.",
                              {"window": text("the window progress is judged over (PromQL duration)", "30s")}, [],
                              {"window": "30s"}),
 }

@@ -7,9 +7,10 @@ group among healthy ones. A replica (its TP group, whole) is judged once every o
 has been Ready for at least the window W (one that just started is settling, not hung; a pod
 without a transition time is judged); its series are its lead's (rank 0's), labelled `pod` and
 `namespace`. It is hung when
-    - it finished no request over W (increase of its finished-request counter: 0) while the model
-      had demand: another replica progressed, it has requests waiting, or the gateway's request
-      counter rose; or
+    - it finished no request over W (increase of its finished-request counter: 0) while requests
+      wait in its own queue (waiting now, or grown over W; an engine that exports no queue: while
+      the model had demand, another replica progressing or the gateway counting requests); at a
+      low rate a healthy replica may finish none in a window, with nothing waiting; or
     - it exported no series at all over W while Ready: its lead's scrape fails (a frozen rank 0).
 The verdict fails naming each hung replica (namespace/model, group, pods, nodes, its figures),
 and passes only when every judged replica progressed. It never passes blind: no series for any
@@ -87,19 +88,30 @@ def judge(snapshot: ClusterSnapshot, figures: Figures, model: str, window: str =
     progressed = {k for k, p in counted.items() if p.finished > 0}
     demand = any(p is not None and p.finished > 0 for p in seen.values()) or (figures.demand or 0) > 0
     hung = sorted([k for k in judged if k not in counted]
-                  + [k for k, p in counted.items() if p.finished <= 0 and (demand or (p.waiting or 0) > 0)])
+                  + [k for k, p in counted.items() if p.finished <= 0 and _waits(p, demand)])
     if hung:
         named = "; ".join(_named(k, judged[k], seen[k], window, len(progressed)) for k in hung)
         return failed(f"{model}: {len(hung)} of {len(judged)} Ready replicas hung: {named}", outcome="hung",
                       hung=hung, **details)
-    if len(progressed) < len(judged):
+    if not demand:
         return failed(f"{model}: no demand over {window} (no replica finished a request or has one waiting, the "
                       f"gateway counted none): idle cannot be told from hung: {NO_DATA}", outcome="unknown",
                       **details)
     fewest = min(counted, key=lambda k: counted[k].finished)
     settled = f", {len(settling)} settling" if settling else ""
-    return passed(f"{model}: every Ready replica progressed over {window} ({len(judged)} judged{settled}; fewest "
-                  f"finished: {fewest}, {counted[fewest].finished:.0f})", outcome="progressing", **details)
+    idle = len(judged) - len(progressed)
+    said = f" or had nothing waiting ({idle} idle, " if idle else " ("
+    return passed(f"{model}: every Ready replica progressed over {window}{said}{len(judged)} judged{settled}; "
+                  f"fewest finished: {fewest}, {counted[fewest].finished:.0f})", outcome="progressing", **details)
+
+
+def _waits(p: Progress, demand: bool) -> bool:
+    """Its own queue says it holds requests it does not serve; an engine that exports no queue
+    is judged by the model's demand. (At a low rate a healthy replica may finish none in a
+    window: with nothing waiting, that is not a hang.)"""
+    if p.waiting is None and p.waiting_change is None:
+        return demand
+    return (p.waiting or 0) > 0 or (p.waiting_change or 0) > 0
 
 
 def _figures(key: str, members: list[PodView], p: Progress | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ A fault scoped to a network namespace (`target.netns`, e.g. a pod's) runs its co
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -141,14 +142,17 @@ class Backends:
         nft = self._need(self.tools.nft, "nft", fault.kind)
         self.run(self._in_netns(fault.target, [nft, *args]))
 
-    def nft_table(self, fault: Any, chains: dict[str, list[str]], protocol: str | None = None) -> None:
+    def nft_table(self, fault: Any, chains: dict[str, list[str]], protocol: str | None = None,
+                  both_ends: bool = False) -> None:
         """A table of the fault's own, with one chain per hook ("input", "output") ending in the
         given statement, on the interface and the fault's scope (cidrs, ports; `protocol` matched
-        even without ports, as a TCP reset needs). Half-made: removed."""
+        even without ports, as a TCP reset needs). Ports are the far end's (traffic to them on
+        output, from them on input), or with `both_ends` either end's, so a node that listens on
+        the port is hit as well as one that connects to it. Half-made: removed."""
         self._nft(fault, "add", "table", "inet", self._table(fault))
         try:
             for hook, verdict in chains.items():
-                self._nft_rules(fault, hook, verdict, protocol)
+                self._nft_rules(fault, hook, verdict, protocol, both_ends)
         except BaseException:
             self.nft_revert(fault)
             raise
@@ -168,7 +172,8 @@ class Backends:
             return CONFIRMED, f"table inet {self._table(fault)}: {chains} chain(s), {rules} rule(s) '{statement}'"
         return MISMATCH, f"table inet {self._table(fault)} has {chains} chain(s) but {rules} rule(s) '{statement}'"
 
-    def _nft_rules(self, fault: Any, hook: str, verdict: list[str], protocol: str | None = None) -> None:
+    def _nft_rules(self, fault: Any, hook: str, verdict: list[str], protocol: str | None = None,
+                   both_ends: bool = False) -> None:
         table, chain = self._table(fault), hook
         self._nft(fault, "add", "chain", "inet", table, chain, f"{{ type filter hook {hook} priority 0 ; }}")
         iface = ["oifname" if hook == "output" else "iifname", self.interface(fault.target)]
@@ -176,17 +181,22 @@ class Backends:
         address = "daddr" if hook == "output" else "saddr"
         cidrs = p.get("cidrs") or [None]
         ports = p.get("ports") or []
+        far = "dport" if hook == "output" else "sport"
+        ends = (far, "sport" if far == "dport" else "dport") if both_ends else (far,)
+        if both_ends and ports:  # the RST a reject answers with leaves from the port: let it out
+            self._nft(fault, "add", "rule", "inet", table, chain, *iface, "tcp", "flags", "&", "rst", "==", "rst",
+                      "accept")
         for cidr in cidrs:
             match = list(iface)
             if cidr:
                 family = "ip6" if ":" in cidr else "ip"
                 match += [family, address, cidr]
-            if ports:
-                port_dir = "dport" if hook == "output" else "sport"
-                match += [p.get("protocol") or protocol, port_dir, "{ " + ", ".join(str(x) for x in ports) + " }"]
-            elif protocol:
-                match += ["meta", "l4proto", protocol]
-            self._nft(fault, "add", "rule", "inet", table, chain, *match, *verdict)
+            if not ports:
+                self._nft(fault, "add", "rule", "inet", table, chain, *match,
+                          *(["meta", "l4proto", protocol] if protocol else []), *verdict)
+            for end in ends if ports else ():
+                self._nft(fault, "add", "rule", "inet", table, chain, *match, p.get("protocol") or protocol, end,
+                          "{ " + ", ".join(str(x) for x in ports) + " }", *verdict)
 
     def nft_revert(self, fault: Any) -> None:
         try:
@@ -227,12 +237,24 @@ class Backends:
             container = fault.target.get("container_id")
             raise FaultError("target", f"no cgroup for pod {fault.target['pod_uid']}"
                                        f"{' container ' + container if container else ''} on this node", status=404)
-        if fault.params.get("method", "freeze") == "freeze":
-            group.freeze(stalled)
-        else:
-            if stalled and not group.procs():
+        if stalled and os.getpid() in group.procs():
+            raise FaultError("target", f"cgroup {group.path} holds this agent: frozen, nothing would thaw it",
+                             status=403)
+        freeze = fault.params.get("method", "freeze") == "freeze"
+        try:
+            if freeze:
+                group.freeze(stalled)
+            elif stalled and not cgroups.signal_all(group, signal.SIGSTOP):
                 raise FaultError("target", f"cgroup {group.path} has no process to stop", status=409)
-            cgroups.signal_all(group, signal.SIGSTOP if stalled else signal.SIGCONT)
+            elif not stalled:
+                cgroups.signal_all(group, signal.SIGCONT)
+        except FileNotFoundError:  # the container ended meanwhile: nothing left to stall, or to thaw
+            if stalled:
+                raise FaultError("target", f"cgroup {group.path} went away", status=404) from None
+        except OSError as exc:
+            if stalled:  # half-made: undone before it is refused, so nothing stays stopped unrecorded
+                self.stall(fault, stalled=False)
+            raise FaultError("target", f"cgroup {group.path}: {exc}", status=500) from None
 
     def stalled(self, fault: Any) -> tuple[str, str]:
         group = self._cgroup(fault)
@@ -246,8 +268,8 @@ class Backends:
             if state == "freezing":
                 return INCONCLUSIVE, f"{where} is still freezing"
             return MISMATCH, f"{where} is not frozen"
-        states = {pid: cgroups.stopped(pid) for pid in group.procs()}
-        running = sorted(pid for pid, s in states.items() if s is False)
+        states = {pid: s for pid in group.procs() if (s := cgroups.stopped(pid)) is not None}  # exited: not counted
+        running = sorted(pid for pid, s in states.items() if not s)
         if not states:
             return MISMATCH, f"{group.path} holds no process"
         if running:
@@ -260,12 +282,14 @@ class Backends:
         self.run([systemctl, action, "kubelet.service"])
 
     def kubelet_stopped(self) -> tuple[str, str]:
+        """Stopped only when systemd says so: a bus it cannot reach, or no such unit, tells nothing."""
         systemctl = self._need(self.tools.systemctl, "systemctl", "kubelet-stop")
-        try:
-            self.run([systemctl, "is-active", "--quiet", "kubelet.service"])
-        except CommandFailed:  # is-active exits non-zero for anything but active
-            return CONFIRMED, "kubelet.service is not active"
-        return MISMATCH, "kubelet.service is active"
+        state = self.run([systemctl, "show", "--property", "ActiveState", "--value", "kubelet.service"]).strip()
+        if state in ("inactive", "failed"):
+            return CONFIRMED, f"kubelet.service is {state}"
+        if state in ("active", "activating", "reloading"):
+            return MISMATCH, f"kubelet.service is {state}"
+        return INCONCLUSIVE, f"kubelet.service's state is {state or 'not known'}"
 
     # --- dispatch ----------------------------------------------------------------------------------
     def apply(self, fault: Any) -> None:
@@ -280,13 +304,14 @@ class Backends:
     def revert(self, fault: Any) -> None:
         kinds.get(fault.kind).revert(fault, self)
 
-    def observe(self, fault: Any) -> tuple[str, str]:
-        """Read the fault's effect back: (confirmed | mismatch | inconclusive, evidence)."""
+    def observe(self, fault: Any) -> tuple[str, str, bool]:
+        """Read the fault's effect back: (confirmed | mismatch | inconclusive, evidence, final: no
+        read-back exists, so asking again tells nothing more)."""
         kind = kinds.get(fault.kind)
         if not hasattr(kind, "observe"):
-            return INCONCLUSIVE, f"{fault.kind} has no read-back on a node"
+            return INCONCLUSIVE, f"{fault.kind} has no read-back on a node", True
         try:
             status, evidence = kind.observe(fault, self)
-            return str(status), str(evidence)
-        except (CommandFailed, FaultError, OSError) as exc:
-            return INCONCLUSIVE, f"could not read {fault.kind} back: {exc}"
+            return str(status), str(evidence), False
+        except (CommandFailed, FaultError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            return INCONCLUSIVE, f"could not read {fault.kind} back: {exc}", False

@@ -6,8 +6,8 @@ v1 alone, or both (hybrid: v1 controllers under /sys/fs/cgroup/<controller>, v2 
 file instead of freezing anything. The kubelet names a pod's cgroup `pod<uid>` (cgroupfs driver)
 or `kubepods-<qos>-pod<uid with _>.slice` (systemd driver); a container's is a child whose name
 holds its ID (`cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`, or `<id>`).
-Only `cgroup.freeze`, `freezer.state` and `cgroup.procs` are ever touched, below a mounted
-hierarchy.
+Only `cgroup.freeze` and `freezer.state` are ever written, below a mounted hierarchy (and
+`cgroup.procs`, `cgroup.events` read).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def find(pod_uid: str, container_id: str | None, mountinfo: Path = MOUNTINFO) ->
     (v2 before the v1 freezer); None when no hierarchy has it (gone, or not on this node)."""
     for version, root in hierarchies(mountinfo):
         pod = _search(root, lambda name: _holds(name, pod_uid))
-        if pod is None:
-            continue
+        if pod is None or (version == 2 and not (pod / "cgroup.freeze").exists()):
+            continue  # not here; or a v2 without its freezer (before Linux 5.2): the v1 freezer may have it
         if container_id is None:
             return Cgroup(pod, version)
         leaf = _search(pod, lambda name: container_id in name)
@@ -112,15 +112,23 @@ def _search(root: Path, match: Callable[[str], bool]) -> Path | None:
 
 
 def signal_all(group: Cgroup, sig: signal.Signals) -> list[int]:
-    """Send `sig` to every process in the cgroup; the PIDs that were there (a process that exited
-    meanwhile is skipped)."""
+    """Send `sig` to every process in the cgroup; the PIDs signalled. Each is pinned by a pidfd
+    and found in the cgroup again before it is signalled, so a PID the kernel gave to another
+    process after it was listed is never signalled (an exited one is skipped)."""
     sent = []
     for pid in group.procs():
         try:
-            os.kill(pid, sig)
-            sent.append(pid)
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            if pid in group.procs():  # still ours now that it cannot be reused
+                signal.pidfd_send_signal(fd, sig)
+                sent.append(pid)
         except ProcessLookupError:
             pass
+        finally:
+            os.close(fd)
     return sent
 
 

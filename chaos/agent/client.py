@@ -119,18 +119,19 @@ class AgentClient:
             raise AgentError(f"agent {endpoint}: {status} {body}", status)
         return list(body["faults"])
 
-    def observe(self, endpoint: str, fault_id: str) -> tuple[str, str]:
-        """The agent's read-back of a fault's effect. An agent that no longer holds the fault says
-        it did not land (mismatch); one too old to read back (405), or unreachable, cannot tell."""
+    def observe(self, endpoint: str, fault_id: str) -> tuple[str, str, bool]:
+        """The agent's read-back of a fault's effect: (status, evidence, final). An agent that no
+        longer holds the fault says it did not land (mismatch); one too old to read back (405)
+        cannot tell, ever (final); an unreachable one cannot tell now."""
         try:
             status, body = self._request("GET", f"{endpoint}/v1/faults/{fault_id}/effect")
         except AgentError as exc:
-            return INCONCLUSIVE, f"the agent did not answer: {exc}"
+            return INCONCLUSIVE, f"the agent did not answer: {exc}", False
         if status == 404:
-            return MISMATCH, f"the agent at {endpoint} no longer holds fault {fault_id}"
+            return MISMATCH, f"the agent at {endpoint} no longer holds fault {fault_id}", False
         if status != 200 or not isinstance(body, dict):
-            return INCONCLUSIVE, f"the agent at {endpoint} cannot read the effect back ({status})"
-        return str(body.get("status", INCONCLUSIVE)), str(body.get("evidence", ""))
+            return INCONCLUSIVE, f"the agent at {endpoint} cannot read the effect back ({status})", True
+        return str(body.get("status", INCONCLUSIVE)), str(body.get("evidence", "")), bool(body.get("final"))
 
     def delete(self, endpoint: str, fault_id: str) -> None:
         """Revert; a fault the agent no longer knows (expired, agent restarted) counts as reverted."""

@@ -22,8 +22,9 @@ class FaultStore(Protocol):
     def delete(self, fault_id: str) -> str:
         """'reverted', or 'already ended' for a fault that has; KeyError when never known."""
 
-    def observe(self, fault_id: str) -> tuple[str, str]:
-        """(confirmed | mismatch | inconclusive, evidence) of an active fault; KeyError otherwise."""
+    def observe(self, fault_id: str) -> tuple[str, str, bool]:
+        """(confirmed | mismatch | inconclusive, evidence, final: nothing more can be read) of an
+        active fault; KeyError otherwise."""
 
 
 class TokenServer(ThreadingHTTPServer):
@@ -84,8 +85,8 @@ class JsonHandler(BaseHTTPRequestHandler):
             elif rest.startswith(base + "/") and rest.endswith("/effect") and method == "GET":
                 fault_id = rest[len(base) + 1:-len("/effect")]
                 try:
-                    status, evidence = store.observe(fault_id)
-                    self.send_json(200, {"id": fault_id, "status": status, "evidence": evidence})
+                    status, evidence, final = store.observe(fault_id)
+                    self.send_json(200, {"id": fault_id, "status": status, "evidence": evidence, "final": final})
                 except KeyError:
                     self.send_problem(404, f"no active fault {fault_id!r}", "id")
             elif rest.startswith(base + "/") and method == "DELETE":

@@ -75,10 +75,10 @@ class Store:
                 return "already ended"
             raise KeyError(fault_id)
 
-    def observe(self, fault_id: str) -> tuple[str, str]:
+    def observe(self, fault_id: str) -> tuple[str, str, bool]:
         with self.lock:
             fault = self.faults[fault_id]
-            return self.backends.observe(fault)
+        return self.backends.observe(fault)  # outside the lock: a read-back may take a while (tc's rate)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def _revert(self, fault: Fault) -> None:
@@ -96,7 +96,7 @@ class Store:
                         self._revert(fault)
                     else:
                         self.backends.refresh(fault)  # a real sample overwrites an injected one
-                except (CommandFailed, FaultError) as exc:
+                except Exception as exc:  # noqa: BLE001 - one fault's failure must not stop the others' reverts
                     self.errors.append(f"{fault.id}: {exc}")
 
     def revert_all(self) -> list[str]:
@@ -105,7 +105,7 @@ class Store:
             for fault in list(self.faults.values()):
                 try:
                     self._revert(fault)
-                except (CommandFailed, FaultError) as exc:
+                except Exception as exc:  # noqa: BLE001 - one fault's failure must not stop the others' reverts
                     self.errors.append(f"{fault.id}: {exc}")
             return sorted(self.faults)
 

@@ -7,7 +7,9 @@ runs to apply and revert it).
     gpu-xid             an XID on a card
     network-bandwidth   tbf rate limit        network-loss   nftables random drop
     network-partition   nftables drop         network-delay  netem delay (where the kernel has it)
+    network-tcp-reset   nftables reject with tcp reset
     node-kubelet-stop   the kubelet stops: to the control plane, a lost machine
+(rank-stall, chaos/faults/rank_stall.py, goes through the agent too, with pods for targets.)
 
 The toolkit only speaks the agent protocol (chaos/agent/protocol.py): on the testbed the fleet
 simulator answers for fake nodes; on a real cluster the agent DaemonSet does. The request is
@@ -180,19 +182,19 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return {**undo, "agent_id": created["id"], "expires_at": created.get("expires_at")}
 
 
-def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str, bool]:
     """The agent's read-back of its fault (a qdisc, an nft table, a frozen cgroup; on the testbed
     the fake node's state); for a card taken out of service, also the node's allocatable as the
     apiserver has it, which must have dropped below what it was before."""
     if not undo.get("agent_id"):
-        return INCONCLUSIVE, "the agent's fault id is unknown (its reply was lost)"
-    status, evidence = ctx.agents.observe(undo["endpoint"], undo["agent_id"])
+        return INCONCLUSIVE, "the agent's fault id is unknown (its reply was lost)", True
+    status, evidence, final = ctx.agents.observe(undo["endpoint"], undo["agent_id"])
     if "allocatable_before" not in undo or status == MISMATCH:
-        return status, evidence
-    before, now = int(undo["allocatable_before"]), _allocatable(ctx, undo["node"])
+        return status, evidence, final
+    node, before, now = undo["node"], int(undo["allocatable_before"]), _allocatable(ctx, undo["node"])
     if now >= before:
-        return MISMATCH, f"node {undo['node']}'s allocatable cards are still {now} (were {before}); agent: {evidence}"
-    return CONFIRMED, f"node {undo['node']}'s allocatable cards dropped from {before} to {now}; agent: {evidence}"
+        return MISMATCH, f"node {node}'s allocatable cards are still {now} (were {before}); agent: {evidence}", False
+    return CONFIRMED, f"node {node}'s allocatable cards dropped from {before} to {now}; agent: {evidence}", False
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

@@ -91,14 +91,14 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str, bool]:
     """The policy is in place; whether the CNI enforces it no API tells (a cluster without a
     policy-enforcing CNI accepts it and cuts nothing), so present is inconclusive, never confirmed."""
     names = {p.metadata.name for p in ctx.kube.list_network_policies(undo["namespace"], f"{FAULT_LABEL}={ctx.run_id}")}
     if undo["name"] not in names:
-        return MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there"
+        return MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there", False
     return INCONCLUSIVE, (f"NetworkPolicy {undo['namespace']}/{undo['name']} is in place; whether the CNI "
-                            "enforces it cannot be read back")
+                          "enforces it cannot be read back"), True
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

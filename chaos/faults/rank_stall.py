@@ -86,18 +86,24 @@ def check(ctx: Context, spec: Spec, found: list[dict[str, Any]], where: str,
 
 
 def container_id(pod: dict[str, Any], container: str | None, where: str) -> str | None:
-    """The engine container's ID as the runtime reports it (without its "containerd://"), or None
-    when the status has none (the agent then freezes the whole pod)."""
+    """The engine container's ID as the runtime reports it (without its "containerd://"). None
+    only where the pod's status reports no container IDs at all (the agent then freezes the whole
+    pod); a container named, or the engine found, whose ID is not there yet is refused rather than
+    widened to the pod."""
     spec_containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
     if container is not None and container not in spec_containers:
         raise SpecError(f"{where}.container: pod {pod['metadata']['name']} has no container {container!r} "
                         f"(it has {', '.join(spec_containers) or 'none'})")
     name = container or _engine(pod) or (spec_containers[0] if spec_containers else None)
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == name and status.get("containerID"):
-            found = str(status["containerID"]).split("://", 1)[-1]
-            return found if rank_stall.CONTAINER_ID.match(found) else None
-    return None
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    if not any(s.get("containerID") for s in statuses):
+        return None
+    found = next((str(s.get("containerID") or "").split("://", 1)[-1] for s in statuses if s.get("name") == name), "")
+    if not rank_stall.CONTAINER_ID.match(found):
+        raise SpecError(f"{where}.container: pod {pod['metadata']['name']}'s container {name!r} has no running "
+                        f"container ID yet ({found or 'none'}): freezing the whole pod instead would stall its "
+                        "sidecars too")
+    return found
 
 
 def _engine(pod: dict[str, Any]) -> str | None:

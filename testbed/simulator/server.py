@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
 from chaos.agent.http import JsonHandler, TokenServer
-from chaos.agent.protocol import FaultError
+from chaos.agent.protocol import INCONCLUSIVE, FaultError
 from testbed.simulator import ascend, dcgm, metrics, openai
 from testbed.simulator.world import World
 
@@ -58,8 +58,9 @@ class NodeFaults:
     def delete(self, fault_id: str) -> str:
         return self.world.delete_fault(self.node, fault_id)
 
-    def observe(self, fault_id: str) -> tuple[str, str]:
-        return self.world.observe(self.node, fault_id)
+    def observe(self, fault_id: str) -> tuple[str, str, bool]:
+        status, evidence = self.world.observe(self.node, fault_id)
+        return status, evidence, status == INCONCLUSIVE  # the fake node's only inconclusive: no read-back
 
 
 class Server(TokenServer):

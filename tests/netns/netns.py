@@ -195,17 +195,20 @@ print(outcome(lambda: exchange(socket.create_connection((host, port), timeout=10
 """
 
 
-def echo_server(pair: Pair, *ports: int) -> subprocess.Popen[str]:
-    """TCP echo servers in namespace B on `ports`; ended by closing its stdin."""
-    proc = subprocess.Popen(["ip", "netns", "exec", pair.b, sys.executable, "-c", ECHO, pair.ip_b,
-                             *map(str, ports)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def echo_server(pair: Pair, *ports: int, in_a: bool = False) -> subprocess.Popen[str]:
+    """TCP echo servers in namespace B (or A) on `ports`; ended by closing its stdin."""
+    ns, ip = (pair.a, pair.ip_a) if in_a else (pair.b, pair.ip_b)
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", ECHO, ip, *map(str, ports)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
 
-def conversation(pair: Pair, port: int) -> subprocess.Popen[str]:
-    """A client in namespace A, connected to B's echo on `port` (it has echoed once); `said` asks it on."""
-    proc = subprocess.Popen(["ip", "netns", "exec", pair.a, sys.executable, "-c", CONVERSE, pair.ip_b, str(port)],
+def conversation(pair: Pair, port: int, from_b: bool = False) -> subprocess.Popen[str]:
+    """A client in namespace A (or B), connected to the other's echo on `port` (it has echoed once);
+    `said` asks it on."""
+    ns, ip = (pair.b, pair.ip_a) if from_b else (pair.a, pair.ip_b)
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", CONVERSE, ip, str(port)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "echoed"
     return proc

@@ -134,6 +134,21 @@ def test_tcp_reset_resets_established_connections_and_refuses_new_ones_only_on_i
         server.communicate("", timeout=30)
 
 
+def test_tcp_reset_on_the_port_reaches_the_node_that_listens_on_it_too(pair, agent):
+    a = agent()  # the fault is on A, and A is the server: its port is the near end of the traffic
+    server = echo_server(pair, 7003, in_a=True)
+    try:
+        client = conversation(pair, 7003, from_b=True)
+        status, fault = a.fault("tcp-reset", pair, ports=[7003])
+        assert status == 201, fault
+        established, new = said(client)
+        assert established == "reset" and new in ("reset", "refused"), (established, new)
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+        assert said(conversation(pair, 7003, from_b=True)) == ("echoed", "echoed")
+    finally:
+        server.communicate("", timeout=30)
+
+
 def test_a_rule_removed_behind_the_agents_back_reads_back_as_a_mismatch(pair, agent):
     a = agent()
     status, fault = a.fault("tcp-reset", pair, cidrs=[f"{pair.ip_b}/32"])

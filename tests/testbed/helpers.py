@@ -88,9 +88,9 @@ def run_cli(testbed: Any, ledger_dir: Any, *args: str) -> subprocess.Popen[str]:
 
 
 def wait_applied(proc: subprocess.Popen[str], count: int) -> list[str]:
-    """Read the runner's output until `count` faults say they are applied."""
+    """Read the runner's output until `count` faults say they are applied (and how they landed)."""
     lines: list[str] = []
-    while len([x for x in lines if x.endswith(": applied")]) < count:
+    while len([x for x in lines if x.split("; landed: ")[0].endswith(": applied")]) < count:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line, f"runner ended early: {proc.stderr.read() if proc.stderr else ''}"
         lines.append(line.strip())

@@ -309,7 +309,9 @@ def test_chaostoolkit_action_applies_and_rollback_reverts(testbed, kube, pool, t
     journal = run_experiment(experiment, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
     assert journal["status"] == "completed", journal
     (applied,) = journal["run"][0]["output"]
+    landed = applied.pop("landed")
     assert applied == {"kind": "node-isolate", "target": {"node": node}, "state": "applied", "run_id": run_id}
+    assert landed["status"] == "confirmed" and "kilocard.io/isolated:NoSchedule" in landed["evidence"], landed
     assert journal["rollbacks"][0]["output"] == [{"kind": "node-isolate", "target": {"node": node}}]
     assert not kube.read_node(node).spec.unschedulable
     assert markers(kube, run_id) == []

@@ -194,3 +194,10 @@ def test_a_watcher_looks_at_prometheus_for_a_hung_group_condition():
     w._snapshot = lambda: world(group("g0", "n0"))
     w._figures = lambda c: figures(g0_0=(0, 3, 3))
     assert "1 of 1 Ready replicas hung" in w.check()
+
+
+def test_a_replica_that_finished_none_with_nothing_waiting_is_idle_not_hung():
+    # At a low rate a healthy replica may finish no request in a window: its empty queue says it is not hung.
+    found = figures(g0_0=(0.0, 0.0, 0.0), g1_0=(3.0, 0.0, 0.0))
+    v = hung.judge(world(group("g0", "n0"), group("g1", "n1")), found, "m")
+    assert v.ok and "1 idle" in v.reason, v.reason

@@ -7,8 +7,10 @@ so its pod stays Running and Ready while its whole group stops serving (a hung c
     apply    freeze: the container's cgroup frozen: cgroup v2 `cgroup.freeze` 1, else the v1 freezer's
              `freezer.state` FROZEN; sigstop: SIGSTOP to every process in that cgroup
     revert   thawed: `cgroup.freeze` 0 / THAWED, or SIGCONT to every process now in the cgroup (a
-             process cannot fork while stopped, so that is every one stopped, and no reused PID
-             outside the cgroup is ever signalled); a cgroup gone (the container restarted) is reverted
+             process cannot fork while stopped, so that is every one stopped; each is pinned by a
+             pidfd and found in the cgroup again first, so a reused PID outside it is never
+             signalled); a cgroup gone (the container restarted) is reverted
+    refused  a cgroup holding the agent itself (frozen, nothing would thaw it)
     observe  confirmed when the cgroup reads frozen (cgroup.events `frozen 1`, freezer.state FROZEN)
              or every process in it is stopped (state T); mismatch when it does not
 The cgroup is found below the hierarchies /proc/self/mountinfo lists (nodes differ: v2, v1, hybrid),

@@ -2,7 +2,8 @@
 ways, optionally only to some destinations: established connections see ECONNRESET, new ones are
 refused, as when a peer's NIC or switch drops its state under a TP group's collectives.
 
-    params   optional scope: cidrs, ports (TCP)
+    params   optional scope: cidrs, ports (TCP, at either end: the node that listens is hit as well as
+             the one that connects)
     apply    nft: table inet kilocard_<id>, input and output chains, `meta l4proto tcp reject with
              tcp reset` (the kernel's RST, sent to the local socket on output)
     revert   nft delete table inet kilocard_<id>
@@ -28,7 +29,7 @@ def params(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply(fault: Any, host: Any) -> None:
-    host.nft_table(fault, {"output": VERDICT, "input": VERDICT}, protocol="tcp")
+    host.nft_table(fault, {"output": VERDICT, "input": VERDICT}, protocol="tcp", both_ends=True)
 
 
 def revert(fault: Any, host: Any) -> None:
