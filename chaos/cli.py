@@ -239,22 +239,41 @@ def _var_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var-file", action="append", default=[], help="configuration/secrets file, as chaos run")
 
 
+EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def _experiment_files(paths: list[Path]) -> list[Path]:
     """Files as given; folders give their *.yaml, *.yml and *.json files, sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+            found += sorted(p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES)
         else:
             found.append(path)
     return found
 
 
+def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The experiment files of `kilocard run` and `validate`, and what is wrong with the paths that
+    give none: a folder without an experiment file, a path that is neither a file nor a folder."""
+    problems = []
+    for path in paths:
+        if path.is_dir() and not _experiment_files([path]):
+            problems.append(f"no experiment files in {path}: expected *.yaml, *.yml or *.json")
+        elif not path.is_dir() and not path.is_file():
+            problems.append(f"{path}: " + ("not a file or folder" if path.exists() else "no such file or folder"))
+    return _experiment_files([p for p in paths if p.is_dir() or p.is_file()]), problems
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Every file's problems, and every path's, at once (exit 2)."""
     from chaos import run
 
-    worst = Exit.PASSED
-    for path in _experiment_files(args.experiments):
+    files, problems = _experiments(args.experiments)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    worst = Exit.INVALID if problems else Exit.PASSED
+    for path in files:
         try:
             experiment = run.load(path, args.var, args.var_file)
         except SpecError as exc:
@@ -270,9 +289,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from chaos import actions, run, timeline
 
+    files, problems = _experiments(args.experiments)
+    if problems:  # before anything starts (not even the embedded testbed)
+        raise SpecError("\n".join(problems))
     _embedded_default(args)
     variables = [*args.var, *_kilocard_vars(args)]
-    files = _experiment_files(args.experiments)
     console = Console(highlight=False)
     results = []
     for path in files:

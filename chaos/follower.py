@@ -8,9 +8,14 @@ cards).
 Its view is as fresh as a LIST from the watch cache, which is what the snapshots read before,
 and never older than this process's own writes: a snapshot waits until the watch has delivered
 every write the process made to a pod or a node (`chaos.written`), so a probe right after a
-fault sees the fault. If the watch cannot catch up in time, or the follower stops on an error,
-snapshots are listed again, as without it; and so they are while its watch has dropped (an
-apiserver restart) until it has listed again.
+fault sees the fault. Another driver's writes are caught up with the same way once its action
+ends (`catch_up`: one fresh LIST). If the watch cannot catch up in time, or the follower stops on
+an error, snapshots are listed again, as without it; and so they are while its watch has dropped
+(an apiserver restart) until it has listed again.
+
+It also keeps what it saw, when (`history`): every pod change, and every node change a probe can
+see (spec, Ready, cards; not heartbeats). A probe reached after its budget judges the interval
+from this record, never from the present state.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chaos import written
@@ -31,6 +37,15 @@ if TYPE_CHECKING:
 
 KINDS = ("pods", "nodes")
 CATCH_UP_SECONDS = 5.0  # for the watch to deliver this process's own writes
+MAX_CHANGES = 200_000  # kept in the history; older ones are folded into its start
+
+
+@dataclass(frozen=True)
+class Change:
+    at: float  # when the watch delivered it (epoch seconds)
+    kind: str
+    key: str
+    obj: dict[str, Any] | None  # None: deleted
 
 
 def _key(kind: str, obj: dict[str, Any]) -> str:
@@ -48,6 +63,23 @@ def _version(obj: dict[str, Any]) -> int | None:
 def _seen_by_probes(node: dict[str, Any]) -> tuple[Any, ...]:
     status = node.get("status") or {}
     return node.get("spec"), ready(node), status.get("allocatable"), status.get("capacity")
+
+
+@dataclass(frozen=True)
+class History:
+    """Pods and nodes (plain JSON) as they were `at`, and each change after, in order."""
+
+    at: float
+    pods: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    changes: list[Change]
+
+
+def _apply(objects: dict[str, dict[str, Any]], change: Change) -> None:
+    if change.obj is None:
+        objects.pop(change.key, None)
+    else:
+        objects[change.key] = change.obj
 
 
 def _seen(write: written.Write, obj: dict[str, Any] | None) -> bool:
@@ -78,6 +110,10 @@ class Follower:
         self._confirmed = 0  # writes up to this sequence number are in the view
         self._broken: set[str] = set()  # kinds whose watch dropped and is not listed again yet
         self._listeners: list[tuple[str | None, Callable[[str, Any], None]]] = []
+        # What it saw, when: the objects at `_base_at`, then each change after (`history`).
+        self._base: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
+        self._base_at: dict[str, float] = {}
+        self._log: list[Change] = []
         self.error: KilocardError | None = None
         self.lists = 0  # LISTs it made (a re-list after a 410 too)
         self._threads = [threading.Thread(target=self._follow, args=(kind,), name=f"follow-{kind}", daemon=True)
@@ -121,8 +157,10 @@ class Follower:
                         self._broken.add(kind)
                     elif event == "SYNC":  # the first list, or a re-list: it replaces what was known
                         self.lists += 1
+                        listed = {_key(kind, o): o for o in obj}
+                        self._record_list(kind, objects, listed)
                         objects.clear()
-                        objects.update({_key(kind, o): o for o in obj})
+                        objects.update(listed)
                         self._broken.discard(kind)
                         self._shared_changes += 1
                         if kind == "pods":
@@ -133,6 +171,9 @@ class Follower:
                         before = objects.pop(key, None) if event == "DELETED" else objects.get(key)
                         if event != "DELETED":
                             objects[key] = obj
+                        if kind == "pods" or before is None or event == "DELETED" or (
+                                _seen_by_probes(before) != _seen_by_probes(obj)):
+                            self._remember(Change(time.time(), kind, key, None if event == "DELETED" else obj))
                         if kind == "pods":
                             self._pod_changes[obj["metadata"]["namespace"]] += 1
                             for namespace, listener in self._listeners:
@@ -168,6 +209,84 @@ class Follower:
                     return None
                 self._changed.wait(remaining)
         return None
+
+    # --- what it saw, when ------------------------------------------------------------------------
+    @property
+    def recorded_from(self) -> float:
+        """Since when its history holds every kind (inf before both lists are in)."""
+        return max(self._base_at.get(kind, float("inf")) for kind in KINDS)
+
+    def _record_list(self, kind: str, known: dict[str, dict[str, Any]], listed: dict[str, dict[str, Any]]) -> None:
+        """The first list starts the history; a re-list is recorded as the changes it shows."""
+        now = time.time()
+        if kind not in self._base_at:
+            self._base[kind], self._base_at[kind] = dict(listed), now
+            return
+        for key in known.keys() - listed.keys():
+            self._remember(Change(now, kind, key, None))
+        for key, obj in listed.items():
+            if _version(obj) != _version(known.get(key) or {}) or key not in known:
+                self._remember(Change(now, kind, key, obj))
+
+    def _remember(self, change: Change) -> None:
+        self._log.append(change)
+        if len(self._log) > MAX_CHANGES:  # fold the oldest half into the start
+            folded, self._log = self._log[:MAX_CHANGES // 2], self._log[MAX_CHANGES // 2:]
+            for c in folded:
+                _apply(self._base[c.kind], c)
+                self._base_at[c.kind] = c.at
+
+    def history(self, since: float, namespace: str | None = None) -> History | None:
+        """Pods (of `namespace`, or all) and nodes as they were at `since`, or at the first moment
+        after it when this follower's view held every write made before `since` (this process's,
+        and those `catch_up` found), then every change after; None when its record does not reach
+        back to `since` (it started later, or folded that part away) or has not caught up yet."""
+        def mine(kind: str, key: str) -> bool:
+            return kind == "nodes" or namespace is None or key.startswith(f"{namespace}/")
+
+        with self._changed:
+            if self.recorded_from > since:
+                return None
+            state = {kind: dict(self._base[kind]) for kind in KINDS}
+            changes = [c for c in self._log if mine(c.kind, c.key)]
+            writes = [w for w in written.since(0) if w.kind in KINDS and w.at <= since and mine(w.kind, w.key)]
+        i = 0
+        while i < len(changes) and changes[i].at <= since:
+            _apply(state[changes[i].kind], changes[i])
+            i += 1
+        pending = {(w.kind, w.key): w for w in writes if not _seen(w, state[w.kind].get(w.key))}
+        at = since
+        while pending and i < len(changes):  # judged only from when the view held them
+            c = changes[i]
+            _apply(state[c.kind], c)
+            write = pending.get((c.kind, c.key))
+            if write is not None and _seen(write, c.obj):
+                del pending[(c.kind, c.key)]
+            at, i = c.at, i + 1
+        if pending:
+            return None
+        pods = [p for p in state["pods"].values() if namespace is None or p["metadata"]["namespace"] == namespace]
+        return History(at, pods, list(state["nodes"].values()), changes[i:])
+
+    def catch_up(self, at: float) -> None:
+        """After another driver's action: one fresh LIST of pods and nodes, and every object that
+        differs from the view recorded as a write made at `at` (chaos.written), so no snapshot or
+        history from then on misses what that action did. A failed LIST is ridden out: the view
+        then only lacks what the watch has not delivered yet."""
+        try:
+            listed = {kind: {_key(kind, o): o for o in items} for kind, items in zip(
+                KINDS, self.kube.batch(lambda lister: lister(), [self.kube.list_pods_raw, self.kube.list_nodes_raw]),
+                strict=True)}
+        except KilocardError:
+            return
+        with self._changed:
+            known = {kind: dict(self._objects[kind]) for kind in KINDS}
+        for kind in KINDS:
+            for key, obj in listed[kind].items():
+                if key not in known[kind] or (_version(obj) or 0) > (_version(known[kind][key]) or 0):
+                    written.seen(kind, key, _version(obj), bool(obj["metadata"].get("deletionTimestamp")), at)
+            for key in known[kind].keys() - listed[kind].keys():
+                written.seen(kind, key, None, True, at)
 
     def subscribe(self, namespace: str | None, listener: Callable[[str, Any], None]) -> Callable[[], None]:
         """Hand `listener` the pods of `namespace` (None: all) now, as ("SYNC", [pods]), then each

@@ -43,13 +43,47 @@ from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
 from probes import capacity
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
-from probes.verdict import Verdict
+from probes.verdict import Contract, Verdict
 
 MODULE = "chaos.guards"
 
 
 class GuardRefused(SpecError):
     """A guard refuses the run: nothing was applied."""
+
+
+_BEFORE = ("before anything is applied, on the plan resolved against one snapshot; declared as a control, "
+           "again just before each kilocard action")
+_REFUSES = "a refusal exits 2 with nothing applied; an error reading the cluster fails the run before anything runs"
+CONTRACTS = (
+    Contract("max_pods, max_nodes, max_cards", "guard", judge=("chaos.guards.radius", "chaos.guards.judge"),
+             asserts="the run's blast radius stays within the limits: pods it ends or drives off their nodes, nodes "
+                     "it touches, cards those pods hold or it takes out of service",
+             time_zero=_BEFORE, interval="the whole run's plan at once",
+             missing="which pod holds a given card is not in the API: a fault that drives off a card's pod counts "
+                     "every card-holding pod of that node",
+             exceptions=_REFUSES, outcomes=(("allowed", "within every limit"), ("refused", "past one, named"))),
+    Contract("min_ready", "guard", judge=("chaos.guards.judge",),
+             asserts="every model the run takes pods from keeps at least `min_ready` Ready replicas (TP groups "
+                     "whole and every member Ready, none of them a pod the run takes)",
+             time_zero=_BEFORE, interval="the snapshot the plan was resolved on",
+             missing="a model with no replica counts 0", exceptions=_REFUSES,
+             outcomes=(("allowed", "enough left"), ("refused", "fewer, with before and after"))),
+    Contract("room", "guard", judge=("chaos.guards.judge",),
+             asserts="the replicas the run drives off their nodes could be placed elsewhere (room_to_reschedule)",
+             time_zero=_BEFORE, interval="the snapshot the plan was resolved on",
+             missing="as room_to_reschedule", exceptions=_REFUSES,
+             outcomes=(("allowed", "room, or room: false"), ("refused", "no room, named"))),
+    Contract("require_opt_in", "guard", judge=("chaos.guards.judge",),
+             asserts="every namespace whose pods the run ends or displaces carries kilocard.io/chaos=enabled",
+             time_zero=_BEFORE, interval="the namespaces' labels at the check",
+             missing="a namespace not found has not opted in", exceptions=_REFUSES,
+             outcomes=(("allowed", "every one opted in"), ("refused", "one has not, named"))),
+    Contract("contexts", "guard", judge=("chaos.guards.judge",),
+             asserts="the kubeconfig context is one of `contexts` (an in-cluster run has none: refused by a list)",
+             time_zero=_BEFORE, interval="the connection's context", missing="no context is not one of them",
+             exceptions=_REFUSES, outcomes=(("allowed", "listed, or no list"), ("refused", "not listed"))),
+)
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,27 @@ from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.faults._spec import Fields
+from probes.verdict import Contract
 
 STATUSES = (CONFIRMED, MISMATCH, INCONCLUSIVE)
 FIELD = "verify"
 DEFAULT_WITHIN_SECONDS = 15.0
 MAX_WITHIN_SECONDS = 600.0
+
+
+CONTRACTS = (
+    Contract("fault landed", "read-back",
+             asserts="confirmed: after its apply, the fault's effect was read back from the cluster or the node's "
+                     "agent (a taint, allocatable, a qdisc with its rate, an nft table, a frozen cgroup)",
+             time_zero="the target's apply returning",
+             interval="repeated looks with growing pauses until confirmed, final, `verify.within_seconds` or the "
+                      "fault's TTL",
+             missing="a kind with no read-back is inconclusive; an inconclusive landing whose effect no probe saw "
+                     "fails the run (the run's verdict)",
+             exceptions="a read-back that raised or could not look is inconclusive, never confirmed",
+             outcomes=(("confirmed", "landed"), ("mismatch", "not as applied: fails the fault unless "
+                       "verify.allow_mismatch"), ("inconclusive", "not told"))),
+)
 
 
 @dataclass(frozen=True)

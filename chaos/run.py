@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import re
 import signal
 import threading
@@ -45,7 +46,7 @@ from collections.abc import Callable, Iterator
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from chaoslib import convert_vars, merge_vars, substitute
 from chaoslib.configuration import load_configuration
@@ -56,13 +57,15 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop
+from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop, timezero
 from chaos import load as traffic
+from chaos.agent.protocol import CONFIRMED
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
 from probes import verdict as verdict_of
+from probes.verdict import Contract
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
@@ -70,6 +73,44 @@ REDACTED = "***"
 
 
 EXPECTABLE = (Exit.PASSED, Exit.FAILED, Exit.ABORTED)
+# What a run's verdict rests on: a judgement of the cluster; a probe that could not look or a
+# stop condition that fired blind (unknown); an activity that raised or overran (error).
+JUDGED, UNKNOWN, ERROR = "judged", "unknown", "error"
+
+
+class Judgement(NamedTuple):
+    exit: Exit
+    reason: str
+    basis: str = JUDGED
+
+
+CONTRACTS = (
+    Contract("the run's verdict", "runner",
+             asserts="passed (exit 0) only when the steady state was met before the method and after it, no "
+                     "activity raised or overran its timeout, every method probe is within its tolerance and "
+                     "every kilocard probe's verdict is ok (tolerance or not), the run completed, and some probe saw "
+                     "an effect of every fault whose landing is not confirmed; an incomplete revert is exit 4 "
+                     "whatever else",
+             time_zero="the run's start", interval="the whole journal: steady states, method, rollbacks, the ledger",
+             missing="a probe that could not look (unknown) fails the run, its verdict resting on unknown; a fault "
+                     "not confirmed landed whose effect no probe saw fails it the same way",
+             exceptions="an activity that raised fails the run as `raised` (a probe) or `failed` (an action), its "
+                        "verdict resting on error; a stop condition or signal aborts it (exit 3)",
+             outcomes=(("passed", "exit 0"), ("failed", "exit 1, resting on judged, unknown or error"),
+                       ("aborted", "exit 3"), ("revert incomplete", "exit 4")),
+             judge=("chaos.run.verdict", "chaos.run.passes", "chaos.run._kilocard_failed", "chaos.run._basis",
+                    "chaos.run._probe_failures", "chaos.run.unseen")),
+    Contract("expect", "expectation",
+             asserts="an experiment that declares the failure it finds (`expect: {exit, reason}`) exits 0 when the "
+                     "run ends with that exit and a reason starting with that text, judged; else exit 1",
+             time_zero="the run's end", interval="the run's verdict",
+             missing="a verdict resting on unknown (a probe that could not look, a stop that fired blind) never "
+                     "meets it",
+             exceptions="a verdict resting on error (a probe that raised) never meets it; invalid input and an "
+                        "incomplete revert keep their exit codes",
+             outcomes=(("met", "exit 0, 'as expected'"), ("not met", "exit 1, 'expected ..., got ...'")),
+             judge=("chaos.run.Expectation.met", "chaos.run.judged")),
+)
 
 
 @dataclass(frozen=True)
@@ -77,11 +118,11 @@ class Expectation:
     exit: Exit
     reason: str = ""  # how the verdict's reason starts
 
-    def met(self, code: Exit, reason: str) -> bool:
-        """The expected failure is the fault's effect: a probe that could not look, or a stop
-        condition that fired blind, never meets it (even where the reason starts the same)."""
-        blind = verdict_of.NO_DATA in reason or stop.BLIND in reason
-        return code == self.exit and reason.startswith(self.reason) and not blind
+    def met(self, code: Exit, reason: str, basis: str = JUDGED) -> bool:
+        """The expected failure is the fault's effect, judged: a probe that raised or could not
+        look, or a stop condition that fired blind, never meets it (even where the reason starts
+        the same)."""
+        return code == self.exit and reason.startswith(self.reason) and basis == JUDGED
 
     def to_json(self) -> dict[str, Any]:
         return {"exit": int(self.exit), "reason": self.reason}
@@ -149,18 +190,21 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     timeouts = _timeouts(data)
     try:
         # A bad timeout is said once, naming its activity (chaoslib's "activity timeout must be a
-        # number" names none): chaoslib checks the rest without it.
-        ensure_experiment_is_valid(_without_bad_timeouts(data) if timeouts else data)
+        # number" names none), and pauses are checked here (after substitution): chaoslib checks
+        # the rest without them.
+        ensure_experiment_is_valid(_for_chaoslib(data))
         configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
         secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
     except (ChaosException, TypeError, ValueError, KeyError) as exc:
-        problems.extend([_first_line(exc), *timeouts])
+        problems.extend([_first_line(exc), *timeouts, *_pauses(data)])
     else:
         # The schemas first (every argument of every kilocard activity and control, in one pass),
         # then, when those hold, the parsers' own checks across fields.
-        argued = schemas.problems(data, configuration, secrets)
+        texts = _texts(variables or [], configuration)
+        argued = schemas.problems(data, configuration, secrets, texts)
         problems.extend(argued or _kilocard_faults(experiment, configuration, secrets))
         problems.extend(timeouts)
+        problems.extend(_pauses(data, configuration, secrets, texts))
         try:  # the controls' arguments are input too, and so are the expected verdict and the load
             experiment.expect = _expectation(data)
             experiment.load = _load(data, configuration, secrets)
@@ -217,11 +261,11 @@ def _load(data: dict[str, Any], configuration: dict[str, Any], secrets: dict[str
     return traffic.parse(substitute(extension["load"], configuration, secrets), f"{where}.load")
 
 
-def judged(expect: Expectation | None, code: Exit, reason: str) -> tuple[Exit, str]:
+def judged(expect: Expectation | None, code: Exit, reason: str, basis: str = JUDGED) -> tuple[Exit, str]:
     """The run's exit and reason, once its declared expectation (if any) is weighed."""
     if expect is None or code in (Exit.INVALID, Exit.REVERT_INCOMPLETE):
         return code, reason
-    if expect.met(code, reason):
+    if expect.met(code, reason, basis):
         return Exit.PASSED, f"as expected ({code.name.lower()}): {reason}"
     wanted = f"{expect.exit.name.lower()}" + (f" with {expect.reason!r}" if expect.reason else "")
     return Exit.FAILED, f"expected {wanted}, got {code.name.lower()}: {reason}"
@@ -262,12 +306,51 @@ def _bad_timeout(timeout: Any) -> bool:
     return timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0)
 
 
-def _without_bad_timeouts(data: dict[str, Any]) -> dict[str, Any]:
+def _for_chaoslib(data: dict[str, Any]) -> dict[str, Any]:
+    """The experiment without what load() checks itself: bad timeouts, and every activity's pauses."""
+    checked = [a for _w, a in _activities(data) if isinstance(a, dict)
+               and (_bad_timeout(a.get("timeout")) or "pauses" in a)]
+    if not checked:
+        return data
     copy = deepcopy(data)
     for _where, activity in _activities(copy):
-        if isinstance(activity, dict) and _bad_timeout(activity.get("timeout")):
-            del activity["timeout"]
+        if isinstance(activity, dict):
+            if _bad_timeout(activity.get("timeout")):
+                del activity["timeout"]
+            activity.pop("pauses", None)
     return copy
+
+
+def _texts(variables: list[str], configuration: dict[str, Any]) -> dict[str, str]:
+    """Text value -> the key of the untyped --var that gave it (--var KEY=VALUE is text)."""
+    keys = [v.split("=", 1)[0] for v in variables]
+    return {configuration[k]: k for k in reversed(keys) if ":" not in k and isinstance(configuration.get(k), str)}
+
+
+def _pauses(data: dict[str, Any], configuration: dict[str, Any] | None = None, secrets: dict[str, Any] | None = None,
+            texts: dict[str, str] | None = None) -> list[str]:
+    """Each activity's pauses: a mapping of `before` and `after`, seconds from 0 once `${var}`s are
+    substituted (without a configuration, a `${var}` is left to be checked with one)."""
+    problems = []
+    for where, activity in _activities(data):
+        pauses = activity.get("pauses") if isinstance(activity, dict) else None
+        if pauses is None:
+            continue
+        named = _named(where, activity)
+        if not isinstance(pauses, dict):
+            problems.append(f"{named}: pauses: expected a mapping of before and/or after (seconds), got {pauses!r}")
+            continue
+        problems += [f"{named}: pauses: unknown field {k!r}; expected before or after"
+                     for k in pauses if k not in ("before", "after")]
+        for key in ("before", "after"):
+            given = pauses.get(key)
+            if given is None or (configuration is None and isinstance(given, str) and given.startswith("${")):
+                continue
+            value = substitute(given, configuration or {}, secrets or {}) if isinstance(given, str) else given
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                problems.append(f"{named}: pauses.{key}: expected seconds from 0, got {value!r}"
+                                + schemas.as_text(value, texts=texts))
+    return problems
 
 
 def _timeouts(data: dict[str, Any]) -> list[str]:
@@ -322,46 +405,97 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def verdict(journal: dict[str, Any]) -> tuple[Exit, str]:
+def verdict(journal: dict[str, Any]) -> Judgement:
     """Pure: the strict verdict of a chaoslib journal (before the ledger's revert is counted)."""
     status = journal.get("status")
     if status == "interrupted":
         fired = journal.get(stop.JOURNAL_KEY)
         if fired:
-            return Exit.ABORTED, f"stop condition fired: {fired['reason']}"
-        return Exit.ABORTED, "interrupted (a signal or a control stopped the run)"
+            return Judgement(Exit.ABORTED, f"stop condition fired: {fired['reason']}",
+                             UNKNOWN if fired.get("blind") else JUDGED)
+        return Judgement(Exit.ABORTED, "interrupted (a signal or a control stopped the run)", ERROR)
     before = (journal.get("steady_states") or {}).get("before")
     if before is not None and before.get("steady_state_met") is False:
-        return Exit.FAILED, f"steady state not met before the method: {_probe_failures(before)}"
+        said, basis = _probe_failures(before)
+        return Judgement(Exit.FAILED, f"steady state not met before the method: {said}", basis)
     for run in journal.get("run") or []:
-        name = (run.get("activity") or {}).get("name", "?")
-        timeout = (run.get("activity") or {}).get("timeout")
+        activity = run.get("activity") or {}
+        name, kind, timeout = activity.get("name", "?"), activity.get("type", "activity"), activity.get("timeout")
         if run.get("status") == "failed":
-            return Exit.FAILED, f"{(run.get('activity') or {}).get('type', 'activity')} {name!r} failed: {_reason(run)}"
-        # chaoslib ignores a method probe's tolerance; here a probe out of it fails the run.
-        if not in_tolerance(run):
-            return Exit.FAILED, f"probe {name!r} failed: {_reason(run)}"
+            return Judgement(Exit.FAILED, f"{kind} {name!r} {'raised' if kind == 'probe' else 'failed'}: "
+                                          f"{_reason(run)}", ERROR)
+        # chaoslib ignores a method probe's tolerance, and its output if it has none; here a
+        # probe out of its tolerance, or a kilocard verdict that did not pass, fails the run.
+        if not passes(run):
+            return Judgement(Exit.FAILED, f"probe {name!r} failed: {_reason(run)}", _basis(run))
         if timeout and run.get("duration") is not None and run["duration"] > timeout:
-            return Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s timeout"
+            return Judgement(Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s "
+                                          "timeout", ERROR)
     if status != "completed":
-        return Exit.FAILED, f"run {status}"
+        return Judgement(Exit.FAILED, f"run {status}", ERROR)
     if journal.get("deviated"):
-        after = (journal.get("steady_states") or {}).get("after") or {}
-        return Exit.FAILED, f"steady state deviated after the method: {_probe_failures(after)}"
+        said, basis = _probe_failures((journal.get("steady_states") or {}).get("after") or {})
+        return Judgement(Exit.FAILED, f"steady state deviated after the method: {said}", basis)
     if (journal.get("steady_states") or {}).get("after") is None and before is None:
-        return Exit.PASSED, "method ran; no steady-state hypothesis to check"
-    return Exit.PASSED, "steady state met before and after the method"
+        return Judgement(Exit.PASSED, "method ran; no steady-state hypothesis to check")
+    return Judgement(Exit.PASSED, "steady state met before and after the method")
 
 
-def in_tolerance(run: dict[str, Any]) -> bool:
-    """Pure: a method run entry's output within its activity's tolerance (none: within)."""
+def passes(run: dict[str, Any]) -> bool:
+    """Pure: a method run entry as the strict runner accepts it: within its activity's tolerance
+    (none: within), and a kilocard verdict that passed, tolerance or not."""
+    if _kilocard_failed(run):
+        return False
     tolerance = (run.get("activity") or {}).get("tolerance")
-    return tolerance is None or bool(within_tolerance(tolerance, run.get("output"), configuration={}, secrets={}))
+    if tolerance is None:
+        return True
+    try:
+        return bool(within_tolerance(tolerance, run.get("output"), configuration=None, secrets=None))
+    except Exception:  # noqa: BLE001 - chaoslib raises on a target the output lacks: not within it
+        return False
 
 
-def _probe_failures(state: dict[str, Any]) -> str:
+PROBES_MODULE = "probes.chaostoolkit"
+
+
+def _kilocard_failed(run: dict[str, Any]) -> bool:
+    """A kilocard probe's verdict that did not pass: known by its provider, or by its JSON
+    (`verdict` and `judgement`, as probes.verdict writes them)."""
+    output = run.get("output")
+    if not isinstance(output, dict) or output.get("verdict") != "failed":
+        return False
+    return ((run.get("activity") or {}).get("provider") or {}).get("module") == PROBES_MODULE or "judgement" in output
+
+
+def _basis(run: dict[str, Any]) -> str:
+    """What a failing probe entry rests on: raised, could not look, or judged."""
+    if run.get("status") == "failed":  # chaoslib's word for an activity that raised
+        return ERROR
+    output = run.get("output")
+    unknown = _kilocard_failed(run) and verdict_of.UNKNOWN in (output.get("judgement"), output.get("outcome"))
+    return UNKNOWN if unknown else JUDGED
+
+
+def _probe_failures(state: dict[str, Any]) -> tuple[str, str]:
+    """The steady state's failing probes, and what the first rests on."""
     failed = [p for p in state.get("probes") or [] if not p.get("tolerance_met")]
-    return "; ".join(f"{(p.get('activity') or {}).get('name', '?')}: {_reason(p)}" for p in failed) or "?"
+    said = "; ".join(f"{(p.get('activity') or {}).get('name', '?')}: {_reason(p)}" for p in failed) or "?"
+    return said, _basis(failed[0]) if failed else ERROR
+
+
+def unseen(landed: list[dict[str, Any] | None], journal: dict[str, Any]) -> str | None:
+    """Pure: why a run cannot pass although its verdict did: some fault's landing is not
+    confirmed (no read-back, or one that could not tell) and no probe of the method saw an
+    effect (`impact_seen`): nothing shows the faults happened. None when something does."""
+    unconfirmed = [found or {} for found in landed if (found or {}).get("status") != CONFIRMED]
+    if not unconfirmed:
+        return None
+    if any(isinstance(r.get("output"), dict) and r["output"].get("impact_seen") for r in journal.get("run") or []):
+        return None
+    first = unconfirmed[0]
+    return (f"{len(unconfirmed)} of {len(landed)} fault(s) not confirmed landed ({first.get('status', 'no read-back')}"
+            f": {first.get('evidence', 'none recorded')}), and no probe saw an effect: nothing shows the faults "
+            "happened (add a probe that needs the impact, e.g. expect_impact: true)")
 
 
 def why(run: dict[str, Any]) -> str:
@@ -419,7 +553,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                 view.start()
             journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
                                                                          experiment.secret_vars),
-                                     event_handlers=[_Timeouts(), *([view] if view is not None else [])])
+                                     event_handlers=[_Timeouts(), timezero.Clock(run_id),
+                                                     *([view] if view is not None else [])])
         finally:  # whatever chaoslib did (or if it raised), the ledger's faults are undone
             signal.setitimer(signal.ITIMER_REAL, 0)
             events = [e for r in recorders for e in r.detach()]
@@ -431,13 +566,16 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                 if view is not None:
                     view.stop()
         after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
-        outcome, reason = verdict(journal)
-        code, reason = judged(experiment.expect, outcome, reason)
+        records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
+        outcome, reason, basis = verdict(journal)
+        blind = unseen([r.landed for r in records if r.applied_at], journal) if outcome == Exit.PASSED else None
+        if blind is not None:
+            outcome, reason, basis = Exit.FAILED, blind, UNKNOWN
+        code, reason = judged(experiment.expect, outcome, reason, basis)
         if left:
             outcome = code = Exit.REVERT_INCOMPLETE
             reason = (f"{reason}; revert incomplete: {len(left)} fault(s) still in place: "
                       f"run 'kilocard recover --run {run_id}'")
-        records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
     finally:
         if isinstance(follower, Follower):
             follower.stop()
@@ -446,7 +584,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     history = ledger.transitions(book.path) if book.on_disk else {}
     journal = redact(journal)
     journal["kilocard"] = {
-        "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason,
+        "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason, "basis": basis,
         "expected": experiment.expect.to_json() if experiment.expect else None,
         "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
         "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,

@@ -36,6 +36,7 @@ from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 from probes import chaostoolkit, remediation, slo
+from probes.verdict import Verdict
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -59,8 +60,15 @@ def _is_cidr(value: object) -> bool:
     return not isinstance(value, str) or ipaddress.ip_network(value, strict=False) is not None
 
 
+@FORMATS.checks("prometheus-duration", raises=slo.SloError)
+def _is_duration(value: object) -> bool:
+    """probes.slo reads every window; a zero window has no rate."""
+    return not isinstance(value, str) or slo.seconds(value) > 0
+
+
 # What a format or pattern asks for, in words.
-_FORMAT_WORDS = {"label-selector": "a label selector like 'a=b,c!=d,e in (f,g),!h'", "cidr": "a CIDR like 10.0.0.0/8"}
+_FORMAT_WORDS = {"label-selector": "a label selector like 'a=b,c!=d,e in (f,g),!h'", "cidr": "a CIDR like 10.0.0.0/8",
+                 "prometheus-duration": "a Prometheus duration above 0 like 30s, 1m or 1m30s"}
 _INTERFACE, _NETNS, _CARD_PATTERN = r"^[A-Za-z0-9_.:-]{1,15}$", r"^[A-Za-z0-9_.-]{1,64}$", r"\{card\}"
 _API_ROOT = r"^(?!.*/v1/?$)https?://[^/?#]+(/[^?#]*)?$"
 _PATTERN_WORDS = {_INTERFACE: "an interface name (up to 15 letters, digits or _.:-)",
@@ -101,6 +109,10 @@ def number(low: float, high: float, description: str, default: float | None = No
     if high != math.inf:
         bounds["maximum"] = high
     return _field({"type": "number", **bounds}, description, default, example)
+
+
+def duration(description: str, default: str | None = None, example: str | None = None) -> Schema:
+    return _field({"type": "string", "format": "prometheus-duration"}, description, default, example)
 
 
 def boolean(description: str, default: bool) -> Schema:
@@ -408,12 +420,12 @@ CONDITIONS: dict[str, Schema] = {
                       {"indicator": choice(stop.INDICATORS, "what is measured", "ttft_p95"),
                        "limit": number(0, math.inf, "the hard limit (seconds, or a ratio for error_ratio)",
                                        example=5.0, above=True),
-                       "window": text("the rate window (PromQL duration)", "30s")},
+                       "window": duration("the rate window (PromQL duration)", "30s")},
                       ["limit"], {"limit": 5.0}),
     "hung-group": _condition("hung-group", "A replica of the model, all its pods Ready for the window, finished no "
                              "request over it while requests wait in its queue, or its lead exports no series (a "
                              "stalled rank); no series for the model, or no demand at all, counts as hung.",
-                             {"window": text("the window progress is judged over (PromQL duration)", "30s")}, [],
+                             {"window": duration("the window progress is judged over (PromQL duration)", "30s")}, [],
                              {"window": "30s"}),
 }
 STOP = mapping(stop.MODULE, "Stop conditions: checks beside the method that end the run (exit 3, faults reverted) "
@@ -428,34 +440,60 @@ STOP = mapping(stop.MODULE, "Stop conditions: checks beside the method that end 
 CONTROLS = {guards.MODULE: GUARDS, stop.MODULE: STOP}
 
 # --- actions and probes: from their signatures --------------------------------------------------------
-# Probe arguments: what each means, an example, and what the function itself refuses beyond its type.
+# Probe arguments: what each means, an example, and what the function itself refuses beyond its type
+# (bounds where another value cannot mean anything: no time, a negative one, or nothing named).
+_NAMED, _POSITIVE, _NOT_NEGATIVE = {"minLength": 1}, {"exclusiveMinimum": 0}, {"minimum": 0}
 _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
-    "model": ("the model (label kilocard.io/model)", MODEL, {}),
-    "models": ("the models whose replicas must be Ready elsewhere", [MODEL], {}),
+    "model": ("the model (label kilocard.io/model)", MODEL, _NAMED),
+    "models": ("the models whose replicas must be Ready elsewhere", [MODEL],
+               {"minItems": 1, "items": {"type": "string", **_NAMED}}),
     "namespace": ("the namespace (default: every namespace)", NAMESPACE, {}),
-    "node": ("the node the fault hit", "worker-1", {}),
-    "topology_key": ("the node label that names a failure domain", "kubernetes.io/hostname", {}),
-    "max_skew": ("replicas one domain may have over another, when anti-affinity is preferred", 1, {}),
+    "node": ("the node the fault hit", "worker-1", _NAMED),
+    "topology_key": ("the node label that names a failure domain", "kubernetes.io/hostname", _NAMED),
+    "max_skew": ("replicas one domain may have over another, when anti-affinity is preferred", 1, _NOT_NEGATIVE),
     "guaranteed": ("pass only a required rule (anti-affinity, or a DoNotSchedule spread)", True, {}),
-    "budget": ("seconds from the run's fault (the first; per card for the device-taint probe)", 120, {}),
-    "driver": ("the DRA driver whose ResourceSlices carry the device taints", "gpu.nvidia.com", {}),
-    "deadline": ("seconds from the fault", 120, {}),
-    "hold": ("seconds the indicator must stay under the threshold", 10, {}),
-    "qps": ("requests per second to serve", 20, {}),
-    "prompt_tokens": ("prompt tokens per request", 2048, {}),
-    "output_tokens": ("output tokens per request", 256, {}),
-    "latency_seconds": ("seconds a request holds its KV cache", 8, {}),
-    "headroom": ("share of free KV cache kept spare", 0.25, {}),
-    "losing_nodes": ("nodes assumed lost", ["worker-1"], {}),
+    "budget": ("seconds from the run's fault (the first; per card for the device-taint probe)", 120, _POSITIVE),
+    "driver": ("the DRA driver whose ResourceSlices carry the device taints", "gpu.nvidia.com", _NAMED),
+    "deadline": ("seconds from the fault", 120, _POSITIVE),
+    "hold": ("seconds the indicator must stay under the threshold", 10, _NOT_NEGATIVE),
+    "qps": ("requests per second to serve", 20, _POSITIVE),
+    "prompt_tokens": ("prompt tokens per request", 2048, {"minimum": 1}),
+    "output_tokens": ("output tokens per request", 256, {"minimum": 1}),
+    "latency_seconds": ("seconds a request holds its KV cache", 8, _POSITIVE),
+    "headroom": ("share of free KV cache kept spare", 0.25, _NOT_NEGATIVE),
+    "losing_nodes": ("nodes assumed lost", ["worker-1"], {"items": {"type": "string", **_NAMED}}),
     "indicator": ("what is measured", "ttft_p95", {"enum": list(slo.INDICATORS)}),
-    "threshold": ("the indicator's healthy bound (seconds, or a ratio for error_ratio)", 0.5, {}),
+    "threshold": ("the indicator's healthy bound (seconds, or a ratio for error_ratio)", 0.5, _NOT_NEGATIVE),
     "per": ("judge the worst replica, or the model as a whole", "replica", {"enum": ["replica", "model"]}),
-    "window": ("the rate window (PromQL duration)", "1m", {}),
-    "query": ("the PromQL of indicator promql (else the indicator's own metric)", "sum(rate(x[1m]))", {}),
+    "window": ("the rate window (PromQL duration)", "1m", {"format": "prometheus-duration"}),
+    "query": ("the PromQL of indicator promql (else the indicator's own metric)", "sum(rate(x[1m]))", _NAMED),
     "expect_impact": ("the indicator must first breach the threshold (no impact is its own outcome)", True, {}),
+    "since": ("time zero's Unix time, when the run has applied no fault and run no action before the probe",
+              1700000000.0, _POSITIVE),
     "fault_at": ("the fault's Unix time (default: when the run's last fault was applied, from its ledger)",
-                 1700000000.0, {}),
+                 1700000000.0, _POSITIVE),
     "path": ("how the node is remediated", "quarantine", {"enum": list(remediation.PATHS)}),
+}
+# What every probe of probes.chaostoolkit returns (probes.verdict's mapping, and `outcome` where it
+# has one), and the keys each returns besides (its verdict's details): what a tolerance's `target`
+# may name. tests/unit/test_schemas.py holds them to what the pure judges return.
+VERDICT_KEYS = (*Verdict(True, "").to_json(), "outcome")
+_RECOVERY = ("fault_at", "threshold", "hold", "deadline", "blind_until", "expect_impact", "breach_after",
+             "recovered_after", "worst", "peak", "impact_seen", "series")
+_BUDGETED = ("recovered_after", "impact_seen", "observed_from")  # probes.budget.first_within
+_TP_GROUPS = ("model", "problems", "groups")
+PROBE_KEYS: dict[str, tuple[str, ...]] = {
+    "capacity_fits": ("model", "kv_bytes_per_token", "need_bytes", "supply_bytes", "serving_replicas", "headroom"),
+    "devices_tainted_within": ("budget", "cards"),
+    "no_hung_groups": ("model", "namespace", "window", "at", "demand", "settling", "replicas", "hung"),
+    "placement_holds": ("model", "crowded", "unguarded", "domains", "skew"),
+    "remediated_within": ("node", "left", "unhealthy", "stuck", *_BUDGETED),
+    "room_to_reschedule": ("model", "lost_nodes", "pods_to_place", "cards_to_place", "moves", "unplaced",
+                           "free_cards", "largest_free_block"),
+    "slo_recovered_within": (*_RECOVERY, "indicator", "query", "per"),
+    "slo_under": ("value", "threshold", "worst", "values", "silent"),
+    "tp_groups_recovered_within": (*_TP_GROUPS, "present", "desired", "stuck", *_BUDGETED),
+    "tp_groups_whole": _TP_GROUPS,
 }
 _SKIPPED = ("configuration", "secrets")
 
@@ -564,7 +602,28 @@ def _rule_fields(rule: Schema) -> list[str]:
     return [name for s in subschemas for name in s["required"]]
 
 
-def _say(error: ValidationError, prefix: tuple[str, ...]) -> Iterator[str]:
+def as_text(value: Any, integer: bool = False, texts: dict[str, str] | None = None) -> str:
+    """A hint for a number given as text ("90"), else "": a `--var` without a type gives text.
+    `texts` (text value -> the untyped --var's key that gave it) names the key and its typed form."""
+    if not isinstance(value, str) or not _parses(float, value) or not math.isfinite(float(value)):
+        return ""
+    key = (texts or {}).get(value)
+    if key is None:
+        return " (text, not a number: write it without quotes)"
+    typed = [f"{key}:{t}={value}" for t, parse in (("int", int), ("float", float))
+             if (t == "int" or not integer) and _parses(parse, value)]
+    return f" (text from --var {key}" + (f": give --var {' or '.join(typed)})" if typed else ")")
+
+
+def _parses(parse: Callable[[str], object], value: str) -> bool:
+    try:
+        parse(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _say(error: ValidationError, prefix: tuple[str, ...], texts: dict[str, str] | None = None) -> Iterator[str]:
     path, schema, value = _path([*prefix, *error.absolute_path]), error.schema, error.instance
     if error.validator == "required":
         for name in error.validator_value:
@@ -585,13 +644,27 @@ def _say(error: ValidationError, prefix: tuple[str, ...]) -> Iterator[str]:
         else:
             yield f"{_path([*prefix, *error.absolute_path, names[0]])}: expected {schema['description']}, got {got}"
     else:
-        yield f"{path or 'arguments'}: expected {expected(schema)}, got {value!r}"
+        kinds = _types(schema) if error.validator == "type" else []
+        hint = as_text(value, integer="number" not in kinds, texts=texts) if {"number", "integer"} & set(kinds) else ""
+        yield f"{path or 'arguments'}: expected {expected(schema)}, got {value!r}{hint}"
 
 
-def errors(schema: Schema, value: Any, prefix: tuple[str, ...] = ()) -> list[str]:
-    """Every way `value` breaks `schema`, each naming its field, in plain English."""
-    found = [m for e in Validator(schema, format_checker=FORMATS).iter_errors(value) for m in _say(e, prefix)]
+def errors(schema: Schema, value: Any, prefix: tuple[str, ...] = (), texts: dict[str, str] | None = None) -> list[str]:
+    """Every way `value` breaks `schema`, each naming its field, in plain English (a number given
+    as text says so; `texts`, text value -> the --var key that gave it, names the key)."""
+    found = [m for e in Validator(schema, format_checker=FORMATS).iter_errors(value) for m in _say(e, prefix, texts)]
     return list(dict.fromkeys(found))
+
+
+def _target(item: dict[str, Any], func: str) -> list[str]:
+    """A tolerance's `target` must name a key the probe returns: chaoslib falls back to the whole
+    output, and a regex over a mapping raises."""
+    tolerance = item.get("tolerance")
+    target = tolerance.get("target") if isinstance(tolerance, dict) else None
+    keys = (*VERDICT_KEYS, *PROBE_KEYS[func])
+    if not isinstance(target, str) or not target or target in keys:
+        return []
+    return [f"tolerance.target: expected a key {func} returns: one of {', '.join(keys)}, got {target!r}"]
 
 
 def _places(experiment: dict[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -606,10 +679,12 @@ def _places(experiment: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def problems(experiment: dict[str, Any], configuration: dict[str, Any] | None = None,
-             secrets: dict[str, Any] | None = None) -> list[str]:
+             secrets: dict[str, Any] | None = None, texts: dict[str, str] | None = None) -> list[str]:
     """Every error in the arguments of an experiment's kilocard activities (python providers of
     chaos.actions and probes.chaostoolkit) and controls (chaos.guards, chaos.stop), after `${var}`
-    substitution: `"{where} ('{name}'): {field}: expected {what}, got {value!r}"`, in file order.
+    substitution, and in the `target` of a kilocard probe's tolerance:
+    `"{where} ('{name}'): {field}: expected {what}, got {value!r}"`, in file order. `texts` (text
+    value -> the untyped --var that gave it) names the --var behind a number given as text.
     Providers of other modules, and functions those modules do not export, are Chaos Toolkit's to judge."""
     found: list[str] = []
     for where, item in _places(experiment):
@@ -624,10 +699,12 @@ def problems(experiment: dict[str, Any], configuration: dict[str, Any] | None = 
         arguments = substitute(raw, configuration or {}, secrets or {}) if isinstance(raw, dict) else raw
         arguments = {} if arguments is None else arguments
         named = f"{where} ({item['name']!r})" if item.get("name") else where
-        said = errors(schema, arguments)
+        said = errors(schema, arguments, texts=texts)
         if not said and module == actions.__name__ and func != actions.apply_fault.__name__:
             said = [m for fault in actions.faults_of(getattr(actions, str(func)), arguments)
-                    for m in errors(FAULT, fault, ("fault",))]
+                    for m in errors(FAULT, fault, ("fault",), texts)]
+        if module == chaostoolkit.__name__:
+            said += _target(item, str(func))
         found += [f"{named}: {m}" for m in said]
     return found
 
@@ -765,10 +842,15 @@ def docs() -> str:
     out += [f"| `{name}` | {_arguments(s)} | {s['description']} |"
             for name, s in ACTIONS.items()]
     out += ["", "## Probes\n", f"Python provider module `{chaostoolkit.__name__}`. Each returns a verdict "
-            "mapping; the tolerance `{type: regex, target: verdict, pattern: \"^ok$\"}` passes an `ok`.\n"]
+            "mapping; the tolerance `{type: regex, target: verdict, pattern: \"^ok$\"}` passes an `ok`. Every "
+            "probe returns " + ", ".join(f"`{k}`" for k in VERDICT_KEYS[:-1]) + " and may return "
+            f"`{VERDICT_KEYS[-1]}`; what else each returns is listed under it. A tolerance's `target` must name "
+            "one of these keys.\n"]
     for name, schema in PROBES.items():
         example = _activity("probe", name.replace("_", "-"), chaostoolkit.__name__, name, schema["examples"][0])
-        out.append(_section("###", name, schema, {"steady-state-hypothesis": {"probes": example}}))
+        returns = f" Returns besides: {', '.join(f'`{k}`' for k in PROBE_KEYS[name])}."
+        out.append(_section("###", name, {**schema, "description": schema["description"] + returns},
+                            {"steady-state-hypothesis": {"probes": example}}))
     out += ["## Guards\n"]
     out.append(_section("###", guards.MODULE, GUARDS, _control("guards", guards.MODULE, GUARDS["examples"][0])))
     out += ["## Stop conditions\n"]

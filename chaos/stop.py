@@ -5,7 +5,8 @@ exits 3. Missing data is a breach, never healthy: a condition that cannot look f
     zero-ready   a model left with no Ready replica (TP groups whole and Ready)
     unhealthy    more than `max` of a model's replica pods not Ready (Pending ones included)
     slo          a model's indicator (ttft_p95, itl_p95, error_ratio) past a hard `limit`, on its
-                 worst replica; no series at all counts as past it
+                 worst replica; no series at all counts as past it, and so does a replica Ready
+                 for twice the window whose lead exports none (it completes nothing)
     hung-group   a replica of the model Ready for `window` that finished nothing over it while the
                  model had demand, or whose lead exports no series (probes/hung.py); no series for
                  the model, or no demand, counts as hung
@@ -28,6 +29,7 @@ Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,12 +45,47 @@ from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_t
 from probes import hung, slo
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot
+from probes.verdict import Contract
 
 MODULE = "chaos.stop"
 KINDS = ("zero-ready", "unhealthy", "slo", "hung-group")
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
+PER_REPLICA = ("ttft_p95", "itl_p95")  # error_ratio is the gateway's, per model
 JOURNAL_KEY = "kilocard_stop"
 BLIND = "a stop condition treats that as a breach"  # how a condition that could not look says it fired
+
+
+_EVERY = "the method's start: checked every `every_seconds` until the method ends"
+_RAISED = ("any exception while checking (a bug, an odd label) fires, blind: a run is never left unguarded; a "
+           "stop that fired blind never meets an expected abort")
+CONTRACTS = (
+    Contract("zero-ready", "stop condition",
+             asserts="fires when the model has no Ready replica (a TP group whole and every member Ready)",
+             time_zero=_EVERY, interval="one snapshot each check",
+             missing="the cluster not read: fires, blind; the model's pods not found: fires",
+             exceptions=_RAISED, outcomes=(("fired", "no Ready replica, or blind"), ("quiet", "one is Ready")),
+             judge=("chaos.stop.breach",)),
+    Contract("unhealthy", "stop condition",
+             asserts="fires when more than `max` of the model's pods are not Ready (Pending ones included)",
+             time_zero=_EVERY, interval="one snapshot each check",
+             missing="the cluster not read: fires, blind", exceptions=_RAISED,
+             outcomes=(("fired", "too many not Ready, or blind"), ("quiet", "within max")),
+             judge=("chaos.stop.breach",)),
+    Contract("slo", "stop condition",
+             asserts="fires when the indicator's worst series is past the hard `limit`, or (per replica) a group "
+                     "wholly Ready for twice the window has a lead exporting no series",
+             time_zero=_EVERY, interval="one instant query over `window` each check",
+             missing="no series at all, a failed query, or the cluster not read while under the limit: fires, "
+                     "blind; a replica that vanished with its pod does not count",
+             exceptions=_RAISED, outcomes=(("fired", "past the limit, silent, or blind"), ("quiet", "under it")),
+             judge=("chaos.stop.breach", "chaos.stop._silent")),
+    Contract("hung-group", "stop condition",
+             asserts="fires when no_hung_groups would fail: a replica hung, or nothing to judge",
+             time_zero=_EVERY, interval="the window W ending at each check",
+             missing="no figures from Prometheus, the cluster not read, or the verdict unknown: fires, blind",
+             exceptions=_RAISED, outcomes=(("fired", "hung, or blind"), ("quiet", "every replica progressing")),
+             judge=("chaos.stop.breach", "probes.hung.judge")),
+)
 
 
 @dataclass(frozen=True)
@@ -120,19 +157,22 @@ def declared(experiment: dict[str, Any], source: str) -> Settings | None:
 
 # --- judging (pure) -----------------------------------------------------------------------------
 def breach(c: Condition, s: ClusterSnapshot | None,
-           found: tuple[str, float] | hung.Figures | None | Exception = None) -> str | None:
+           found: dict[str, float] | hung.Figures | None | Exception = None, at: float | None = None) -> str | None:
     """Why `c` fires, or None. `s` None: the cluster could not be read; `found`, what the
-    condition's query found: (slo) the worst series and its value, None for no series; (hung-group)
-    the model's figures; or the error that stopped the query."""
+    condition's query found: (slo) its series and their values, by replica for a per-replica
+    indicator; (hung-group) the model's figures; or the error that stopped the query. `at`: now."""
     if isinstance(found, Exception):
         return f"{c.describe()}: no data ({found}): {BLIND}"
-    if c.kind == "slo":
-        if not isinstance(found, tuple):
-            return f"{c.describe()}: no series: {BLIND}"
-        name, value = found
-        return f"{c.describe()}: {name} at {value:.3f}" if value > c.limit else None
+    if c.kind == "slo" and isinstance(found, dict) and found:
+        name, value = max(found.items(), key=lambda kv: kv[1])
+        if value > c.limit:
+            return f"{c.describe()}: {name} at {value:.3f}"
+    elif c.kind == "slo":
+        return f"{c.describe()}: no series: {BLIND}"
     if s is None:
         return f"{c.describe()}: the cluster could not be read: {BLIND}"
+    if c.kind == "slo":
+        return _silent(c, s, found, at)
     if c.kind == "hung-group":
         if not isinstance(found, hung.Figures):
             return f"{c.describe()}: no figures from Prometheus: {BLIND}"
@@ -150,6 +190,21 @@ def breach(c: Condition, s: ClusterSnapshot | None,
     ready = sum(1 for m in groups.values()
                 if len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m))
     return f"{c.describe()}: no Ready replica left" if ready == 0 else None
+
+
+def _silent(c: Condition, s: ClusterSnapshot, found: Any, at: float | None) -> str | None:
+    """A per-replica indicator (`found` keyed by pod) missing the lead of a group wholly Ready for
+    twice the window: that replica completes nothing, and the worst of the rest cannot speak for it."""
+    if c.indicator not in PER_REPLICA:
+        return None
+    settled_by = (time.time() if at is None else at) - 2 * slo.seconds(c.window)
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for p in s.replicas(c.model, c.namespace):
+        groups[p.group].append(p)
+    silent = sorted(lead.name for members in groups.values()
+                    if all(p.ready and (p.ready_since is None or p.ready_since <= settled_by) for p in members)
+                    and (lead := min(members, key=lambda p: p.rank)).name not in found)
+    return f"{c.describe()}: {', '.join(silent)} Ready, exporting no series: {BLIND}" if silent else None
 
 
 # --- watching (the control) -----------------------------------------------------------------------
@@ -175,9 +230,12 @@ class Watcher:
     def _loop(self) -> None:
         quiet_thread()
         while not self.stopping.is_set():
-            reason = self.check()
+            try:
+                reason = self.check()
+            except Exception as exc:  # noqa: BLE001 - a check that cannot run cannot look: the run is not left unguarded
+                reason = f"the stop conditions could not be checked ({type(exc).__name__}: {exc}): {BLIND}"
             if reason is not None and not self.stopping.is_set():
-                self.fired = {"reason": reason}
+                self.fired = {"reason": reason, "blind": BLIND in reason}
                 self.fire()
                 return
             self.stopping.wait(self.settings.every_seconds)
@@ -185,14 +243,12 @@ class Watcher:
     def check(self) -> str | None:
         s = self._snapshot()
         for c in self.settings.conditions:
-            reason = breach(c, s, self._look(c))
+            reason = breach(c, s, self._look(c), time.time())
             if reason is not None:
                 return reason
         return None
 
     def _snapshot(self) -> ClusterSnapshot | None:
-        if not any(c.kind != "slo" for c in self.settings.conditions):
-            return None
         try:
             kube = Kube.connect(self.cfg.get("kilocard_kubeconfig"), self.cfg.get("kilocard_context"),
                                 local_testbed_kubeconfig())
@@ -205,22 +261,21 @@ class Watcher:
         finally:
             kube.close()
 
-    def _look(self, c: Condition) -> tuple[str, float] | hung.Figures | None | Exception:
+    def _look(self, c: Condition) -> dict[str, float] | hung.Figures | None | Exception:
         """What the condition's own query finds (slo, hung-group); the others read the snapshot alone."""
         if c.kind == "slo":
-            return self._worst(c)
+            return self._values(c)
         return self._figures(c) if c.kind == "hung-group" else None
 
     def _prom(self) -> Any:
         return slo.connect(self.cfg.get("kilocard_prometheus_url", LOCAL_TESTBED_PROMETHEUS))
 
-    def _worst(self, c: Condition) -> tuple[str, float] | None | Exception:
+    def _values(self, c: Condition) -> dict[str, float] | Exception:
         try:
             prom = self._prom()
-            found = slo.values(prom, slo.indicator(prom, c.indicator, c.model, c.namespace, c.window))
+            return slo.values(prom, slo.indicator(prom, c.indicator, c.model, c.namespace, c.window))
         except Exception as exc:  # noqa: BLE001 - whatever stopped the query, the data is missing
             return exc
-        return max(found.items(), key=lambda kv: kv[1]) if found else None
 
     def _figures(self, c: Condition) -> hung.Figures | Exception:
         try:

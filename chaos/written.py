@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ class Write:
     version: int | None  # the object's resourceVersion after the write; None when the reply has none
     deleted: bool  # a DELETE or an eviction: it ends deleted (or terminating)
     seq: int
+    at: float  # when it was made (epoch seconds)
 
 
 _log: OrderedDict[tuple[str, str], Write] = OrderedDict()
@@ -39,18 +41,23 @@ _seq = 0
 
 def note(method: str, path: str, reply: bytes | None) -> None:
     """Record a successful request if it wrote a named pod or node."""
-    global _seq
     found = _PATH.search(path.split("?", 1)[0])
     if method == "GET" or found is None or (found["kind"] == "pods") != bool(found["namespace"]):
         return
     eviction = found["subresource"] == "eviction"
     version = None if eviction or not reply else _VERSION.search(reply)
     key = f"{found['namespace']}/{found['name']}" if found["namespace"] else found["name"]
+    seen(found["kind"], key, int(version[1]) if version else None, method == "DELETE" or eviction, time.time())
+
+
+def seen(kind: str, key: str, version: int | None, deleted: bool, at: float) -> None:
+    """Record a write to wait for: this process's own, or another actor's that a fresh LIST showed
+    (a Chaos Toolkit action of another driver: chaos.follower's catch_up)."""
+    global _seq
     with _lock:
         _seq += 1
-        _log[(found["kind"], key)] = Write(found["kind"], key, int(version[1]) if version else None,
-                                           method == "DELETE" or eviction, _seq)
-        _log.move_to_end((found["kind"], key))
+        _log[(kind, key)] = Write(kind, key, version, deleted, _seq, at)
+        _log.move_to_end((kind, key))
 
 
 def last() -> int:

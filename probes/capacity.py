@@ -14,15 +14,46 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from probes.errors import ProbeError
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
-from probes.verdict import Verdict, failed, passed
+from probes.verdict import Contract, Verdict, failed, passed
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
 KV_BYTES_PER_CARD = 40 * 2**30  # an 80 GB card after weights and activations; a parameter everywhere
 
 
+CONTRACTS = (
+    Contract(
+        "capacity_fits", "probe",
+        asserts="the KV cache of the model's serving replicas (TP groups wholly Ready, none on `losing_nodes`) "
+                "covers the demand (qps x latency x tokens per request x KV bytes per token) with `headroom`",
+        time_zero="none: the state now",
+        interval="one snapshot, now",
+        missing="no replica fails; a model-shape label missing, or a dtype not known, is an error (never a "
+                "guessed size)",
+        exceptions="the apiserver not answering: unknown; a shape label missing, a 4xx or a bug: error",
+        outcomes=(("ok", "supply covers need"), ("failed", "need exceeds supply, or no replica"),
+                  ("unknown", "the cluster could not be read")),
+        judge=("probes.capacity.fits", "probes.capacity.kv_bytes_per_token")),
+    Contract(
+        "room_to_reschedule", "probe",
+        asserts="the model's Pending replicas, and those the loss of `losing_nodes` (default: of each one of its "
+                "nodes in turn) would displace, fit by first fit, largest first: a Ready, schedulable node with "
+                "enough free cards in one piece, its nodeSelector and taints kept, required anti-affinity kept",
+        time_zero="none: the state now",
+        interval="one snapshot, now",
+        missing="no replica fails; cards on a lost node do not count",
+        exceptions="the apiserver not answering: unknown; a 4xx or a bug: error",
+        outcomes=(("ok", "room for every scenario"), ("failed", "the first scenario with a pod that fits nowhere, "
+                  "naming the moves made and why each node was refused"), ("unknown", "the cluster could not be read")),
+        judge=("probes.capacity.room", "probes.capacity._place", "probes.capacity._unfit")),
+)
+
+
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype: str) -> int:
-    return int(2 * layers * kv_heads * head_dim * DTYPE_BYTES.get(dtype, 2))
+    if dtype not in DTYPE_BYTES:  # a guess would over- or under-state the KV supply the verdict weighs
+        raise ProbeError(f"KV cache dtype {dtype!r} unknown; expected one of {', '.join(DTYPE_BYTES)}")
+    return int(2 * layers * kv_heads * head_dim * DTYPE_BYTES[dtype])
 
 
 @dataclass(frozen=True)
@@ -42,19 +73,24 @@ def kv_per_token_of(pod: PodView) -> int:
         return kv_bytes_per_token(int(labels["kilocard.io/layers"]), int(labels["kilocard.io/kv-heads"]),
                                   int(labels["kilocard.io/head-dim"]), labels.get("kilocard.io/dtype", "float16"))
     except KeyError as missing:
-        raise ValueError(f"{pod.namespace}/{pod.name} has no model-shape label {missing}") from None
+        raise ProbeError(f"{pod.namespace}/{pod.name} has no model-shape label {missing}") from None
 
 
 def fits(snapshot: ClusterSnapshot, model: str, demand: Demand, headroom: float = 0.25,
          kv_bytes_per_card: int = KV_BYTES_PER_CARD, losing_nodes: tuple[str, ...] = (),
          namespace: str | None = None) -> Verdict:
-    """Does the free KV capacity of the Ready replicas (minus those on `losing_nodes`) cover the
-    demand with `headroom` to spare?"""
+    """Does the free KV capacity of the Ready replicas (TP groups wholly Ready, none of their pods
+    on `losing_nodes`) cover the demand with `headroom` to spare?"""
     replicas = snapshot.replicas(model, namespace)
     if not replicas:
         return failed(f"{model}: no replica at all", model=model)
     per_token = kv_per_token_of(replicas[0])
-    serving = [p for p in replicas if p.ready and p.node not in losing_nodes]
+    groups: dict[str, list[PodView]] = {}
+    for p in replicas:
+        groups.setdefault(p.group, []).append(p)
+    # A group serves only whole and Ready: one rank down leaves its other ranks' cards idle.
+    serving = [p for members in groups.values() if all(m.ready and m.node not in losing_nodes for m in members)
+               for p in members]
     supply = sum(p.cards for p in serving) * kv_bytes_per_card
     need = demand.tokens_held() * per_token * (1 + headroom)
     details = {"model": model, "kv_bytes_per_token": per_token, "need_bytes": need, "supply_bytes": supply,

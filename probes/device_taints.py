@@ -16,6 +16,8 @@ its fault was applied. Each card is
     pending    not tainted yet, still within budget            -> not a pass (outcome "pending")
     stale      tainted only since before its fault (or at no stated time): this fault's own taint
                cannot be told                                  -> not a pass (outcome "unknown")
+    reverted   not tainted now, its fault reverted before the probe looked (the driver may have
+               lifted the taint with the card reset): not told  -> not a pass (outcome "unknown")
 It passes only when every card is tainted; a run with no XID fault has nothing to judge (outcome
 "unknown"). A pool's slices of an older generation are being replaced by its driver, and skipped.
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chaos.vocabulary import epoch
-from probes.verdict import NO_DATA, Verdict, failed, passed
+from probes.verdict import NO_DATA, Contract, Verdict, failed, passed
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -68,6 +70,7 @@ class XidFault:
     node: str
     card: int
     applied_at: float  # epoch seconds
+    reverted: bool = False  # reverted before the probe looked
 
 
 def taints_of(slices: Iterable[dict[str, Any]]) -> list[DeviceTaint]:
@@ -91,6 +94,26 @@ def taints_of(slices: Iterable[dict[str, Any]]) -> list[DeviceTaint]:
     return found
 
 
+CONTRACTS = (
+    Contract(
+        "devices_tainted_within", "probe",
+        asserts="for every XID fault of the run, its card's device (`gpu-<card>` in its node's newest "
+                "ResourceSlices) carries a NoSchedule or NoExecute taint added within `budget` s of that fault",
+        time_zero="each XID fault's own apply time (ledger)",
+        interval="[fault, fault + budget] per card, judged by the taint's own timeAdded (whole seconds: a taint "
+                 "stamped in the fault's second is its own), polled until decided",
+        missing="an informational taint (effect None) does not count; a taint from before the fault, or one of "
+                "no stated time, is unknown (stale); a fault reverted before the probe saw its taint is unknown; "
+                "a run with no XID fault is unknown",
+        exceptions="the apiserver not answering: unknown; a 4xx or a bug: error",
+        outcomes=(("tainted", "ok: every card tainted within its budget"),
+                  ("not_tainted", "failed: a card tainted late, or not at all once its budget ran out"),
+                  ("pending", "failed: a card not tainted yet (the probe waits this out)"),
+                  ("unknown", "stale, reverted, or no XID fault")),
+        judge=("probes.device_taints.judge", "probes.device_taints._card")),
+)
+
+
 # --- the judge (pure) -------------------------------------------------------------------------------
 def judge(taints: Iterable[DeviceTaint], faults: Iterable[XidFault], budget: float, now: float) -> Verdict:
     """Passes when every card under an XID fault was tainted within `budget` s of its fault;
@@ -105,7 +128,7 @@ def judge(taints: Iterable[DeviceTaint], faults: Iterable[XidFault], budget: flo
     cards = [_card(f, on[(f.node, DEVICE_NAME.format(card=f.card))], budget, now) for f in faults]
     details = {"budget": budget, "cards": cards}
     for states, outcome, say in ((("late", "untainted"), "not_tainted", f"not tainted within {budget:g} s"),
-                                 (("stale",), "unknown", f"whose own taint cannot be told: {NO_DATA}"),
+                                 (("stale", "reverted"), "unknown", f"whose own taint cannot be told: {NO_DATA}"),
                                  (("pending",), "pending", f"not tainted yet, still within {budget:g} s")):
         named = [c for c in cards if c["state"] in states]
         if named:
@@ -113,7 +136,7 @@ def judge(taints: Iterable[DeviceTaint], faults: Iterable[XidFault], budget: flo
                           f"{'; '.join(c['why'] for c in named)}", outcome=outcome, **details)
     slowest = max(cards, key=lambda c: c["seconds"])
     return passed(f"every card under an XID tainted within {budget:g} s ({len(cards)} judged; slowest: "
-                  f"{slowest['why']})", outcome="tainted", **details)
+                  f"{slowest['why']})", outcome="tainted", impact_seen=True, **details)
 
 
 def _card(f: XidFault, found: list[DeviceTaint], budget: float, now: float) -> dict[str, Any]:
@@ -132,6 +155,9 @@ def _card(f: XidFault, found: list[DeviceTaint], budget: float, now: float) -> d
     elif keeping:
         taint, state = keeping[0], "stale"
         why = f"{where} tainted {taint} since before its XID fault of {seconds:.1f} s ago, or at no stated time"
+    elif f.reverted:
+        state = "reverted"
+        why = f"{where} not tainted, its XID fault reverted before this probe looked (the taint may be gone)"
     else:
         state = "pending" if seconds < budget else "untainted"
         shown = f" (only {', '.join(map(str, found))})" if found else ""

@@ -6,19 +6,32 @@ The verdict (`judge`, pure) is per replica, never averaged: a model-level rate h
 group among healthy ones. A replica (its TP group, whole) is judged once every one of its pods
 has been Ready for at least the window W (one that just started is settling, not hung; a pod
 without a transition time is judged); its series are its lead's (rank 0's), labelled `pod` and
-`namespace`. It is hung when
-    - it finished no request over W (increase of its finished-request counter: 0) while requests
-      wait in its own queue (waiting now, or grown over W; an engine that exports no queue: while
-      the model had demand, another replica progressing or the gateway counting requests); at a
-      low rate a healthy replica may finish none in a window, with nothing waiting; or
-    - it exported no series at all over W while Ready: its lead's scrape fails (a frozen rank 0).
-The verdict fails naming each hung replica (namespace/model, group, pods, nodes, its figures),
-and passes only when every judged replica progressed. It never passes blind: no series for any
-replica of the model, no replica to judge, or no demand at all (idle cannot be told from hung)
-is a failed verdict with outcome "unknown"; Prometheus not answering is NoData (the fetcher).
+`namespace`. A judged replica is
+    - hung when it exported no series at all over W while Ready (its lead's scrape fails: a
+      frozen rank 0), or when it finished no request over W (increase of its finished-request
+      counter: 0) while its own queue says it holds requests it does not serve: requests
+      running now (> 0), or waiting now (> 0), or the waiting queue grown over W. The gauges
+      are read as they stand: a frozen engine stops updating them (vLLM V1's frontend takes
+      them from the engine core's outputs), so a queue that froze holding running requests
+      still tells, and one that froze empty (nothing running or waiting at the moment of the
+      freeze, likely only at a very low rate) reads as idle: a hang this verdict misses. An
+      engine that exports neither gauge is hung when it finished none while the model had
+      demand (another replica progressing, or the gateway counting requests);
+    - idle when it finished none and is not hung (nothing running or waiting, its queue not
+      grown): at a low rate a healthy replica may finish none in a window;
+    - progressing when it finished at least one request over W.
+A healthy replica whose requests in flight all run longer than W finishes none within W: it
+reads as hung, so W must exceed the longest request's latency.
+The verdict fails (outcome "hung") naming each hung replica (namespace/model, group, pods,
+nodes, and the figures that made it hung), and passes ("progressing") only when every judged
+replica progressed or was idle, with demand seen. It never passes blind (outcome "unknown"): no
+series for any replica of the model, no replica to judge, or no demand at all (no replica
+finished a request or holds one, the gateway counted none: idle cannot be told from hung) is a
+failed verdict; Prometheus not answering is NoData (the fetcher).
 
 `fetch` (the thin fetcher) asks Prometheus, per lead pod over W:
     finished  sum by (namespace, pod) (increase(<vllm:request_success_total | sglang:num_requests_total>[W]))
+    running   sum by (namespace, pod) (<vllm:num_requests_running | sglang:num_running_reqs>)
     waiting   sum by (namespace, pod) (<vllm:num_requests_waiting | sglang:num_queue_reqs>), and its
               delta over W
     demand    sum(increase(kilocard_sim_requests_total[W])) (the gateway's; none: not known)
@@ -36,9 +49,10 @@ from typing import Any
 from chaos.vocabulary import GROUP_SIZE_LABEL
 from probes import metric_names, slo
 from probes.snapshot import ClusterSnapshot, PodView
-from probes.verdict import NO_DATA, Verdict, failed, passed
+from probes.verdict import NO_DATA, Contract, Verdict, failed, passed
 
 FINISHED_NAMES = ("vllm:request_success_total", "sglang:num_requests_total")
+RUNNING_NAMES = ("vllm:num_requests_running", "sglang:num_running_reqs")
 WAITING_NAMES = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
 
 
@@ -49,6 +63,7 @@ class Progress:
     finished: float  # requests finished (the counter's increase)
     waiting: float | None = None  # requests waiting now
     waiting_change: float | None = None  # how much the queue grew (delta over the window)
+    running: float | None = None  # requests in flight now (in the engine's batches)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,25 @@ class Figures:
     at: float
     replicas: dict[tuple[str, str], Progress] = field(default_factory=dict)
     demand: float | None = None
+
+
+CONTRACTS = (
+    Contract(
+        "no_hung_groups", "probe",
+        asserts="every replica of the model judged (its pods all Ready for at least the window) progressed or "
+                "was idle over the window, and the model had demand",
+        time_zero="after the run's last fault (else the last action before the probe, else `since`) the probe "
+                  "waits until its window lies wholly after time zero plus a scrape; with none, now",
+        interval="one window W ending now, per replica (never averaged over the model)",
+        missing="a judged replica whose lead exports no series is hung (its scrape fails: a frozen rank 0); no "
+                "series for any replica, no replica to judge, or no demand at all is unknown",
+        exceptions="Prometheus or the apiserver not answering: unknown; bad PromQL, a 4xx or a bug: error",
+        outcomes=(("progressing", "ok: every judged replica finished requests or held none, with demand"),
+                  ("hung", "failed: a replica finished none while running or waiting requests (or, with no "
+                           "gauges, while the model had demand), or exported nothing, named"),
+                  ("unknown", "nothing to judge, or idle cannot be told from hung")),
+        judge=("probes.hung.judge", "probes.hung._holds")),
+)
 
 
 # --- the judge (pure) -------------------------------------------------------------------------------
@@ -88,36 +122,38 @@ def judge(snapshot: ClusterSnapshot, figures: Figures, model: str, window: str =
     progressed = {k for k, p in counted.items() if p.finished > 0}
     demand = any(p is not None and p.finished > 0 for p in seen.values()) or (figures.demand or 0) > 0
     hung = sorted([k for k in judged if k not in counted]
-                  + [k for k, p in counted.items() if p.finished <= 0 and _waits(p, demand)])
+                  + [k for k, p in counted.items() if p.finished <= 0 and _holds(p, demand)])
     if hung:
         named = "; ".join(_named(k, judged[k], seen[k], window, len(progressed)) for k in hung)
         return failed(f"{model}: {len(hung)} of {len(judged)} Ready replicas hung: {named}", outcome="hung",
                       hung=hung, **details)
     if not demand:
-        return failed(f"{model}: no demand over {window} (no replica finished a request or has one waiting, the "
+        return failed(f"{model}: no demand over {window} (no replica finished a request or holds one, the "
                       f"gateway counted none): idle cannot be told from hung: {NO_DATA}", outcome="unknown",
                       **details)
     fewest = min(counted, key=lambda k: counted[k].finished)
     settled = f", {len(settling)} settling" if settling else ""
     idle = len(judged) - len(progressed)
-    said = f" or had nothing waiting ({idle} idle, " if idle else " ("
+    said = f" or held no request ({idle} idle, " if idle else " ("
     return passed(f"{model}: every Ready replica progressed over {window}{said}{len(judged)} judged{settled}; "
                   f"fewest finished: {fewest}, {counted[fewest].finished:.0f})", outcome="progressing", **details)
 
 
-def _waits(p: Progress, demand: bool) -> bool:
-    """Its own queue says it holds requests it does not serve; an engine that exports no queue
-    is judged by the model's demand. (At a low rate a healthy replica may finish none in a
-    window: with nothing waiting, that is not a hang.)"""
-    if p.waiting is None and p.waiting_change is None:
+def _holds(p: Progress, demand: bool) -> bool:
+    """Does a replica that finished nothing hold requests it does not serve? Its own queue says
+    so (running, waiting, or waiting grown); an engine that exports neither gauge is judged by
+    the model's demand. (At a low rate a healthy replica may finish none in a window: with
+    nothing running or waiting, that is not a hang.)"""
+    if p.running is None and p.waiting is None and p.waiting_change is None:
         return demand
-    return (p.waiting or 0) > 0 or (p.waiting_change or 0) > 0
+    return (p.running or 0) > 0 or (p.waiting or 0) > 0 or (p.waiting_change or 0) > 0
 
 
 def _figures(key: str, members: list[PodView], p: Progress | None) -> dict[str, Any]:
     return {"group": key, "pods": [m.name for m in members], "nodes": sorted({m.node or "?" for m in members}),
             "series": p is not None, "finished": None if p is None else p.finished,
-            "waiting": None if p is None else p.waiting, "waiting_change": None if p is None else p.waiting_change}
+            "running": None if p is None else p.running, "waiting": None if p is None else p.waiting,
+            "waiting_change": None if p is None else p.waiting_change}
 
 
 def _named(key: str, members: list[PodView], p: Progress | None, window: str, progressed: int) -> str:
@@ -126,10 +162,12 @@ def _named(key: str, members: list[PodView], p: Progress | None, window: str, pr
              f"(pods {', '.join(m.name for m in members)} on {nodes})")
     if p is None:
         return f"{where}: no series over {window} while Ready (its lead's scrape fails)"
-    queue = "" if p.waiting is None else f", waiting {p.waiting:.0f}" + (
-        "" if p.waiting_change is None else f" ({p.waiting_change:+.0f})")
+    held = [] if p.running is None else [f"running {p.running:.4g}"]
+    if p.waiting is not None:
+        held.append(f"waiting {p.waiting:.4g}" + ("" if p.waiting_change is None else f" ({p.waiting_change:+.4g})"))
+    queue = ", ".join(held) or "no running or waiting gauge: judged by the model's demand"
     others = f" while {progressed} other(s) progressed" if progressed else ""
-    return f"{where}: finished 0 over {window}{queue}{others}"
+    return f"{where}: finished 0 over {window}, {queue}{others}"
 
 
 # --- the thin fetcher ---------------------------------------------------------------------------------
@@ -146,13 +184,24 @@ def fetch(prom: Any, model: str, namespace: str | None = None, window: str = "30
     except metric_names.MetricNotFound:
         return Figures(at, {}, demand)
     finished = _by_pod(prom, f"sum by (namespace, pod) (increase({counter}{{{matchers}}}[{window}]))")
+    running: dict[tuple[str, str], float] = {}
+    waiting: dict[tuple[str, str], float] = {}
+    change: dict[tuple[str, str], float] = {}
+    if gauge := _gauge(prom, RUNNING_NAMES, matchers):
+        running = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})")
+    if gauge := _gauge(prom, WAITING_NAMES, matchers):
+        waiting = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})")
+        change = _by_pod(prom, f"sum by (namespace, pod) (delta({gauge}{{{matchers}}}[{window}]))")
+    return Figures(at, {k: Progress(v, waiting.get(k), change.get(k), running.get(k)) for k, v in finished.items()},
+                   demand)
+
+
+def _gauge(prom: Any, names: tuple[str, ...], matchers: str) -> str | None:
+    """The first of `names` Prometheus stores (in any spelling); None: the engine exports none."""
     try:
-        gauge: str | None = metric_names.resolve_any(prom, WAITING_NAMES, matchers)
+        return metric_names.resolve_any(prom, names, matchers)
     except metric_names.MetricNotFound:
-        gauge = None
-    waiting = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})") if gauge else {}
-    change = _by_pod(prom, f"sum by (namespace, pod) (delta({gauge}{{{matchers}}}[{window}]))") if gauge else {}
-    return Figures(at, {k: Progress(v, waiting.get(k), change.get(k)) for k, v in finished.items()}, demand)
+        return None
 
 
 def _by_pod(prom: Any, query: str) -> dict[tuple[str, str], float]:

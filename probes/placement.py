@@ -14,9 +14,26 @@ from typing import Any
 
 from chaos.vocabulary import RACK_LABEL
 from probes.snapshot import ClusterSnapshot, PodView
-from probes.verdict import Verdict, failed, passed
+from probes.verdict import Contract, Verdict, failed, passed
 
 HOSTNAME = "kubernetes.io/hostname"
+
+
+CONTRACTS = (
+    Contract(
+        "placement_holds", "probe",
+        asserts="the model's scheduled replicas keep apart on `topology_key`: with required anti-affinity, at most "
+                "one per domain; otherwise the skew over the domains they may use (Ready, schedulable nodes "
+                "matching their nodeSelector) is at most `max_skew`; with `guaranteed`, only a declared required "
+                "rule (anti-affinity or a DoNotSchedule spread) passes",
+        time_zero="none: the state now",
+        interval="one snapshot, now",
+        missing="Pending replicas are not placed and not counted; no scheduled replica at all fails",
+        exceptions="the apiserver not answering: unknown; a 4xx or a bug raised: error",
+        outcomes=(("ok", "kept apart"), ("failed", "crowded, skewed, unguarded, or nothing scheduled"),
+                  ("unknown", "the cluster could not be read")),
+        judge=("probes.placement.anti_affinity", "probes.placement._domains")),
+)
 
 
 def _domains(snapshot: ClusterSnapshot, replicas: list[PodView], key: str) -> Counter[str]:

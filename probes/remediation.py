@@ -7,17 +7,38 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from chaos.vocabulary import MODEL_LABEL, OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
+from probes import budget as budgeted
 from probes import snapshot as snap
 from probes import tp_groups
 from probes.snapshot import ClusterSnapshot, NodeView
-from probes.verdict import Verdict, failed, passed
+from probes.verdict import Contract, Verdict, failed, passed
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
+
+
+CONTRACTS = (
+    Contract(
+        "remediated_within", "probe",
+        asserts="at some moment within `budget` s of time zero, on `path`: quarantine, the node cordoned and "
+                "tainted or labelled by the remediator, none of the models' replicas on it, every one Ready; "
+                "out-of-service, the node tainted out of service (or deleted), no model pod bound to it, the "
+                "models' TP groups whole and Ready",
+        time_zero="the first fault of the run on that node (ledger), else the end of the last action before the "
+                  "probe (any driver's), else `since`",
+        interval="[time zero, time zero + budget], at each moment the cluster changed (the run's record, then "
+                 "live); the first moment it holds counts, however late the probe asks",
+        missing="the node not found fails; a probe with no record reaching into the interval that starts after "
+                "its budget is unknown",
+        exceptions="the apiserver not answering: unknown; a 4xx, a bug, an unknown path: error",
+        outcomes=(("ok", "remediated at the first such moment"), ("failed", "not at any moment within the "
+                  "budget: the state at the deadline, named"), ("unknown", "no view of the interval")),
+        judge=("probes.remediation.is_quarantined", "probes.remediation.check", "probes.remediation.out_of_service",
+               "probes.budget.first_within")),
+)
 
 
 def is_quarantined(node: NodeView, taint_keys: tuple[str, ...] = QUARANTINE_TAINTS) -> bool:
@@ -54,13 +75,9 @@ def out_of_service(s: ClusterSnapshot, node: str, models: tuple[str, ...], names
         return failed(f"node {node} out of service, but pods still bound to it: {', '.join(stuck)}",
                       node=node, stuck=stuck)
     for model in models:
-        groups = tp_groups.check(s, model, namespace)
+        groups = tp_groups.check(s, model, namespace)  # whole, scheduled and Ready
         if not groups.ok:
             return failed(f"node {node} out of service and emptied, but {groups.reason}", node=node)
-    unhealthy = sorted(p.name for m in models for p in s.replicas(m, namespace) if not p.ready)
-    if unhealthy:
-        return failed(f"node {node} out of service and emptied, but replicas not Ready elsewhere: "
-                      f"{', '.join(unhealthy)}", node=node, unhealthy=unhealthy)
     return passed(f"node {node} {'out of service' if view else 'deleted'}, its pods removed, every replica "
                   f"Ready elsewhere", node=node)
 
@@ -69,18 +86,13 @@ PATHS = {"quarantine": check, "out-of-service": out_of_service}
 
 
 def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namespace: str | None = None,
-           card_resource: str | None = None, path: str = "quarantine") -> Verdict:
-    """Follow the cluster (the run's follower, else a watch) until the path's check passes or the budget
-    runs out."""
+           card_resource: str | None = None, path: str = "quarantine", *, fault_at: float,
+           zero_is: str = "the fault") -> Verdict:
+    """The path's check at some moment within `budget` s of `fault_at`: the run's record of the
+    interval, then the cluster followed live (the run's follower, else a watch) until it passes
+    or the budget runs out."""
     if path not in PATHS:
         raise ValueError(f"remediation path: expected one of {', '.join(PATHS)}, got {path!r}")
     judge = PATHS[path]
-    started = time.monotonic()
-    deadline = started + budget
-    verdict = failed(f"nothing observed within {budget:g} s")
-    for s in snap.followed(kube, card_resource, namespace, MODEL_LABEL, until=deadline):
-        verdict = judge(s, node, models, namespace)
-        if verdict.ok:
-            return passed(f"{verdict.reason} after {time.monotonic() - started:.1f} s (budget {budget:g} s)",
-                          **verdict.details, seconds=time.monotonic() - started)
-    return failed(f"within {budget:g} s: {verdict.reason}", **verdict.details)
+    found = snap.moments(kube, card_resource, namespace, MODEL_LABEL, fault_at, fault_at + budget)
+    return budgeted.first_within(found, lambda s: judge(s, node, models, namespace), fault_at, budget, zero_is)

@@ -41,7 +41,7 @@ from chaos import events
 from probes import metric_names
 from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
-from probes.verdict import NO_DATA, Verdict, failed, passed
+from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 # The names each indicator may be stored under, in the order they are tried (any spelling).
 TTFT_NAMES = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
@@ -81,6 +81,52 @@ def seconds(duration: str) -> float:
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
+CONTRACTS = (
+    Contract(
+        "slo_under", "probe",
+        asserts="the indicator is at or under the threshold now: per replica, the worst replica's series (named), "
+                "and every group's lead Ready for longer than the window plus a scrape exports one; per model, "
+                "the one series",
+        time_zero="none: the state now",
+        interval="one instant query; its rate window (`window`) is what the value averages over",
+        missing="no series at all is unknown; a lead Ready past the window with no series (it completes "
+                "nothing: its quantile is NaN) is unknown, never the worst of the rest; the failures counter of "
+                "error_ratio must exist in Prometheus with the labels the ratio matches on (else error)",
+        exceptions="Prometheus not answering: unknown; bad PromQL, a 4xx, a metric no engine exports: error",
+        outcomes=(("ok", "under, every expected replica seen"), ("failed", "a series over the threshold, named"),
+                  ("unknown", "no samples, or a replica Ready and silent")),
+        judge=("probes.slo.under",)),
+    Contract(
+        "slo_recovered_within", "probe",
+        asserts="over the whole interval, the indicator ends healthy: healthy from some moment R to the deadline, "
+                "R no earlier than the blind window's end and at least `hold` before the deadline; with "
+                "`expect_impact`, a breach (a sample seen hurting, one scrape or more after time zero) comes "
+                "before R; without it, either no breach at all (held) or a breach then R (recovered)",
+        time_zero="`fault_at` if given, else the run's last fault (ledger), else the end of the last action before "
+                  "the probe (any driver's), else `since`",
+        interval="every sample from time zero to time zero + `deadline`, whole (a range query a scrape after the "
+                 "deadline, plus the live samples), never only the first `hold`; samples before time zero only "
+                 "say which series existed",
+        missing="a sample is healthy when every series present is at or under the threshold and no replica "
+                "seen before is missing while its pod lives; over the threshold is a breach; a replica missing "
+                "while its pod is not Ready is a breach (the pod corroborates it); missing while Ready or of "
+                "unknown readiness, or no series at all, is a breach only when corroborated (nothing Ready, the "
+                "gateway failing requests) and otherwise unknown; a replica whose pod is terminating or gone "
+                "drops out; a failed query is unknown. An unknown sample after the breach counts from and before "
+                "R makes a hold unknown",
+        exceptions="Prometheus not answering at the start or at the deadline: unknown; bad PromQL, a 4xx, settings "
+                   "that could never pass (deadline < blind + hold): error",
+        outcomes=(("held", "ok: no breach, healthy from the blind window's end to the deadline"),
+                  ("recovered", "ok: a breach, then healthy to the deadline for at least hold"),
+                  ("not_recovered", "failed: a breach, and not healthy for hold by the deadline (decided early "
+                                    "once a breach leaves less than hold)"),
+                  ("no_impact", "failed: expect_impact and every sample healthy"),
+                  ("unknown", "no data, a breach already there at time zero, or samples not seen where the "
+                              "verdict needs them")),
+        judge=("probes.slo.classify", "probes.slo.judge", "probes.slo._Judged", "probes.slo._final_streak")),
+)
+
+
 # --- indicators --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Indicator:
@@ -115,9 +161,10 @@ def indicator(prom: Any, kind: str, model: str | None = None, namespace: str | N
         promql = f"histogram_quantile({quantile:g}, sum by ({group}) (rate({name}{{{matchers}}}[{window}])))"
         return Indicator(model or kind, promql, window, by, name)
     if kind == "error_ratio":
-        # The failures counter may not exist until the first failure: no failures is 0, not "no data".
         total = metric_names.resolve(prom, requests_metric, matchers)
-        promql = (f"(sum(rate({failed_metric}{{{matchers}}}[{window}])) or vector(0)) / "
+        failures = _failures_counter(prom, failed_metric, matchers)
+        # Known by name and labels, the counter may still have no series for this model: no failure yet is 0.
+        promql = (f"(sum(rate({failures}{{{matchers}}}[{window}])) or vector(0)) / "
                   f"sum(rate({total}{{{matchers}}}[{window}]))")
         return Indicator(model or kind, promql, window, None, total)  # the gateway knows models, not replicas
     if kind == "promql":
@@ -125,6 +172,23 @@ def indicator(prom: Any, kind: str, model: str | None = None, namespace: str | N
             raise SloError("indicator promql needs a query")
         return Indicator(model or "query", query, window, by)
     raise SloError(f"unknown indicator {kind!r}; expected one of {', '.join(INDICATORS)}")
+
+
+def _failures_counter(prom: Any, name: str, matchers: str) -> str:
+    """The failures counter as Prometheus stores it, which must exist and carry the labels the
+    ratio matches on: a misspelled or differently labelled counter would read 0 % errors forever."""
+    try:
+        stored = metric_names.resolve(prom, name)
+    except metric_names.MetricNotFound:
+        raise SloError(f"the failures counter {name} is not in Prometheus: misspelled, or the gateway exports it "
+                       "only after a first failure (export it at 0 from the start)") from None
+    labels = [m.split("=", 1)[0] for m in matchers.split(",") if m]
+    try:
+        metric_names.resolve(prom, stored, ",".join(f'{label}!=""' for label in labels))
+    except metric_names.MetricNotFound:
+        raise SloError(f"the failures counter {stored} has no series with the labels {', '.join(labels)} the "
+                       "ratio matches on: its failures would never be counted") from None
+    return stored
 
 
 def p95_ttft(prom: Any, model: str, namespace: str | None = None, window: str = "1m") -> str:
@@ -169,18 +233,25 @@ def value(prom: Any, query: str) -> float | None:
     return next(iter(values(prom, Indicator("value", query, "1m")).values()), None)
 
 
-def under(prom: Any, query: str | Indicator, threshold: float) -> Verdict:
-    """Now: every series at or under the threshold; the worst named. No samples is not healthy."""
+def under(prom: Any, query: str | Indicator, threshold: float, expected: set[str] | None = None) -> Verdict:
+    """Now: every series at or under the threshold; the worst named. No samples is not healthy,
+    and neither is a replica `expected` to export a series (a lead Ready for longer than the
+    rate window) that exports none: a replica that completes nothing has a NaN quantile, and the
+    worst of the rest would speak for it."""
     ind = query if isinstance(query, Indicator) else Indicator("value", query, "1m")
     found = values(prom, ind)
+    silent = sorted((expected or set()) - set(found))
     if not found:
-        return failed(f"no samples for {ind.query}: not healthy", value=None, threshold=threshold)
+        return unknown(f"no samples for {ind.query}", value=None, threshold=threshold, silent=silent)
     worst, v = max(found.items(), key=lambda kv: kv[1])
     named = f"{worst}: " if ind.by else ""
+    figures = {"value": v, "worst": worst, "threshold": threshold, "values": found}
     if v > threshold:
-        return failed(f"{named}{v:.3f} above {threshold:g}", value=v, worst=worst, threshold=threshold,
-                      values=found)
-    return passed(f"{named}{v:.3f} under {threshold:g}", value=v, worst=worst, threshold=threshold, values=found)
+        return failed(f"{named}{v:.3f} above {threshold:g}", **figures)
+    if silent:
+        return unknown(f"{', '.join(silent)} Ready but exporting no series (completing no request?); the rest "
+                       f"{v:.3f} at worst", **figures, silent=silent)
+    return passed(f"{named}{v:.3f} under {threshold:g}", **figures)
 
 
 def has_ready_replicas(snapshot: ClusterSnapshot, model: str, namespace: str | None = None) -> Verdict:
@@ -191,128 +262,208 @@ def has_ready_replicas(snapshot: ClusterSnapshot, model: str, namespace: str | N
 
 
 # --- recovery: the pure judge ----------------------------------------------------------------------
+HEALTHY, BREACH, UNKNOWN_STATE = "healthy", "breach", "unknown"
+_PHASES = {HEALTHY: "holding", BREACH: "breached", UNKNOWN_STATE: "unknown"}  # as the live view says them
+
+
 @dataclass(frozen=True)
 class Sample:
     at: float  # epoch seconds the values are for
-    values: dict[str, float] = field(default_factory=dict)  # series -> value; empty: no series
+    values: dict[str, float] = field(default_factory=dict)  # series -> value; NaN dropped; empty: no series
     error: str = ""  # the query failed at this moment (Prometheus down): nothing is known
+    # The model's live pods at `at` (name -> Ready; terminating and deleted ones absent); None: not known.
+    pods: dict[str, bool] | None = None
+    impact: str = ""  # what says an absence here is the fault's impact (the gateway failing requests, ...)
 
     def worst(self) -> tuple[str, float] | None:
         return max(self.values.items(), key=lambda kv: kv[1]) if self.values else None
 
-    def healthy(self, threshold: float) -> bool:
-        worst = self.worst()
-        return worst is not None and worst[1] <= threshold
 
-    def breached(self, threshold: float) -> bool:
-        """Seen hurting: a series over the threshold, or no series at all (every replica gone, or
-        none finished a request). A failed query is not a breach: it is not knowing."""
-        return not self.error and not self.healthy(threshold)
+@dataclass(frozen=True)
+class Seen:
+    """A sample as judged: its state, and why."""
+
+    sample: Sample
+    state: str  # healthy | breach | unknown
+    why: str
+    over: bool = False  # a value over the threshold (not an absence)
+
+    @property
+    def at(self) -> float:
+        return self.sample.at
+
+
+def classify(samples: list[Sample], threshold: float, replicas: bool) -> list[Seen]:
+    """Each sample's state, in time order. A series once seen (`replicas`: one per replica) and
+    missing now: its pod terminating or gone drops it (the replica was removed); its pod not
+    Ready is an absence the pod corroborates (breach); its pod Ready, or not known, is a silence
+    that only `impact` makes a breach (else unknown). No series at all is a breach when nothing
+    is Ready or `impact` says why, else unknown. A failed query is unknown."""
+    known: set[str] = set()
+    out = []
+    for s in sorted(samples, key=lambda s: s.at):
+        if s.error:
+            out.append(Seen(s, UNKNOWN_STATE, f"query failed: {s.error}"))
+            continue
+        known |= set(s.values) if replicas else set()
+        worst = s.worst()
+        missing = sorted(known - set(s.values))
+        pods = s.pods
+        down = [m for m in missing if pods is not None and pods.get(m) is False]
+        silent = [m for m in missing if pods is None or pods.get(m) is True]
+        nothing_ready = pods is not None and not any(pods.values())
+        if worst is not None and worst[1] > threshold:
+            out.append(Seen(s, BREACH, f"{worst[0]} at {worst[1]:.3f}", over=True))
+        elif down:
+            out.append(Seen(s, BREACH, f"{', '.join(down)} not Ready, no series"))
+        elif worst is None:
+            corroborated = s.impact or ("no Ready replica" if nothing_ready else "")
+            out.append(Seen(s, BREACH, f"no series: {corroborated}") if corroborated
+                       else Seen(s, UNKNOWN_STATE, "no series, and nothing says why"))
+        elif silent:
+            said = f"{', '.join(silent)} {'Ready' if pods is not None else 'of unknown readiness'} with no series"
+            out.append(Seen(s, BREACH, f"{said}: {s.impact}") if s.impact else Seen(s, UNKNOWN_STATE, said))
+        else:
+            out.append(Seen(s, HEALTHY, f"{worst[0]} at {worst[1]:.3f}"))
+    return out
 
 
 @dataclass(frozen=True)
 class Recovery:
     threshold: float
-    deadline: float  # seconds after the fault by which the indicator must be back and held
-    hold: float  # seconds it must stay healthy to count as recovered
+    deadline: float  # seconds after the fault: the end of the interval judged, whole
+    hold: float  # seconds it must have been healthy by the deadline to count as recovered
     blind: float  # seconds after the fault before a healthy sample may count (rate window + scrape)
     expect_impact: bool = True  # the fault should hurt: a pass needs a breach, then a recovery
-    scrape: float = 0.0  # a breach seen sooner than one scrape after the fault was there before it
-    absent_for: float | None = None  # no series for this long is a breach (default: `blind`)
+    scrape: float = 0.0  # a value over the threshold sooner than one scrape after the fault was there before it
+    replicas: bool = True  # one series per replica (a series that vanishes is judged by its pod)
 
     def __post_init__(self) -> None:
-        if self.deadline <= 0 or self.hold < 0 or self.blind < 0:
-            raise SloError(f"deadline must be positive and hold, blind not negative (got {self})")
+        if self.deadline <= 0 or self.hold < 0 or self.blind < 0 or self.scrape < 0:
+            raise SloError(f"deadline must be positive and hold, blind, scrape not negative (got {self})")
         if self.blind + self.hold > self.deadline:
             raise SloError(f"deadline {self.deadline:g} s is shorter than the blind window ({self.blind:g} s: rate "
                            f"window + scrape interval) plus hold ({self.hold:g} s): no verdict could ever pass")
 
 
-def _breach(seen: list[Sample], fault_at: float, r: Recovery) -> Sample | None:
-    """The first sample that shows the fault: a series over the threshold, or no series at all for
-    `absent_for` seconds (every replica gone). One missing scrape is not impact; a failed query
-    is not knowing, never impact."""
-    absent_for = r.blind if r.absent_for is None else r.absent_for
-    absent_since: Sample | None = None
-    for s in seen:
-        if s.error:
-            absent_since = None
-        elif not s.values:
-            absent_since = absent_since or s
-            if s.at - absent_since.at >= absent_for:
-                return absent_since
-        else:
-            absent_since = None
-            if not s.healthy(r.threshold) and s.at >= fault_at + r.scrape:
-                return s
-    return None
-
-
 def judge(samples: list[Sample], fault_at: float, r: Recovery, final: bool) -> Verdict | None:
-    """The verdict over the samples so far; None while undecided (`final`: the deadline is here).
-    Only samples from the fault to its deadline count."""
-    due = fault_at + r.deadline
-    seen = sorted((s for s in samples if fault_at <= s.at <= due), key=lambda s: s.at)
-    breach = _breach(seen, fault_at, r)
-    good_since: float | None = None  # start of the current healthy streak that may count
-    last_bad: Sample | None = None
-    for i, s in enumerate(seen):
-        if not s.healthy(r.threshold):
-            good_since, last_bad = None, s
-        elif good_since is None and s.at >= fault_at + r.blind and (
-                not r.expect_impact or (breach is not None and s.at > breach.at)):
-            good_since = s.at
-        if good_since is not None and s.at - good_since >= r.hold:
-            seen = seen[:i + 1]  # decided here, as a probe following it live would have been
-            break
-    now = seen[-1].at if seen else fault_at
-    peak = _peak(seen)
-    details: dict[str, Any] = {
-        "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, "deadline": r.deadline,
-        "blind_until": r.blind, "expect_impact": r.expect_impact,
-        "breach_after": None if breach is None else round(breach.at - fault_at, 3),
-        "recovered_after": None, "worst": peak[0] if peak else None, "peak": peak[1] if peak else None,
-        "series": [{"at": s.at, "values": dict(s.values), **({"error": s.error} if s.error else {})} for s in seen],
-    }
-    worst = f"; worst {peak[0]}, peak {peak[1]:.3f}" if peak and peak[1] > r.threshold else ""
-    already = next((s for s in seen if s.at < fault_at + r.scrape and not s.healthy(r.threshold) and s.values), None)
-    if r.expect_impact and already is not None:
-        name, value = already.worst() or ("?", math.nan)
-        return failed(f"already over {r.threshold:g} when the fault was applied ({name} at {value:.3f}): its impact "
-                      "cannot be told apart; is the steady state met?", outcome="unknown", **details)
-    if good_since is not None and now - good_since >= r.hold:
-        details["recovered_after"] = round(good_since - fault_at, 3)
-        if breach is None:
-            return passed(f"held under {r.threshold:g} for {r.hold:g} s from {r.blind:g} s after the fault "
-                          f"(budget {r.deadline:g} s)", outcome="held", **details)
-        return passed(f"breached {details['breach_after']:.1f} s after the fault, back under {r.threshold:g} after "
-                      f"{details['recovered_after']:.1f} s and held {r.hold:g} s (budget {r.deadline:g} s){worst}",
-                      outcome="recovered", **details)
-    hopeless = (good_since if good_since is not None else now) + r.hold > due
-    if not final and not (hopeless and (breach is not None or not r.expect_impact)):
+    """The verdict over the interval from the fault to its deadline, judged whole; None while
+    undecided. `final`: no more samples will come (the deadline is here); before that, only a
+    failure no later sample can undo is decided. Samples before the fault only say which series
+    existed (a series that vanishes after is judged by its pod)."""
+    j = _Judged(samples, fault_at, r)
+    return j.at_deadline() if final else j.early()
+
+
+def at_deadline(samples: list[Sample], fault_at: float, r: Recovery) -> Verdict:
+    """`judge` once every sample is in."""
+    return _Judged(samples, fault_at, r).at_deadline()
+
+
+class _Judged:
+    """The samples of one interval, classified, with what a verdict on them needs."""
+
+    def __init__(self, samples: list[Sample], fault_at: float, r: Recovery) -> None:
+        self.fault_at, self.r, self.due = fault_at, r, fault_at + r.deadline
+        seen = classify([s for s in samples if s.at <= self.due], r.threshold, r.replicas)
+        self.judged = [x for x in seen if x.at >= fault_at]
+        self.counts_from = fault_at + (r.scrape if r.expect_impact else 0.0)
+        self.already = next((x for x in self.judged if x.over and x.at < fault_at + r.scrape),
+                            None) if r.expect_impact else None
+        self.breach = next((x for x in self.judged if x.state == BREACH and x.at >= self.counts_from), None)
+        self.streak = _final_streak(self.judged, fault_at + r.blind)
+        self.last_bad = next((x for x in reversed(self.judged) if x.state != HEALTHY), None)
+        self.peak = _peak([x.sample for x in self.judged])
+        self.details: dict[str, Any] = {
+            "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, "deadline": r.deadline,
+            "blind_until": r.blind, "expect_impact": r.expect_impact,
+            "breach_after": None if self.breach is None else round(self.breach.at - fault_at, 3),
+            "recovered_after": None, "worst": self.peak[0] if self.peak else None,
+            "peak": self.peak[1] if self.peak else None, "impact_seen": self.breach is not None,
+            "series": [{"at": x.at, "values": dict(x.sample.values), "state": x.state,
+                        **({"error": x.sample.error} if x.sample.error else {}),
+                        **({"why": x.why} if x.state != HEALTHY else {})} for x in self.judged],
+        }
+        over = self.peak is not None and self.peak[1] > r.threshold
+        self.worst = f"; worst {self.peak[0]}, peak {self.peak[1]:.3f}" if self.peak and over else ""
+
+    def early(self) -> Verdict | None:
+        """Decided before the deadline: a breach already there at the fault, or a breach so
+        close to the deadline that no healthy run after it can last `hold`."""
+        if self.already is not None:
+            return self.already_over()
+        bad = self.last_bad
+        if bad is not None and bad.state == BREACH and bad.at >= self.counts_from and bad.at + self.r.hold > self.due:
+            return self.not_recovered(bad)
         return None
-    if not any(s.values for s in seen) and (breach is None or all(s.error for s in seen)):
-        return failed(f"no data within {r.deadline:g} s of the fault: {NO_DATA}",
-                      outcome="unknown", **details)
-    if r.expect_impact and breach is None:
-        peak_text = f" (worst {peak[0]}, peak {peak[1]:.3f})" if peak else ""
-        return failed(f"no impact observed: under {r.threshold:g} for {r.deadline:g} s after the fault{peak_text}; "
-                      "did the fault land?", outcome="no_impact", **details)
-    state = (f"never back under {r.threshold:g}" if good_since is None
-             else f"under {r.threshold:g} since {good_since - fault_at:.1f} s, not held {r.hold:g} s in time")
-    bad = last_bad.worst() if last_bad is not None else None
-    if bad:
-        last = f"; {bad[0]} last at {bad[1]:.3f}"
-    elif last_bad is not None:
-        last = f"; last: {'query failed' if last_bad.error else 'no series'}"
-    else:
-        last = ""
-    return failed(f"not recovered within {r.deadline:g} s ({state}){last}{worst}", outcome="not_recovered",
-                  **details)
+
+    def at_deadline(self) -> Verdict:
+        r, judged, breach, streak, details = self.r, self.judged, self.breach, self.streak, self.details
+        if self.already is not None:
+            return self.already_over()
+        if not any(x.sample.values for x in judged) and breach is None:
+            return unknown(f"no data within {r.deadline:g} s of the fault", **details)
+        recovered = streak is not None and judged[-1].at - streak >= r.hold
+        if recovered and streak is not None:
+            details["recovered_after"] = round(streak - self.fault_at, 3)
+        gaps = [x for x in judged if x.state == UNKNOWN_STATE and x.at >= self.counts_from
+                and (streak is None or x.at < streak)]
+        if r.expect_impact and breach is None:
+            if gaps:
+                return unknown(f"no impact seen in {r.deadline:g} s, and not seen {_span(gaps, self.fault_at)} "
+                               f"({gaps[0].why})", **details)
+            peak = f" (worst {self.peak[0]}, peak {self.peak[1]:.3f})" if self.peak else ""
+            return failed(f"no impact observed: under {r.threshold:g} for {r.deadline:g} s after the fault{peak}; "
+                          "did the fault land?", outcome="no_impact", **details)
+        if recovered and breach is not None:
+            return passed(f"breached {details['breach_after']:.1f} s after the fault ({breach.why}), back under "
+                          f"{r.threshold:g} after {details['recovered_after']:.1f} s and held to the deadline "
+                          f"({r.deadline:g} s){self.worst}", outcome="recovered", **details)
+        if recovered:
+            if gaps:
+                return unknown(f"under {r.threshold:g} from {details['recovered_after']:.1f} s to the deadline, but "
+                               f"not seen before, {_span(gaps, self.fault_at)} ({gaps[0].why})", **details)
+            return passed(f"held under {r.threshold:g} from {r.blind:g} s after the fault to the deadline "
+                          f"({r.deadline:g} s)", outcome="held", **details)
+        if breach is None:
+            return unknown(f"not seen healthy for {r.hold:g} s by the deadline ({r.deadline:g} s): "
+                           f"{self.last_bad.why if self.last_bad else 'no sample'}", **details)
+        return self.not_recovered(self.last_bad or breach)
+
+    def already_over(self) -> Verdict:
+        why = self.already.why if self.already is not None else "?"
+        return unknown(f"already over {self.r.threshold:g} when the fault was applied ({why}): its impact cannot "
+                       "be told apart; is the steady state met?", **self.details)
+
+    def not_recovered(self, last_bad: Seen) -> Verdict:
+        r, zero = self.r, self.fault_at
+        healthy_after = next((x.at for x in self.judged if x.at > last_bad.at and x.state == HEALTHY), None)
+        state = (f"never back under {r.threshold:g}" if healthy_after is None else
+                 f"under {r.threshold:g} since {healthy_after - zero:.1f} s, not held {r.hold:g} s by the deadline")
+        return failed(f"not recovered within {r.deadline:g} s ({state}); last: {last_bad.why} at "
+                      f"{last_bad.at - zero:.1f} s{self.worst}", outcome="not_recovered", **self.details)
 
 
-def _peak(seen: list[Sample]) -> tuple[str, float] | None:
-    worsts = [w for s in seen if (w := s.worst()) is not None]
+def _final_streak(judged: list[Seen], counts_from: float) -> float | None:
+    """When the run of healthy samples that ends the interval starts (no earlier than
+    `counts_from`); None when the interval does not end healthy."""
+    start = None
+    for x in reversed(judged):
+        if x.state != HEALTHY:
+            break
+        if x.at >= counts_from:
+            start = x.at
+    return start
+
+
+def _span(found: list[Seen], fault_at: float) -> str:
+    """When the samples were, from the fault: "at 12.0 s" or "from 12.0 s to 20.0 s"."""
+    first, last = found[0].at - fault_at, found[-1].at - fault_at
+    return f"at {first:.1f} s" if first == last else f"from {first:.1f} s to {last:.1f} s"
+
+
+def _peak(samples: list[Sample]) -> tuple[str, float] | None:
+    worsts = [w for s in samples if (w := s.worst()) is not None]
     return max(worsts, key=lambda kv: kv[1]) if worsts else None
 
 
@@ -355,25 +506,53 @@ def history(prom: Any, ind: Indicator, start: float, end: float, step: float) ->
     return [Sample(at, by_time.get(at, {})) for at in grid]
 
 
+def failures(prom: Any, model: str, namespace: str | None, window: str, start: float, end: float, step: float,
+             failed_metric: str = GATEWAY_FAILED) -> dict[float, float]:
+    """The gateway's failed requests per second for the model, from `start` to `end`, by time
+    (a range query): what corroborates that a missing series is the fault's impact. A gateway
+    that stores no failures counter corroborates nothing."""
+    first, last = round(start), round(end)
+    if last - first < step:
+        last = first + math.ceil(step)
+    try:
+        name = metric_names.resolve(prom, failed_metric)
+        result = prom.custom_query_range(f"sum(rate({name}{{{_matchers(model, namespace)}}}[{window}]))",
+                                         start_time=dt.datetime.fromtimestamp(first, dt.UTC),
+                                         end_time=dt.datetime.fromtimestamp(last, dt.UTC), step=f"{step:g}")
+    except metric_names.MetricNotFound:
+        return {}
+    except Exception as exc:  # noqa: BLE001 - sorted by query_failed
+        raise metric_names.query_failed(f"the gateway's failures for {model}", exc, SloError) from None
+    return {round(float(at), 3): float(v) for row in result for at, v in row["values"] if not math.isnan(float(v))}
+
+
 def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, interval: float = 1.0,
+                     annotate: Callable[[list[Sample]], list[Sample]] = lambda samples: samples,
                      clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> Verdict:
-    """Judge the indicator from the fault on: its history first, then live every `interval` s,
-    until the verdict is decided (at the latest at the deadline)."""
+    """Judge the indicator from the fault to its deadline: its history first, then live every
+    `interval` s (for the live view, and a failure no later sample can undo), and a scrape after
+    the deadline the whole interval again from Prometheus's record (a live query that failed
+    leaves no hole where Prometheus has the data). `annotate` adds what the cluster says at each sample's time
+    (its pods' readiness, the gateway's failures): what a missing series means."""
     values(prom, ind)  # bad PromQL or an unreachable Prometheus is an error now, not a red verdict later
     due = fault_at + r.deadline
-    samples = history(prom, ind, fault_at, min(clock(), due), interval)
-    while True:
-        now = clock()
-        if now <= due:  # a probe started late judges what the deadline saw, from the history
-            try:
-                samples.append(Sample(now, values(prom, ind)))
-            except (SloError, NoData) as exc:
-                samples.append(Sample(now, {}, str(exc)))  # no data is never healthy
-            events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": samples[-1].worst(),
-                     "error": samples[-1].error, "threshold": r.threshold, "left": due - now, "at": now,
-                     "phase": "blind" if now < fault_at + r.blind else "holding" if samples[-1].healthy(r.threshold)
-                     else "breached" if samples[-1].breached(r.threshold) else "unknown"})
-        verdict = judge(samples, fault_at, r, final=now >= due)
+    start = fault_at - max(ind.window_seconds, interval)  # which series the fault found
+    samples = history(prom, ind, start, min(clock(), due), interval)
+    live: list[Sample] = []
+    while (now := clock()) < due:
+        try:
+            live.append(Sample(now, values(prom, ind)))
+        except (SloError, NoData) as exc:
+            live.append(Sample(now, {}, str(exc)))  # no data is never healthy
+        told = annotate(samples + live)
+        seen = classify(told, r.threshold, r.replicas)
+        events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": live[-1].worst(),
+                        "error": live[-1].error, "threshold": r.threshold, "left": due - now, "at": now,
+                        "phase": "blind" if now < fault_at + r.blind else _PHASES[seen[-1].state]})
+        verdict = judge(told, fault_at, r, final=False)
         if verdict is not None:
             return verdict
         sleep(max(0.0, min(interval, due - now)))
+    sleep(max(0.0, due + r.scrape - clock()))  # Prometheus holds every scrape up to the deadline
+    whole = history(prom, ind, start, due, interval) + [s for s in live if not s.error]
+    return at_deadline(annotate(whole), fault_at, r)

@@ -185,6 +185,13 @@ class Source(Protocol):
 
     def subscribe(self, namespace: str | None, listener: Callable[[str, Any], None]) -> Callable[[], None]: ...
 
+    def history(self, since: float, namespace: str | None = None) -> Any: ...
+
+    @property
+    def recorded_from(self) -> float: ...
+
+    def catch_up(self, at: float) -> None: ...
+
 
 _sources: list[Source] = []  # while a run follows its cluster, its snapshots are read from it
 
@@ -200,6 +207,10 @@ def stop_reading_from(source: Source) -> None:
 
 def host_of(kube: Kube) -> str:
     return str(kube.api_client.configuration.host).rstrip("/")
+
+
+def live_sources() -> list[Source]:
+    return [s for s in _sources if s.alive]
 
 
 def source_for(kube: Kube) -> Source | None:
@@ -221,22 +232,98 @@ def fetch(kube: Kube, card_resource: str | None = None, namespace: str | None = 
     return build(pods, nodes, card_resource, namespace)
 
 
-def followed(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str,
-             until: float) -> Iterator[ClusterSnapshot]:
-    """A snapshot now, and again after each change of the pods in `namespace` (those matching
-    `label_selector` when no follower runs; with one, a node's cordon, taints, Ready or cards too),
-    until `until` (monotonic): what a probe that waits for a recovery judges. With the run's
+@dataclass(frozen=True)
+class Moment:
+    """The cluster as it was from `at` until the next moment."""
+
+    at: float  # epoch seconds
+    snapshot: ClusterSnapshot
+
+
+def moments(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str, since: float,
+            until: float) -> Iterator[Moment]:
+    """The cluster from `since` to `until` (epoch seconds), a moment per change: as the run's
+    follower recorded it (its history, from `since` or from when its view held every write made
+    before), then live, a snapshot now and again after each change of the pods in `namespace`
+    (those matching `label_selector` when no follower runs; with one, a node's cordon, taints,
+    Ready or cards too). Without a record reaching back to `since`, the first moment is now."""
+    yield from recorded(kube, card_resource, namespace, since) or ()
+    for s in _followed(kube, card_resource, namespace, label_selector, until):
+        yield Moment(time.time(), s)
+
+
+def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since: float) -> list[Moment] | None:
+    """The cluster from `since` until now as the run's follower recorded it, a moment per change
+    (see `moments`); None when no follower runs or its record does not reach back to `since`."""
+    run = source_for(kube)
+    past = run.history(since, namespace) if run is not None else None
+    if past is None:
+        return None
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods}
+    nodes = {n["metadata"]["name"]: n for n in past.nodes}
+    found = [Moment(past.at, build(pods.values(), nodes.values(), card_resource, namespace))]
+    for change in past.changes:
+        objects = nodes if change.kind == "nodes" else pods
+        if change.obj is None:
+            objects.pop(change.key, None)
+        else:
+            objects[change.key] = change.obj
+        found.append(Moment(change.at, build(pods.values(), nodes.values(), card_resource, namespace)))
+    return found
+
+
+def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> list[tuple[float, dict[str, bool]]]:
+    """The model's live pods (name -> Ready; terminating ones left out) from `since` (or from
+    when the run's follower's record starts, if later) until now, at each change of one of them;
+    [] with no record."""
+    run = source_for(kube)
+    if run is None:
+        return []
+    past = run.history(max(since, run.recorded_from), namespace)
+    if past is None:
+        return []
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods if _of(p, model)}
+
+    def live() -> dict[str, bool]:
+        return {p["metadata"]["name"]: ready(p) for p in pods.values() if not p["metadata"].get("deletionTimestamp")}
+
+    found = [(past.at, live())]
+    for change in past.changes:
+        if change.kind != "pods" or not (change.key in pods or (change.obj is not None and _of(change.obj, model))):
+            continue
+        if change.obj is None or not _of(change.obj, model):
+            pods.pop(change.key, None)
+        else:
+            pods[change.key] = change.obj
+        found.append((change.at, live()))
+    return found
+
+
+def _of(pod: dict[str, Any], model: str) -> bool:
+    return (pod["metadata"].get("labels") or {}).get(MODEL_LABEL) == model
+
+
+def recorded_from(kube: Kube) -> float | None:
+    """Since when the run's follower has recorded the cluster (None: no follower)."""
+    run = source_for(kube)
+    return run.recorded_from if run is not None else None
+
+
+def _followed(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str,
+              until: float) -> Iterator[ClusterSnapshot]:
+    """A snapshot now, and again after each change, until `until` (epoch): with the run's
     follower, no request at all; else one watch."""
     run = source_for(kube)
     if run is None:
-        for _event in kube.events("pods", namespace, label_selector, until=until, raw=True):
+        for _event in kube.events("pods", namespace, label_selector, until=time.monotonic() + until - time.time(),
+                                  raw=True):
             yield fetch(kube, card_resource, namespace)
         return
     while True:
         seen = run.changes(namespace)
         yield fetch(kube, card_resource, namespace)
-        if not run.wait(seen, namespace, until - time.monotonic()):
-            if run.alive or time.monotonic() >= until:
+        if not run.wait(seen, namespace, until - time.time()):
+            if run.alive or time.time() >= until:
                 return
-            yield from followed(kube, card_resource, namespace, label_selector, until)  # it stopped: watch
+            yield from _followed(kube, card_resource, namespace, label_selector, until)  # it stopped: watch
             return

@@ -1,22 +1,58 @@
-"""Tensor-parallel groups: a group that fits in one node must sit in one node (its traffic then
-never crosses the network); a declared multi-node group must be complete (every rank present);
-and no group may be partially Ready (a group with one rank down serves nothing while looking
-half alive). After a fault on some nodes, a model's groups have recovered when each is whole,
-wholly Ready, and off those nodes: judged from watch events up to a deadline."""
+"""Tensor-parallel groups: a group is whole when every rank exists (its group-size label), is
+scheduled and is Ready (a group with one rank down serves nothing while looking half alive, and
+one with none Ready serves nothing at all), and one that fits in one node sits in one node (its
+traffic then never crosses the network). After a fault, a model has recovered when every group is
+whole, none is on a node the fault hit, and the pods are as many as its workloads ask for: judged
+at each moment from time zero to the budget (probes.budget), from the run's record if the probe
+comes late."""
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL
+from probes import budget as budgeted
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
-from probes.verdict import Verdict, failed, passed
+from probes.verdict import Contract, Verdict, failed, passed
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
+
+
+CONTRACTS = (
+    Contract(
+        "tp_groups_whole", "probe",
+        asserts="every TP group of the model (of the namespace) has all its ranks (its group-size label), each "
+                "scheduled and Ready, and a group that fits in one node sits in one node",
+        time_zero="none: the state now",
+        interval="one snapshot, now",
+        missing="a model with no group at all fails; a rank missing, unscheduled or not Ready fails naming the "
+                "group; terminating pods do not count as members",
+        exceptions="the apiserver not answering (after its retries): unknown; any other error raised: error",
+        outcomes=(("ok", "every group whole and Ready"), ("failed", "a group split, incomplete, unscheduled or "
+                  "not Ready, or no group"), ("unknown", "the cluster could not be read")),
+        judge=("probes.tp_groups.check",)),
+    Contract(
+        "tp_groups_recovered_within", "probe",
+        asserts="at some moment within `budget` s of time zero, the model's groups are whole and Ready "
+                "(tp_groups_whole), none on a node the run's faults hit as a node, and its pods as many as its "
+                "Deployments and StatefulSets ask for",
+        time_zero="the run's first fault (ledger), else the end of the last action before the probe (any "
+                  "driver's), else `since`",
+        interval="[time zero, time zero + budget], at each moment the cluster changed: the run's record (its "
+                 "follower's history, from when its view held every write made before time zero) then live; "
+                 "the first moment it holds is the recovery, however late the probe asks",
+        missing="a probe with no record reaching into the interval judges from its own start; one that starts "
+                "after the budget with none is unknown, never judged on the present state",
+        exceptions="the apiserver not answering: unknown; a 4xx (403) or a bug raised: error",
+        outcomes=(("ok", "recovered at the first such moment (`recovered_after`)"),
+                  ("failed", "not recovered at any moment within the budget: the state at the deadline, named"),
+                  ("unknown", "no view of the interval")),
+        judge=("probes.tp_groups.check", "probes.tp_groups.recovered", "probes.budget.first_within",
+               "probes.budget._from")),
+)
 
 
 def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | None = None) -> Verdict:
@@ -35,21 +71,24 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
             problems.append(f"{key}: TP={tp} fits one node but spans {', '.join(sorted(nodes))}")
         if len(members) < size:
             problems.append(f"{key}: {len(members)} of {size} ranks present")
+        pending = sorted(m.name for m in members if not m.node)
+        if pending:
+            problems.append(f"{key}: not scheduled ({', '.join(pending)})")
         ready = sum(m.ready for m in members)
-        if 0 < ready < len(members):
-            problems.append(f"{key}: partially Ready ({ready}/{len(members)})")
+        if ready < len(members):
+            problems.append(f"{key}: {'partially Ready' if ready else 'not Ready'} ({ready}/{len(members)})")
     scope = model or "all models"
     if not groups:
         return failed(f"{scope}: no TP group found", model=model)
     if problems:
         return failed(f"{scope}: " + "; ".join(problems), model=model, problems=problems)
-    return passed(f"{scope}: {len(groups)} TP groups whole, each on as few nodes as its size needs",
+    return passed(f"{scope}: {len(groups)} TP groups whole and Ready, each on as few nodes as its size needs",
                   model=model, groups=len(groups))
 
 
 def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespace: str | None = None,
               desired: int | None = None) -> Verdict:
-    """Every group of `model` whole, every member Ready, none on a `faulted` node, and (given the
+    """Every group of `model` whole and Ready, none on a `faulted` node, and (given the
     workloads' `desired` pod count) as many pods as they ask for: in the moment between a kill
     and its replacement's creation the survivors alone look whole."""
     whole = check(snapshot, model, namespace)
@@ -62,28 +101,20 @@ def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespac
     stuck = sorted(p.name for p in members if p.node in faulted)
     if stuck:
         return failed(f"{model}: still on the faulted nodes: {', '.join(stuck)}", model=model, stuck=stuck)
-    unready = sorted(p.name for p in members if not p.ready)
-    if unready:
-        return failed(f"{model}: not Ready: {', '.join(unready)}", model=model, unready=unready)
     return passed(f"{model}: {whole.details['groups']} TP groups whole and Ready, off the faulted nodes",
                   model=model, groups=whole.details["groups"])
 
 
 def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float, budget: float,
-                     namespace: str | None = None, card_resource: str | None = None) -> Verdict:
-    """Follow the model's pods (the run's follower, else a watch) until `recovered` holds or
-    `budget` seconds after the fault have passed."""
-    deadline = fault_at + budget
-    verdict = failed(f"{model}: not observed")
+                     namespace: str | None = None, card_resource: str | None = None,
+                     zero_is: str = "the fault") -> Verdict:
+    """`recovered` at some moment within `budget` s of `fault_at`: the run's record of the
+    interval, then the model's pods followed live (the run's follower, else a watch) until it
+    holds or the budget runs out."""
     wanted = desired(kube, model, namespace)
-    for s in snap.followed(kube, card_resource, namespace, f"{MODEL_LABEL}={model}",
-                           until=time.monotonic() + max(0.0, deadline - time.time())):
-        verdict = recovered(s, model, faulted, namespace, wanted)
-        if verdict.ok:
-            after = time.time() - fault_at
-            return passed(f"{verdict.reason}, {after:.1f} s after the fault (budget {budget:g} s)",
-                          **verdict.details, recovered_after=after)
-    return failed(f"{budget:g} s after the fault: {verdict.reason}", **verdict.details, recovered_after=None)
+    found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", fault_at, fault_at + budget)
+    return budgeted.first_within(found, lambda s: recovered(s, model, faulted, namespace, wanted), fault_at, budget,
+                                 zero_is)
 
 
 def desired(kube: Kube, model: str, namespace: str | None) -> int | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import SpecError
-from chaos.run import in_tolerance, why
+from chaos.run import passes, why
 from chaos.vocabulary import epoch
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
@@ -207,7 +207,7 @@ def _checks(data: dict[str, Any]) -> list[Check]:
             continue
         output = e.get("output") if isinstance(e.get("output"), dict) else {}
         if phase == "method":  # as the runner judges it: failed, or out of its tolerance
-            ok = e.get("status") == "succeeded" and in_tolerance(e)
+            ok = e.get("status") == "succeeded" and passes(e)
         else:
             ok = bool(e.get("tolerance_met"))
         reason = why(e) or ("" if ok else f"status {e.get('status')}")

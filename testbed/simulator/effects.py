@@ -19,13 +19,16 @@
                   it as of a dead kubelet and its replicas answer nothing; the revert brings the
                   kubelet back
     rank-stall    the pod's engine frozen (`World.stalled`): its TP group stays Ready and gets its
-                  share of traffic, which queues, and nothing completes; a frozen rank 0 (whose
-                  process serves the metrics) exports nothing. A pod not on the node is refused,
-                  as the agent finds no cgroup for it
+                  share of traffic, which queues, and nothing completes; its engine's gauges stay
+                  as they were when it froze; a frozen rank 0 (whose process serves the metrics)
+                  exports nothing. A pod not on the node is refused, as the agent finds no cgroup
+                  for it
 An effect changes the world on apply and undoes it on revert (a card reset: volatile counters
-clear, lifetime ones stay), says how it shapes the node's network while active, and reads itself
-back from the world (`observe`, the agent's GET .../effect), so a fault undone behind the agent's
-back (`World.sabotage`) reads as a mismatch.
+clear, lifetime ones stay; a network fault's shaping enters and leaves the node's
+`World.shaping`), says how it shapes the node's network, and reads itself back from the world's
+state, never from the fault's record (`observe`, the agent's GET .../effect): a fault whose
+effect is gone, undone behind the agent's back (`World.sabotage`) or lost with a machine the
+world saw anew, reads as a mismatch naming what the world shows.
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ class Net:
     delay_ms: float = 0.0
     reset_client: bool = False  # TCP to the engines' API answered with resets
     reset_collectives: bool = False  # TCP between a group's machines (NCCL, gloo) answered with resets
+
+    def covers(self, other: Net) -> bool:
+        """Is this network shaped at least as hard as `other` in every respect (so a fault that
+        alone shapes `other` is in effect, whatever stacks with it)?"""
+        return ((other.bandwidth_mbit is None
+                 or (self.bandwidth_mbit is not None and self.bandwidth_mbit <= other.bandwidth_mbit))
+                and self.loss_percent >= other.loss_percent and self.delay_ms >= other.delay_ms
+                and all(getattr(self, flag) or not getattr(other, flag)
+                        for flag in ("partition", "reset_client", "reset_collectives")))
 
     def __str__(self) -> str:
         shaped = [f"{name} {value:g}" if isinstance(value, float) else name
@@ -191,12 +203,21 @@ class CardIsolate(Effect):
 
 
 class NetFault(Effect):
-    """The node's network: shaped while the fault is active and not undone by hand."""
+    """The node's network: the fault's shaping is installed on apply and removed on revert; the
+    read-back compares what the node's network shows with what the fault alone shapes."""
+
+    def apply(self, world: World, f: Fault) -> None:
+        world.shaping[f.node][f.id] = f
+
+    def revert(self, world: World, f: Fault) -> None:
+        world.shaping.get(f.node, {}).pop(f.id, None)
 
     def observe(self, world: World, f: Fault) -> tuple[str, str]:
-        if f.id in world.sabotaged:
-            return MISMATCH, f"{f.node}'s network shows no {f.kind}: {world.net(f.node)}"
-        return CONFIRMED, f"{f.node}'s network: {world.net(f.node)}"
+        shown, alone = world.net(f.node), Net()
+        self.shape(alone, f)
+        if shown.covers(alone):
+            return CONFIRMED, f"{f.node}'s network: {shown}"
+        return MISMATCH, f"{f.node}'s network: {shown}, where the {f.kind} fault alone shapes {alone}"
 
 
 class Bandwidth(NetFault):

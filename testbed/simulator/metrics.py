@@ -25,7 +25,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from testbed.simulator import model as m
-from testbed.simulator.world import World
+from testbed.simulator.world import FAILURE_REASONS, World
 
 ENGINE_LABELS = ["model_name", "engine", "namespace", "pod"]
 
@@ -93,7 +93,10 @@ class VllmCollector(Collector):
                 f["generation"].add_metric(labels, s.generation_tokens)
             for (namespace, model), total in w.requests.items():
                 requests.add_metric([w.served_names.get(model, model), namespace], total)
-            for (namespace, model, reason), count in w.failed.items():
+            # Every reason from the first request, at 0 until it counts: a probe resolves the counter by
+            # name and labels, and a counter that appears only at the first failure reads as missing.
+            counts = {(ns, model, reason): 0.0 for ns, model in w.requests for reason in FAILURE_REASONS}
+            for (namespace, model, reason), count in {**counts, **w.failed}.items():
                 failed.add_metric([w.served_names.get(model, model), namespace, reason], count)
         for engine in families.values():
             yield from (f for f in engine.values() if f.samples)

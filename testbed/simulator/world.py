@@ -12,9 +12,11 @@ its members are; metrics come from rank 0). Cards are assigned to pods per node 
 arrival order, lowest free index first, as a device plugin would.
 
 Fault effects: one per agent kind, looked up by name in testbed/simulator/effects.py. What they
-change is the world's own state (cards, nodes lost, pods `stalled`: a frozen engine process hangs
-its whole TP group, which stays Ready and queues what it is sent). `sabotage` undoes a fault's
-effect behind the agent's back, the fault still listed, for tests of fault-landed verification.
+change is the world's own state (cards, nodes lost, each node's network shaping, pods `stalled`:
+a frozen engine process hangs its whole TP group, which stays Ready and queues what it is sent,
+while the gauges its engine exports, running, waiting and KV usage, stay as they were when it
+froze). `sabotage` undoes a fault's effect behind the agent's back, the fault still listed, for
+tests of fault-landed verification.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth sl
 # Why a replica that looks Ready fails the requests sent to it (the gateway's failure reasons,
 # exported from zero so that a rate sees the first failures).
 FAILURES = ("replica_unreachable", "connection_reset")
+NO_READY_REPLICA = "no_ready_replica"
+FAILURE_REASONS = (*FAILURES, NO_READY_REPLICA)  # the gateway's failures counter, by reason
 
 
 @dataclass
@@ -163,6 +167,8 @@ class World:
         self.sabotaged: set[str] = set()  # active faults whose effect was undone by hand
         self.misfires: dict[str, set[str]] = defaultdict(set)  # node -> kinds whose next fault will not land
         self.stalled: set[str] = set()  # pods (uid) whose engine process is frozen
+        # node -> fault id -> the network fault whose shaping (qdisc, nft table) the node carries
+        self.shaping: dict[str, dict[str, Fault]] = defaultdict(dict)
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
         self.series: dict[str, Series] = {}  # by replica key
         # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
@@ -208,6 +214,7 @@ class World:
             self.assignment.pop(name, None)
             self.isolated.pop(name, None)
             self.separated.pop(name, None)
+            self.shaping.pop(name, None)
             self.allocatable.pop(name, None)
             self.lost.discard(name)
             self.dra_health_off.discard(name)
@@ -342,8 +349,9 @@ class World:
         return [f for f in self.faults.values() if f.node == node and f.id not in self.sabotaged]
 
     def net(self, node: str) -> Net:
+        """The node's network as the shaping it carries makes it."""
         net = Net()
-        for f in self.in_effect(node):
+        for f in self.shaping.get(node, {}).values():
             EFFECTS[f.kind].shape(net, f)
         return net
 
@@ -402,7 +410,7 @@ class World:
             serving = [r for r in routes if r.failure is None]
             failing = {reason: sum(1 for r in routes if r.failure == reason) for reason in FAILURES}
             if not serving and not any(failing.values()):
-                self.failed[(*service, "no_ready_replica")] += qps * seconds
+                self.failed[(*service, NO_READY_REPLICA)] += qps * seconds
                 continue
             share = qps / (len(serving) + sum(failing.values()))
             for reason, count in failing.items():
@@ -414,9 +422,10 @@ class World:
 
     def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
                delay: float, seconds: float) -> None:
-        if speed == 0:  # hung: what arrives waits, what runs stays in its batch, nothing completes
+        if speed == 0:  # hung: what arrives queues, what runs stays in its batch, nothing completes
+            # A hung engine updates none of its gauges: they keep their values of the moment it
+            # froze (vLLM V1's frontend takes them from the engine core's outputs).
             s.backlog += arrival * seconds
-            s.waiting += arrival * seconds
             return
         service = profile.service_rate * speed
         s.backlog, done = m.step_backlog(s.backlog, service, arrival, seconds)

@@ -110,3 +110,14 @@ def prom(testbed: Testbed) -> Any:
     from prometheus_api_client import PrometheusConnect
 
     return PrometheusConnect(testbed.prometheus_url)
+
+
+@pytest.fixture
+def two_tp8(kube: Kube, pool: Callable[[int], Pool], prom: Any) -> Pool:
+    """Two llama-3-70b replicas on a three-node pool (one node spare), serving."""
+    from tests.testbed.helpers import deploy, serving
+
+    p = pool(3)
+    deploy(kube, p, {"llama-3-70b": 2})
+    serving(prom, p.namespace, {"llama-3-70b": 2})
+    return p

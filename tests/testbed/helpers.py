@@ -157,3 +157,25 @@ def apply_deploy(kube: Kube, *names: str) -> None:
     for name in names:
         for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
             kube.apply(doc)
+
+
+def deploy(kube: Kube, p: Any, models: dict[str, int]) -> None:
+    """`models` (replicas each) on pool `p`, on the default timing the catalog assumes."""
+    from testbed import fleet, timing
+
+    objects = timing.stamp(p.fleet(*models, replicas=models), "default")
+    fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
+
+
+def serving(prom: Any, namespace: str, models: dict[str, int]) -> None:
+    """Until Prometheus has every replica's P95 (a new replica needs a few scrapes for a rate)."""
+    from probes import slo
+
+    def every_replica() -> bool:
+        try:
+            return all(len(slo.values(prom, slo.indicator(prom, "ttft_p95", m, namespace, "10s", by="pod")))
+                       >= n for m, n in models.items())
+        except slo.metric_names.MetricNotFound:
+            return False
+
+    assert eventually(every_replica, 30)

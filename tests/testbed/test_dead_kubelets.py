@@ -55,7 +55,7 @@ def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(ku
     assert not group.ok, group.reason
     # The remediation probe's negative twin: without the out-of-service step it is red.
     unremediated = remediation.within(kube, rank.spec.node_name, (BIG,), budget=3, namespace=p.namespace,
-                                      path="out-of-service")
+                                      path="out-of-service", fault_at=time.time())
     assert not unremediated.ok and "not out of service" in unremediated.reason, unremediated.reason
     # The remediation, non-graceful node shutdown: the out-of-service fault lets PodGC remove the
     # stuck pod, the StatefulSet creates the rank again on a live node, and the probe turns green.
@@ -65,7 +65,7 @@ def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(ku
                                           "ttl_seconds": 300})
     try:
         verdict = remediation.within(kube, rank.spec.node_name, (BIG,), budget=90, namespace=p.namespace,
-                                     path="out-of-service")
+                                     path="out-of-service", fault_at=step.records[0].applied_at)
     finally:
         assert revert.revert(ctx, book, step.records) == []
     assert verdict.ok, verdict.reason

@@ -137,9 +137,10 @@ def test_recorders_and_waits_ride_on_its_one_watch(kube, pool, monkeypatch):
             kube.delete_pod(p.namespace, "old", grace_seconds=0)
             kube.delete_pod(p.namespace, "other", grace_seconds=0)
             kube.apply(bare_pod("new", p.node_names[0], p.namespace, model="big"))
-            waited = snapshot.followed(kube, "nvidia.com/gpu", p.namespace, "kilocard.io/model",
-                                       until=time.monotonic() + 20)
-            assert next((s for s in waited if "new" in live(s, p.namespace)), None), "the wait never saw the new pod"
+            waited = snapshot.moments(kube, "nvidia.com/gpu", p.namespace, "kilocard.io/model", time.time(),
+                                      until=time.time() + 20)
+            assert next((m for m in waited if "new" in live(m.snapshot, p.namespace)), None), (
+                "the wait never saw the new pod")
         assert listed == [] and watched == []  # no list or watch of their own
         phases = {(e.pod, e.phase) for e in recorder.events}
         assert {("old", "deleted"), ("old", "gone"), ("new", "created"), ("new", "scheduled")} <= phases

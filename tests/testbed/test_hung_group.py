@@ -1,6 +1,7 @@
 """The hung-group probe on the testbed: a TP=16 group whose rank 1 is frozen keeps both pods Ready
-while it serves nothing; the probe names it (rank 0 still exports: the queue grows, the counter is
-flat), judges only once its window lies after the fault, and passes again once the rank is thawed."""
+while it serves nothing; the probe names it (rank 0 still exports, its gauges frozen as the engine
+is: at the testbed's load the batch it held running, an empty queue; the counter is flat), judges
+only once its window lies after the fault, and passes again once the rank is thawed."""
 
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ def test_a_frozen_rank_1_turns_the_probe_red_with_both_pods_ready_and_green_once
         assert time.time() - started >= 15 - 2
         assert red["verdict"] == "failed" and red["outcome"] == "hung", red["reason"]
         assert red["hung"] == [record.target["group"]] and "1 of 2 Ready replicas hung" in red["reason"], red
-        assert "finished 0 over 15s" in red["reason"] and "waiting" in red["reason"], red["reason"]
+        assert "finished 0 over 15s, running " in red["reason"], red["reason"]
+        # The queue froze empty: only the requests it held running tell the hang from an idle replica.
+        (frozen,) = [r for r in red["replicas"] if r["group"] == record.target["group"]]
+        assert frozen["running"] > 0 and frozen["waiting"] == 0 and frozen["waiting_change"] == 0, frozen
         assert chaostoolkit.tp_groups_whole(BIG, p.namespace, cfg)["verdict"] == "ok"  # every pod Ready
     finally:
         assert revert.revert(ctx, book, stalled.records) == []

@@ -200,10 +200,12 @@ def test_remediation_happens_within_budget_and_not_when_switched_off(kube, pool)
     p = pool(3)
     fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
     victim, _ = wait_ready(kube, p.namespace, BIG, 2)
+    injected = time.time()
     status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
                                {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 300})
     try:
-        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=45, namespace=p.namespace)
+        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=45, namespace=p.namespace,
+                                     fault_at=injected)
         assert verdict.ok, verdict.reason
     finally:
         agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")
@@ -214,10 +216,12 @@ def test_remediation_happens_within_budget_and_not_when_switched_off(kube, pool)
         kube.patch_node(n, {"metadata": {"labels": {"k8saas.nvidia.com/ManagedByNVSentinel": "false"}}})
     fleet.deploy(kube, q.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
     victim, _ = wait_ready(kube, q.namespace, BIG, 2)
+    injected = time.time()
     status, fault = agent_call(kube, victim.spec.node_name, "POST", "/v1/faults",
                                {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 300})
     try:
-        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=15, namespace=q.namespace)
+        verdict = remediation.within(kube, victim.spec.node_name, (BIG,), budget=15, namespace=q.namespace,
+                                     fault_at=injected)
         assert not verdict.ok and "is not quarantined" in verdict.reason, verdict.reason
     finally:
         agent_call(kube, victim.spec.node_name, "DELETE", f"/v1/faults/{fault['id']}")

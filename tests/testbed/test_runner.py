@@ -5,6 +5,7 @@ runner owns the main thread's signals), so exit codes are the real ones."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def placement(namespace: str) -> dict[str, Any]:
 
 
 def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str,
-                 report: bool = False) -> tuple[int, dict, float]:
+                 report: bool = False, env: dict[str, str] | None = None) -> tuple[int, dict, float]:
     """`kilocard run` of one experiment: (exit code, journal, seconds). Its report (tmp_path/reports)
     only when asked: drawing it costs a second a run."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -49,7 +50,7 @@ def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extr
                            "--prometheus-url", testbed.prometheus_url, "--ledger-dir", str(tmp_path / "ledger"),
                            "--journal", str(journal), "--reports", str(tmp_path / "reports"),
                            *(() if report else ("--no-report",)), *extra],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
     seconds = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode, json.loads(journal.read_text()), seconds

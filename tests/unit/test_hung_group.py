@@ -28,7 +28,7 @@ def world(*groups):
 
 
 def figures(demand=None, **by_lead):
-    """Figures at NOW: each lead pod's (finished, waiting, waiting change)."""
+    """Figures at NOW: each lead pod's (finished, waiting, waiting change[, running])."""
     return Figures(NOW, {("ns", lead.replace("_", "-")): Progress(*v) for lead, v in by_lead.items()}, demand)
 
 
@@ -39,7 +39,7 @@ def test_a_group_all_ready_with_a_flat_counter_is_named_hung():
     assert v.reason == ("m: 1 of 2 Ready replicas hung: ns/m group g0 (pods g0-0, g0-1 on n0): finished 0 over 30s, "
                         "waiting 100 (+100) while 1 other(s) progressed")
     assert {"group": "ns/g0", "pods": ["g0-0", "g0-1"], "nodes": ["n0"], "series": True, "finished": 0,
-            "waiting": 100, "waiting_change": 100} in v.details["replicas"]
+            "running": None, "waiting": 100, "waiting_change": 100} in v.details["replicas"]
 
 
 def test_one_hung_group_among_many_healthy_ones_is_named_not_averaged_away():
@@ -61,7 +61,8 @@ def test_a_hung_group_with_waiting_requests_is_named_even_without_other_evidence
 
 def test_the_gateway_counter_is_demand_enough():
     v = hung.judge(world(group("g0", "n0")), figures(demand=50, g0_0=(0, None, None)), "m")
-    assert v.details["hung"] == ["ns/g0"] and v.reason.endswith("finished 0 over 30s")
+    assert v.details["hung"] == ["ns/g0"]
+    assert v.reason.endswith("finished 0 over 30s, no running or waiting gauge: judged by the model's demand")
 
 
 def test_a_replica_that_just_started_is_not_hung():
@@ -83,6 +84,7 @@ def test_a_replica_not_wholly_ready_is_left_to_the_tp_group_probe():
     (world(group("g0", "n0", ready_for=5)), figures(g0_0=(0, 0, 0)), "no replica Ready for 30s to judge"),
     (world(), figures(), "no series for any replica's lead"),
     (world(group("g0", "n0")), figures(g0_0=(0, 0, 0)), "idle cannot be told from hung"),
+    (world(group("g0", "n0")), figures(g0_0=(0, 0, 0, 0)), "idle cannot be told from hung"),
 ])
 def test_no_data_is_never_a_pass(snapshot, found, says):
     v = hung.judge(snapshot, found, "m")
@@ -111,15 +113,16 @@ class FakeProm:
 
 def test_the_fetcher_asks_per_lead_pod_in_the_spelling_prometheus_stores():
     lead = {"namespace": "ns", "pod": "g0-0"}
-    prom = FakeProm({"vllm_request_success_total", "vllm_num_requests_waiting"}, {
+    prom = FakeProm({"vllm_request_success_total", "vllm_num_requests_running", "vllm_num_requests_waiting"}, {
         "sum(increase(kilocard_sim_requests_total{model_name=\"m\",namespace=\"ns\"}[30s]))": [({}, 75)],
         "sum by": [(lead, 0)]})
     found = hung.fetch(prom, "m", "ns")
-    assert found.demand == 75 and found.replicas == {("ns", "g0-0"): Progress(0, 0, 0)}
+    assert found.demand == 75 and found.replicas == {("ns", "g0-0"): Progress(0, 0, 0, 0)}
     matchers = 'model_name="m",namespace="ns"'
     assert [q for q in prom.asked if not q.startswith("count(")] == [
         f"sum(increase(kilocard_sim_requests_total{{{matchers}}}[30s]))",
         f"sum by (namespace, pod) (increase(vllm_request_success_total{{{matchers}}}[30s]))",
+        f"sum by (namespace, pod) (vllm_num_requests_running{{{matchers}}})",
         f"sum by (namespace, pod) (vllm_num_requests_waiting{{{matchers}}})",
         f"sum by (namespace, pod) (delta(vllm_num_requests_waiting{{{matchers}}}[30s]))",
     ]
@@ -138,8 +141,13 @@ def test_the_fetcher_asks_for_the_names_the_simulated_engines_export():
     registry.register(VllmCollector(w))
     text = generate_latest(registry).decode()
     samples = [line for line in text.splitlines() if not line.startswith("#")]
-    for name in (*hung.FINISHED_NAMES, *hung.WAITING_NAMES):
+    for name in (*hung.FINISHED_NAMES, *hung.RUNNING_NAMES, *hung.WAITING_NAMES):
         assert any(line.startswith(name + "{") and 'namespace="ns"' in line and 'pod="' in line for line in samples), name
+
+
+def test_the_fetcher_of_an_engine_without_queue_gauges_leaves_them_unknown():
+    prom = FakeProm({"sglang:num_requests_total"}, {"sum by": [({"namespace": "ns", "pod": "g0-0"}, 0)]})
+    assert hung.fetch(prom, "m").replicas == {("ns", "g0-0"): Progress(0)}
 
 
 def test_the_fetcher_without_a_finished_counter_finds_no_replica():
@@ -154,7 +162,7 @@ class Down:
 
 def test_the_probe_with_prometheus_down_is_unknown_not_a_pass(monkeypatch):
     monkeypatch.setattr(chaostoolkit, "_prom", lambda _cfg: Down())
-    monkeypatch.setattr(chaostoolkit, "_applied_times", lambda _cfg: [])  # no fault yet: judged at once
+    monkeypatch.setattr(chaostoolkit, "_time_zero_if_any", lambda _cfg, _since: None)  # no fault yet: judged at once
     out = chaostoolkit.no_hung_groups("m")
     assert out["verdict"] == "failed" and out["outcome"] == "unknown"
 
@@ -201,3 +209,32 @@ def test_a_replica_that_finished_none_with_nothing_waiting_is_idle_not_hung():
     found = figures(g0_0=(0.0, 0.0, 0.0), g1_0=(3.0, 0.0, 0.0))
     v = hung.judge(world(group("g0", "n0"), group("g1", "n1")), found, "m")
     assert v.ok and "1 idle" in v.reason, v.reason
+
+
+def test_a_frozen_engine_whose_waiting_gauge_froze_at_0_with_requests_running_is_hung():
+    # A frozen engine stops updating its gauges: at a low load its queue freezes empty, its batch does not.
+    found = figures(g0_0=(0.0, 0.0, 0.0, 3.0), g1_0=(150.0, 0.0, 0.0, 4.0))
+    v = hung.judge(world(group("g0", "n0"), group("g1", "n1")), found, "m")
+    assert not v.ok and v.details["hung"] == ["ns/g0"]
+    assert v.reason.endswith("(pods g0-0, g0-1 on n0): finished 0 over 30s, running 3, waiting 0 (+0) while 1 "
+                             "other(s) progressed"), v.reason
+
+
+def test_a_replica_that_finished_none_with_nothing_running_or_waiting_is_idle_not_hung():
+    found = figures(g0_0=(0.0, 0.0, 0.0, 0.0), g1_0=(3.0, 0.0, 0.0, 1.0))
+    v = hung.judge(world(group("g0", "n0"), group("g1", "n1")), found, "m")
+    assert v.ok and v.details["outcome"] == "progressing"
+    assert v.reason == ("m: every Ready replica progressed over 30s or held no request (1 idle, 2 judged; fewest "
+                        "finished: ns/g0, 0)"), v.reason
+
+
+@pytest.mark.parametrize(("demand", "others", "hung_too"), [
+    (50, {}, True),  # the gateway counted requests
+    (None, {"g1_0": (150.0,)}, True),  # another replica progressed
+    (0, {"g1_0": (0.0,)}, False),  # no demand at all: unknown, not hung
+])
+def test_an_engine_that_exports_no_queue_gauge_is_judged_by_the_model_s_demand(demand, others, hung_too):
+    groups = [group("g0", "n0")] + ([group("g1", "n1")] if others else [])
+    v = hung.judge(world(*groups), figures(demand=demand, g0_0=(0.0,), **others), "m")
+    assert v.details["outcome"] == ("hung" if hung_too else "unknown") and not v.ok, v.reason
+    assert ("ns/g0" in v.details.get("hung", [])) is hung_too

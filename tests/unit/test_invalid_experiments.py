@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import run
+from chaos import run, schemas
 from chaos.errors import SpecError
 
 CORPUS = sorted((Path(__file__).parents[1] / "experiments" / "invalid").glob("*.yaml"))
@@ -30,3 +30,72 @@ def test_a_malformed_experiment_is_refused_with_a_clear_error(path):
     assert message.startswith(f"{path}: "), message
     assert expected(path) in message, message
     assert "Traceback" not in message
+
+
+EVERYTHING_AT_ONCE = """title: t
+description: d
+configuration:
+  budget_seconds: 60
+  pause: 5
+steady-state-hypothesis:
+  title: h
+  probes:
+  - type: probe
+    name: whole
+    tolerance: {type: regex, target: verdcit, pattern: "^ok$"}
+    provider: {type: python, module: probes.chaostoolkit, func: tp_groups_whole, arguments: {model: m}}
+method:
+- type: action
+  name: kill
+  pauses: {before: -1, after: "${pause}", during: 3}
+  provider: {type: python, module: chaos.actions, func: kill_pods, arguments: {label_selector: a=b}}
+- type: probe
+  name: back
+  pauses: 10
+  tolerance: {type: regex, target: verdict, pattern: "^ok$"}
+  provider: {type: python, module: probes.chaostoolkit, func: slo_recovered_within,
+             arguments: {model: m, deadline: "${budget_seconds}", hold: -1, window: 10 secs}}
+"""
+
+
+def test_every_problem_of_pauses_probes_and_targets_is_said_at_once(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text(EVERYTHING_AT_ONCE)
+    with pytest.raises(SpecError) as err:
+        run.load(path, ["budget_seconds=90", "pause:int=-2"])
+    assert str(err.value).splitlines() == [f"{path}: {line}" for line in [
+        "steady-state-hypothesis.probes[0] ('whole'): tolerance.target: expected a key tp_groups_whole returns: one "
+        f"of {', '.join((*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS['tp_groups_whole']))}, got 'verdcit'",
+        "method[1] ('back'): deadline: expected a number above 0, got '90' (text from --var budget_seconds: give --var "
+        "budget_seconds:int=90 or budget_seconds:float=90)",
+        "method[1] ('back'): hold: expected a number from 0, got -1",
+        "method[1] ('back'): window: expected a Prometheus duration above 0 like 30s, 1m or 1m30s, got '10 secs'",
+        "method[0] ('kill'): pauses: unknown field 'during'; expected before or after",
+        "method[0] ('kill'): pauses.before: expected seconds from 0, got -1",
+        "method[0] ('kill'): pauses.after: expected seconds from 0, got -2",
+        "method[1] ('back'): pauses: expected a mapping of before and/or after (seconds), got 10",
+    ]]
+
+
+def test_pauses_are_checked_even_where_chaoslib_refuses_the_file(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text(EVERYTHING_AT_ONCE.replace("description: d\n", ""))
+    with pytest.raises(SpecError) as err:
+        run.load(path)
+    assert str(err.value).splitlines() == [f"{path}: {line}" for line in [
+        "experiment requires a description",
+        "method[0] ('kill'): pauses: unknown field 'during'; expected before or after",
+        "method[0] ('kill'): pauses.before: expected seconds from 0, got -1",  # its ${pause} is checked with vars
+        "method[1] ('back'): pauses: expected a mapping of before and/or after (seconds), got 10",
+    ]]
+
+
+def test_pauses_from_the_configuration_and_typed_vars_are_fine(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text(EVERYTHING_AT_ONCE.replace("target: verdcit", "target: groups").replace("before: -1, ", "")
+                    .replace(", during: 3", "").replace("pauses: 10", "pauses: {before: 0.5}")
+                    .replace("hold: -1, window: 10 secs", "hold: 10, window: 10s"))
+    assert run.load(path).data["method"][0]["pauses"] == {"after": "${pause}"}  # chaoslib substitutes it at run time
+    typed = run.load(path, ["budget_seconds:int=90", "pause:float=2.5"])
+    assert {k: typed.data["configuration"][k] for k in ("budget_seconds", "pause")} == {"budget_seconds": 90,
+                                                                                        "pause": 2.5}

@@ -3,6 +3,7 @@
 import pytest
 
 from probes import capacity, placement, snapshot, tp_groups
+from probes.errors import ProbeError
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
 
 
@@ -97,7 +98,7 @@ def test_capacity_fits_and_after_losing_a_node():
 
 def test_capacity_needs_the_model_shape():
     bare = PodView("ns", "x", "u", "a", "m", True, False, 1, "ns/x", 0, {"kilocard.io/model": "m"})
-    with pytest.raises(ValueError, match="has no model-shape label 'kilocard.io/layers'"):
+    with pytest.raises(ProbeError, match="has no model-shape label 'kilocard.io/layers'"):
         capacity.fits(ClusterSnapshot((bare,), (node("a"),)), "m", capacity.Demand(1, 1, 1, 1))
 
 

@@ -20,14 +20,14 @@ def journal(status="completed", before=True, after=True, deviated=False, runs=()
 
 def test_a_steady_state_not_met_before_the_method_fails_the_run():
     # chaoslib ends this run "completed", not deviated: chaos run exits 0 on it.
-    code, reason = run.verdict(journal(before=False, after=None))
+    code, reason, _basis = run.verdict(journal(before=False, after=None))
     assert code == Exit.FAILED and reason == "steady state not met before the method: p: two replicas on one node"
 
 
 def test_a_failed_action_fails_a_completed_run():
     failed = {"activity": {"name": "kill", "type": "action"}, "status": "failed",
               "exception": ["Traceback ...\n", "chaoslib.exceptions.ActivityFailed: FileNotFoundError: x\n"]}
-    code, reason = run.verdict(journal(runs=[failed]))
+    code, reason, _basis = run.verdict(journal(runs=[failed]))
     assert code == Exit.FAILED
     assert reason == "action 'kill' failed: chaoslib.exceptions.ActivityFailed: FileNotFoundError: x"
 
@@ -36,21 +36,21 @@ def test_a_method_probe_out_of_its_tolerance_fails_the_run():
     probe = {"activity": {"name": "recovered", "type": "probe",
                           "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"}},
              "status": "succeeded", "output": {"verdict": "failed", "reason": "1 of 2 ranks present"}}
-    assert run.verdict(journal(runs=[probe])) == (Exit.FAILED, "probe 'recovered' failed: 1 of 2 ranks present")
+    assert run.verdict(journal(runs=[probe]))[:2] == (Exit.FAILED, "probe 'recovered' failed: 1 of 2 ranks present")
     probe["output"] = {"verdict": "ok"}
     assert run.verdict(journal(runs=[probe]))[0] == Exit.PASSED
 
 
 def test_an_activity_past_its_timeout_fails_even_when_it_succeeded():
     slow = {"activity": {"name": "wait", "type": "action", "timeout": 2}, "status": "succeeded", "duration": 2.5}
-    assert run.verdict(journal(runs=[slow])) == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")
+    assert run.verdict(journal(runs=[slow]))[:2] == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")
 
 
 def test_deviation_interruption_and_a_pass():
     assert run.verdict(journal(after=False, deviated=True))[0] == Exit.FAILED
     assert run.verdict(journal(status="interrupted"))[0] == Exit.ABORTED
     assert run.verdict(journal(status="aborted"))[0] == Exit.FAILED
-    assert run.verdict(journal()) == (Exit.PASSED, "steady state met before and after the method")
+    assert run.verdict(journal())[:2] == (Exit.PASSED, "steady state met before and after the method")
 
 
 def test_secrets_are_redacted_by_key_and_under_secrets():
@@ -128,12 +128,13 @@ def test_a_declared_expected_failure_is_met_or_not():
     assert run.judged(expect, Exit.INVALID, "bad")[0] == Exit.INVALID
     assert run.judged(run.Expectation(Exit.ABORTED), Exit.REVERT_INCOMPLETE, "x")[0] == Exit.REVERT_INCOMPLETE
     assert run.judged(None, Exit.ABORTED, "stop") == (Exit.ABORTED, "stop")
-    # Missing data is never the expected finding, even where the reason starts the same way.
+    # Missing data, or a probe that raised, is never the expected finding, even where the reason starts the same way.
     blind = "probe 'apart' failed: no data: list pods: connection refused: cannot judge, not healthy"
-    assert run.judged(expect, Exit.FAILED, blind)[0] == Exit.FAILED
+    assert run.judged(expect, Exit.FAILED, blind, run.UNKNOWN)[0] == Exit.FAILED
+    assert run.judged(expect, Exit.FAILED, "probe 'apart' failed: KeyError", run.ERROR)[0] == Exit.FAILED
     fired = "stop condition fired: zero-ready m: the cluster could not be read: a stop condition treats that as a breach"
-    assert run.judged(run.Expectation(Exit.ABORTED, "stop condition fired: zero-ready"), Exit.ABORTED, fired)[0] == (
-        Exit.FAILED)
+    assert run.judged(run.Expectation(Exit.ABORTED, "stop condition fired: zero-ready"), Exit.ABORTED, fired,
+                      run.UNKNOWN)[0] == Exit.FAILED
 
 
 @pytest.mark.parametrize("expect", [{"exit": 1, "reason": "probe 'x' failed: "}, {"exit": 3}, {"exit": 0},

@@ -14,11 +14,14 @@ import yaml
 from chaos import actions, faults, guards, plan, schemas, stop
 from chaos.errors import SpecError
 from probes import chaostoolkit
+from probes.snapshot import ClusterSnapshot, NodeView, PodView
 
 ROOT = Path(__file__).parents[2]
 CORPUS = sorted((ROOT / "tests" / "experiments" / "invalid").glob("*.yaml"))
 # Corpus files about a kilocard activity's or control's arguments, besides those about `fault`.
-ABOUT_ARGUMENTS = {"guard-negative", "guard-typo", "stop-no-conditions", "stop-without-limit", "unknown-argument"}
+ABOUT_ARGUMENTS = {"guard-negative", "guard-typo", "stop-no-conditions", "stop-without-limit", "unknown-argument",
+                   "budget-as-text", "negative-budget", "negative-hold", "negative-threshold", "tolerance-target-typo",
+                   "window-not-a-duration", "zero-deadline", "zero-qps"}
 # Of those, the ones whose `# expect:` the schemas' messages word otherwise (the parser's, or chaoslib's).
 WORDED_OTHERWISE = {"duplicate-cards", "ecc-unknown-param", "fault-not-a-mapping", "guard-typo", "stop-without-limit",
                     "unknown-argument", "unknown-kind"}
@@ -237,7 +240,7 @@ def test_problems_reports_every_error_of_an_experiment_at_once():
         ],
     }
     assert schemas.problems(experiment, {"ttl": -5, "model": "m"}, {}) == [
-        "steady-state-hypothesis.probes[1] ('slo'): threshold: expected a number, got 'high'",
+        "steady-state-hypothesis.probes[1] ('slo'): threshold: expected a number from 0, got 'high'",
         "steady-state-hypothesis.probes[1] ('slo'): per: expected one of replica, model, got 'pod'",
         "method[0] ('isolate'): fault.effect: expected one of NoSchedule, NoExecute, got 'NoRun'",
         "method[0] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5",
@@ -295,4 +298,203 @@ def test_the_corpus_of_malformed_experiments(path):
     if expect.startswith("fault") or path.stem in ABOUT_ARGUMENTS:
         assert found, "the schemas miss what the parser refuses"
         assert path.stem in WORDED_OTHERWISE or any(expect in p for p in found), found
-    assert all(re.match(r"(method|controls)\[0\] \('[ags]'\): ", p) for p in found), found
+    assert all(re.match(r"(method|controls|steady-state-hypothesis\.probes)\[0\] \('[agsp]'\): ", p) for p in found), found
+
+
+# --- the probes' arguments: bounds, windows, tolerance targets, numbers given as text --------------------
+BOUNDS = {  # argument: (the last value refused, the first accepted)
+    "budget": (0, 0.001), "deadline": (0, 0.001), "hold": (-0.001, 0), "threshold": (-0.001, 0),
+    "headroom": (-0.001, 0), "qps": (0, 0.001), "latency_seconds": (0, 0.001), "fault_at": (0, 1),
+    "prompt_tokens": (0, 1), "output_tokens": (0, 1), "max_skew": (-1, 0), "since": (0, 1),
+}
+
+
+def test_every_probe_argument_with_a_bound_refuses_what_cannot_mean_anything():
+    seen = set()
+    for name, schema in schemas.PROBES.items():
+        for arg, (refused, accepted) in BOUNDS.items():
+            if arg in schema["properties"]:
+                seen.add(arg)
+                example = schema["examples"][0]
+                assert schemas.errors(schema, {**example, arg: accepted}) == [], (name, arg)
+                (said,) = schemas.errors(schema, {**example, arg: refused})
+                assert said.startswith(f"{arg}: expected "), said
+    assert seen == set(BOUNDS)
+    models = schemas.PROBES["remediated_within"]
+    assert schemas.errors(models, {"models": [], "budget": 60}) == ["models: expected a non-empty list, each a "
+                                                                     "non-empty string, got []"]
+    assert schemas.errors(schemas.PROBES["slo_under"], {"model": ""}) == [
+        "model: expected a non-empty string, got ''"]
+
+
+@pytest.mark.parametrize("window, ok", [("30s", True), ("1m30s", True), ("500ms", True), ("2h", True),
+                                        ("10 secs", False), ("10", False), ("0s", False), ("", False),
+                                        ("1m ", False), ("thirty", False)])
+def test_a_window_is_a_prometheus_duration_as_probes_slo_reads_it(window, ok):
+    for schema in (schemas.PROBES["slo_under"], schemas.PROBES["slo_recovered_within"],
+                   schemas.PROBES["no_hung_groups"]):
+        said = schemas.errors(schema, {**schema["examples"][0], "window": window})
+        assert said == ([] if ok else [f"window: expected a Prometheus duration above 0 like 30s, 1m or 1m30s, "
+                                      f"got {window!r}"])
+    for condition in ("slo", "hung-group"):
+        schema = schemas.CONDITIONS[condition]
+        assert bool(schemas.errors(schema, {**schema["examples"][0], "window": window})) is not ok
+
+
+def probe(name: str, func: str, target: str | None = "verdict", **arguments: Any) -> dict[str, Any]:
+    found = activity("probe", name, "probes.chaostoolkit", func, **arguments)
+    return {**found, "tolerance": {"type": "regex", "target": target, "pattern": "^ok$"}} if target else found
+
+
+def keys_of(func: str) -> str:
+    return ", ".join((*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS[func]))
+
+
+def test_problems_reports_every_bad_probe_argument_and_target_at_once():
+    experiment = {"steady-state-hypothesis": {"title": "h", "probes": [
+        probe("whole", "tp_groups_whole", "verdcit", model="m"),
+        probe("slo", "slo_recovered_within", "peak", model="m", deadline=0, hold=-1, window="10 secs"),
+    ]}, "method": [
+        probe("moved", "tp_groups_recovered_within", "peak", model="m", budget="${budget}"),
+        probe("room", "capacity_fits", "need_bytes", model="m", qps=0, prompt_tokens=0, output_tokens=1,
+              latency_seconds=8, headroom=-0.1),
+        {**probe("no target", "slo_under", None, model="m"), "tolerance": True},
+        activity("probe", "not ours", "os.path", "exists", path="/"),
+    ]}
+    assert schemas.problems(experiment, {"budget": -5}) == [
+        "steady-state-hypothesis.probes[0] ('whole'): tolerance.target: expected a key tp_groups_whole returns: "
+        f"one of {keys_of('tp_groups_whole')}, got 'verdcit'",
+        "steady-state-hypothesis.probes[1] ('slo'): deadline: expected a number above 0, got 0",
+        "steady-state-hypothesis.probes[1] ('slo'): hold: expected a number from 0, got -1",
+        "steady-state-hypothesis.probes[1] ('slo'): window: expected a Prometheus duration above 0 like 30s, 1m or "
+        "1m30s, got '10 secs'",
+        "method[0] ('moved'): budget: expected a number above 0, got -5",
+        "method[0] ('moved'): tolerance.target: expected a key tp_groups_recovered_within returns: one of "
+        f"{keys_of('tp_groups_recovered_within')}, got 'peak'",
+        "method[1] ('room'): qps: expected a number above 0, got 0",
+        "method[1] ('room'): prompt_tokens: expected an integer from 1, got 0",
+        "method[1] ('room'): headroom: expected a number from 0, got -0.1",
+    ]
+
+
+def test_every_key_a_probe_returns_may_be_a_target_and_no_other():
+    for name in schemas.PROBES:
+        for key in (*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS[name]):
+            assert schemas.problems({"method": [probe("p", name, key)]}) == [
+                m for m in schemas.problems({"method": [probe("p", name)]})], (name, key)
+    assert set(schemas.PROBE_KEYS) == set(schemas.PROBES)
+    assert schemas.PROBE_KEYS["slo_recovered_within"][-3:] == ("indicator", "query", "per")
+
+
+def test_a_number_given_as_text_says_so_and_names_its_var():
+    experiment = {"method": [probe("p", "slo_recovered_within", model="m", deadline="${deadline}",
+                                   threshold="${threshold}"),
+                             activity("action", "a", "chaos.actions", "kill_pods", label_selector="a=b",
+                                      count="${count}")]}
+    config = {"deadline": "90", "threshold": "0.5", "count": "2"}
+    assert schemas.problems(experiment, config, {}, {"90": "deadline", "2": "count"}) == [
+        "method[0] ('p'): deadline: expected a number above 0, got '90' (text from --var deadline: give --var "
+        "deadline:int=90 or deadline:float=90)",
+        "method[0] ('p'): threshold: expected a number from 0, got '0.5' (text, not a number: write it without "
+        "quotes)",
+        "method[1] ('a'): count: expected an integer, got '2' (text from --var count: give --var count:int=2)",
+    ]
+    assert schemas.as_text("0.5", texts={"0.5": "t"}) == " (text from --var t: give --var t:float=0.5)"
+    assert schemas.as_text("1.5", integer=True, texts={"1.5": "n"}) == " (text from --var n)"
+    assert schemas.as_text("soon") == schemas.as_text("nan") == schemas.as_text(90) == ""
+    assert schemas.problems({"method": [probe("p", "slo_under", model="m", threshold="high")]}) == [
+        "method[0] ('p'): threshold: expected a number from 0, got 'high'"]  # not a number at all: no hint
+
+
+# --- what each probe returns, against its pure judge -------------------------------------------------------
+def _node(name, cards=8, **kw):
+    return NodeView(name, {"kubernetes.io/hostname": name}, cards_capacity=cards, cards_allocatable=cards, **kw)
+
+
+def _pod(name, node, group=None, rank=0, ready=True, cards=8, required=(), model="m", **labels):
+    shape = {"kilocard.io/model": model, "kilocard.io/layers": "32", "kilocard.io/kv-heads": "8",
+             "kilocard.io/head-dim": "128", **labels}
+    return PodView("ns", name, f"uid-{name}", node, model, ready, False, cards, group or f"ns/{name}", rank, shape,
+                   required_anti_affinity=required, ready_since=NOW - 600 if ready else None)
+
+
+NOW = 1_700_000_000.0
+NODES = (_node("a"), _node("b"), _node("c"))
+HOST = ("kubernetes.io/hostname",)
+APART = ClusterSnapshot((_pod("1", "a", required=HOST), _pod("2", "b", required=HOST)), NODES)
+PILED = ClusterSnapshot((_pod("1", "a", cards=1), _pod("2", "a", cards=1), _pod("3", "a", cards=1)), NODES)
+SPLIT = ClusterSnapshot((_pod("s-0", "a", "ns/s", 0, cards=4, **{"kilocard.io/tp-size": "8"}),
+                         _pod("s-1", "b", "ns/s", 1, cards=4, **{"kilocard.io/tp-size": "8"})), NODES)
+
+
+class _Prometheus:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def custom_query(self, query):
+        return self.rows
+
+
+# What probes.chaostoolkit's wrappers add to their pure judge's verdict.
+WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per")}
+
+
+def _returned() -> dict[str, list[dict[str, Any]]]:
+    """Each probe's outputs from its pure judge, over small fixtures that reach every branch with a
+    key of its own (a budgeted probe's judge is probes.budget over the cluster's moments)."""
+    from probes import budget, capacity, device_taints, hung, placement, remediation, slo, tp_groups
+    from probes.slo import Indicator, Sample
+    from probes.snapshot import Moment
+
+    def within(snapshot, check):
+        return budget.first_within([Moment(NOW, snapshot)], check, NOW, 60, "the fault").to_json()
+
+    def recovered(snapshot, faulted=frozenset(), desired=None):
+        return tp_groups.recovered(snapshot, "m", set(faulted), desired=desired)
+
+    quarantined = _node("a", unschedulable=True, taints=("nvidia.com/gpu-error=ecc:NoSchedule",))
+    drained = ClusterSnapshot((_pod("2", "b"),), (quarantined, _node("b")))
+    pending = ClusterSnapshot((_pod("1", "a"), _pod("2", None, cards=16)), NODES)
+    hung_world = ClusterSnapshot((_pod("g0-0", "a", "ns/g0"), _pod("g1-0", "b", "ns/g1")), NODES)
+    one = Indicator("m", "q", "1m", "pod")
+    breach_then_back = [Sample(NOW + t, {"pod-a": 2.0 if 5 <= t < 20 else 0.1}) for t in range(0, 61)]
+    xid = device_taints.XidFault("a", 3, NOW)
+    return {
+        "placement_holds": [placement.anti_affinity(APART, "m").to_json(), placement.anti_affinity(PILED, "m").to_json(),
+                            placement.anti_affinity(PILED, "m", guaranteed=True).to_json()],
+        "tp_groups_whole": [tp_groups.check(APART, "m").to_json(), tp_groups.check(SPLIT, "m").to_json()],
+        "tp_groups_recovered_within": [within(APART, recovered), within(SPLIT, recovered),
+                                       within(APART, lambda s: recovered(s, desired=3)),
+                                       within(APART, lambda s: recovered(s, faulted={"a"}))],
+        "capacity_fits": [capacity.fits(APART, "m", capacity.Demand(10, 1000, 100, 5)).to_json()],
+        "room_to_reschedule": [capacity.room(APART, "m").to_json(), capacity.room(pending, "m", ()).to_json()],
+        "slo_under": [slo.under(_Prometheus([{"metric": {"pod": "a"}, "value": [NOW, "0.2"]}]), one, 0.5, {"b"}).to_json(),
+                      slo.under(_Prometheus([]), one, 0.5).to_json()],
+        "slo_recovered_within": [slo.judge(breach_then_back, NOW, slo.Recovery(0.5, 60, 10, 5), final=True).to_json()],
+        "no_hung_groups": [
+            hung.judge(hung_world, hung.Figures(NOW, {("ns", "g0-0"): hung.Progress(5),
+                                                      ("ns", "g1-0"): hung.Progress(0, 3)}), "m").to_json(),
+            hung.judge(hung_world, hung.Figures(NOW, {("ns", "g0-0"): hung.Progress(5),
+                                                      ("ns", "g1-0"): hung.Progress(4)}), "m").to_json()],
+        "remediated_within": [
+            within(drained, lambda s: remediation.check(s, "a", ("m",))),
+            within(drained, lambda s: remediation.check(s, "z", ("m",))),
+            remediation.check(ClusterSnapshot((_pod("1", "a"),), (quarantined,)), "a", ("m",)).to_json(),
+            remediation.check(ClusterSnapshot((_pod("2", "b", ready=False),), (quarantined, _node("b"))), "a",
+                              ("m",)).to_json(),
+            remediation.out_of_service(ClusterSnapshot((_pod("1", "a"),), ()), "a", ("m",)).to_json()],
+        "devices_tainted_within": [device_taints.judge([], [xid], 10, NOW + 30).to_json(),
+                                   device_taints.judge([], [], 10, NOW).to_json()],
+    }
+
+
+def test_the_keys_listed_for_each_probe_are_the_keys_its_judge_returns():
+    returned = _returned()
+    assert set(returned) == set(schemas.PROBE_KEYS) == set(schemas.PROBES)
+    for name, outputs in returned.items():
+        listed = {*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS[name]}
+        got = {key for output in outputs for key in output} | set(WRAPPERS.get(name, ()))
+        assert got <= listed, f"{name} returns keys PROBE_KEYS does not list: {sorted(got - listed)}"
+        assert got >= listed - {"outcome"}, (f"PROBE_KEYS[{name!r}] lists keys no fixture returns: "
+                                              f"{sorted(listed - {'outcome'} - got)} (drop them, or add a fixture)")
+        assert all({"verdict", "ok", "reason"} <= set(output) for output in outputs), name

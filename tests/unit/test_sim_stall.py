@@ -23,11 +23,12 @@ def uid(group: str, rank: int) -> str:
     return f"00000000-0000-0000-0000-{int(group[1:]):06d}{rank:06d}"
 
 
-def tp8(group: str, node: str) -> list[dict]:
-    """A TP=8 replica of llama-3-70b: one pod per rank, one card each, on one node."""
-    labels = {"kilocard.io/tp-group": group, "kilocard.io/group-size": "8"}
-    return [pod(f"{group}-{r}", node, "llama-3-70b", 1, uid=uid(group, r),
-                labels={**labels, "apps.kubernetes.io/pod-index": str(r)}) for r in range(8)]
+def tp(group: str, node: str, model: str = "llama-3-70b", size: int = 8, engine: str = "vllm") -> list[dict]:
+    """A TP=8 replica of llama-3-70b (or `size` ranks of `model` on `engine`): one pod per rank,
+    one card each, on one node."""
+    labels = {"kilocard.io/tp-group": group, "kilocard.io/group-size": str(size), "kilocard.io/engine": engine}
+    return [pod(f"{group}-{r}", node, model, 1, uid=uid(group, r),
+                labels={**labels, "apps.kubernetes.io/pod-index": str(r)}) for r in range(size)]
 
 
 def stall(w: World, group: str, rank: int, node: str = "n0") -> str:
@@ -47,24 +48,56 @@ def above(s, bound: float) -> float:
 
 
 def test_a_stalled_rank_hangs_its_group_which_stays_ready_and_queues_its_share():
-    w = world_with(*tp8("g0", "n0"), *tp8("g1", "n1"))
+    w = world_with(*tp("g0", "n0"), *tp("g1", "n1"))
     run(w, 10)
     hung, healthy = w.series["ns/g0"], w.series["ns/g1"]
-    served, running, other = hung.success, hung.running, healthy.success
+    served, other = hung.success, healthy.success
+    gauges = (hung.running, hung.waiting, hung.kv_usage)
     stall(w, "g0", 3)
     run(w, 20)
     assert all(p.ready for p in w.pods.values()) and w.take_actions() == []  # Kubernetes sees nothing
-    assert (hung.success, hung.running) == (served, running)  # nothing completes, the batch stays
-    assert hung.waiting == pytest.approx(5 * 20, rel=0.05) and hung.backlog == pytest.approx(5 * 20, rel=0.05)
+    assert hung.success == served  # nothing completes
+    assert hung.backlog == pytest.approx(5 * 20, rel=0.05)  # what arrives queues
     # The gateway still sends it half of the model's 10 req/s: the other replica's share is unchanged.
     assert healthy.success - other == pytest.approx(5 * 20, rel=0.05)
     assert sum(n for (_ns, _m, _reason), n in w.failed.items()) == 0
+    assert w.requests[("ns", "llama-3-70b")] == pytest.approx(10 * 30, rel=0.05)  # the gateway counts them all
+    # Its engine's gauges froze as they stood: the batch it held, and at this load an empty queue.
+    assert (hung.running, hung.waiting, hung.kv_usage) == gauges
+    running, waiting, _kv = gauges
+    assert running > 30 and waiting == 0
     text = exported(w)
-    assert 'vllm:num_requests_waiting{engine="0",model_name="llama-3-70b",namespace="ns",pod="g0-0"} 100' in text
+    lead = 'engine="0",model_name="llama-3-70b",namespace="ns",pod="g0-0"'
+    assert f"vllm:num_requests_running{{{lead}}} {running}" in text
+    assert f"vllm:num_requests_waiting{{{lead}}} 0.0" in text
+
+
+def test_a_stalled_sglang_rank_freezes_the_gauges_sglang_names():
+    w = world_with(*tp("g0", "n0", engine="sglang"))
+    run(w, 10)
+    running = w.series["ns/g0"].running
+    stall(w, "g0", 1)
+    run(w, 10)
+    text = exported(w)
+    lead = 'engine="0",model_name="llama-3-70b",namespace="ns",pod="g0-0"'
+    assert running > 0 and f"sglang:num_running_reqs{{{lead}}} {running}" in text
+    assert f"sglang:num_queue_reqs{{{lead}}} 0.0" in text
+
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "llama-3-70b", "llama-3-405b", "any-other"])
+def test_at_the_testbed_s_load_a_stall_freezes_a_batch_of_running_requests(model):
+    # Utilisation 0.25 (the testbed's): the queue is empty, the batch holds arrival x latency
+    # (Little's law), tens of requests; the hung-group rule sees those, not the queue.
+    w = world_with(*tp("g0", "n0", model, size=2))
+    run(w, 10)
+    s = w.series["ns/g0"]
+    stall(w, "g0", 1)
+    run(w, 10)
+    assert s.waiting == 0 and s.running > 30, (s.running, s.waiting)
 
 
 def test_after_the_thaw_the_backlog_drains_with_the_long_waits_it_had():
-    w = world_with(*tp8("g0", "n0"), *tp8("g1", "n1"))
+    w = world_with(*tp("g0", "n0"), *tp("g1", "n1"))
     run(w, 10)
     s = w.series["ns/g0"]
     assert above(s, 1.0) < 1
@@ -80,7 +113,7 @@ def test_after_the_thaw_the_backlog_drains_with_the_long_waits_it_had():
 
 
 def test_a_stalled_rank_0_exports_nothing_for_its_replica():
-    w = world_with(*tp8("g0", "n0"), *tp8("g1", "n1"))
+    w = world_with(*tp("g0", "n0"), *tp("g1", "n1"))
     run(w, 5)
     assert 'pod="g0-0"' in exported(w)
     f = stall(w, "g0", 0)
@@ -94,7 +127,7 @@ def test_a_stalled_rank_0_exports_nothing_for_its_replica():
 def test_a_stall_of_a_pod_not_on_the_node_is_refused_as_the_agent_finds_no_cgroup():
     from chaos.agent.protocol import FaultError
 
-    w = world_with(*tp8("g0", "n0"))
+    w = world_with(*tp("g0", "n0"))
     with pytest.raises(FaultError) as err:
         stall(w, "g0", 3, node="n1")
     assert err.value.status == 404 and w.faults == {} and w.stalled == set()
@@ -158,6 +191,44 @@ def test_every_effect_reads_back_confirmed_then_mismatch_once_undone_by_hand(kin
     assert state(w) == clean and w.faults == {}
     with pytest.raises(KeyError):
         w.observe("n0", f.id)
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_every_effect_reads_back_mismatch_once_the_world_lost_it_without_the_sabotage_hook(kind):
+    # The machine re-imaged under the same name (the world forgets the node and sees it anew: clean
+    # cards, network and kubelet); a frozen container thawed by hand. The fault stays listed.
+    w = world_with(pod("g0-0", "n0", "llama-3-405b", 4, uid=uid("g0", 0),
+                       labels={**TWO, "apps.kubernetes.io/pod-index": "0"}),
+                   pod("g0-1", "n1", "llama-3-405b", 4, labels={**TWO, "apps.kubernetes.io/pod-index": "1"}))
+    f = w.add_fault("n0", {"kind": kind, "ttl_seconds": 60, **FAULTS[kind]})
+    assert w.observe("n0", f.id)[0] == "confirmed"
+    if kind == "rank-stall":
+        w.stalled.clear()
+    else:
+        w.remove_node("n0")
+        w.upsert_node("n0", 8)
+    status, evidence = w.observe("n0", f.id)
+    assert status == "mismatch", evidence
+    assert w.sabotaged == set() and w.delete_fault("n0", f.id) == "reverted"
+
+
+def test_a_network_fault_reads_back_what_the_node_s_network_shows_not_that_it_was_applied():
+    w = world_with(pod("a", "n0", "llama-2-7b", 1))
+    light, heavy = (w.add_fault("n0", {"kind": "loss", "params": {"percent": pct}, "ttl_seconds": 60}) for pct in (5, 10))
+    client = w.add_fault("n0", {"kind": "tcp-reset", "params": {"ports": [8000]}, "ttl_seconds": 60})
+    assert [w.observe("n0", f.id)[0] for f in (light, heavy, client)] == ["confirmed"] * 3
+    assert w.observe("n0", light.id)[1] == "n0's network: loss_percent 10, reset_client"  # stacked: 10 % covers 5 %
+    del w.shaping["n0"][heavy.id]  # its nft table dropped by hand: the lighter loss is left
+    assert w.observe("n0", heavy.id) == ("mismatch", "n0's network: loss_percent 5, reset_client, where the loss "
+                                                     "fault alone shapes loss_percent 10")
+    assert w.observe("n0", light.id)[0] == "confirmed"
+    collectives = w.add_fault("n0", {"kind": "tcp-reset", "params": {"ports": [29500]}, "ttl_seconds": 60})
+    w.shaping["n0"].pop(collectives.id)  # the client path's reset does not stand for the collectives'
+    assert w.observe("n0", collectives.id) == ("mismatch", "n0's network: loss_percent 5, reset_client, where the "
+                                                           "tcp-reset fault alone shapes reset_collectives")
+    w.shaping["n0"].clear()  # the node's ruleset flushed
+    assert w.observe("n0", light.id) == ("mismatch", "n0's network: not shaped, where the loss fault alone shapes "
+                                                     "loss_percent 5")
 
 
 def test_sabotage_of_an_unknown_fault_is_a_key_error_and_a_ttl_revert_after_it_is_clean():

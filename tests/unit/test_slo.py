@@ -26,26 +26,33 @@ def test_healthy_right_after_the_fault_is_not_a_pass_when_impact_is_expected():
     assert not v.ok and v.details["outcome"] == "no_impact" and v.reason.startswith("no impact observed")
 
 
-def test_no_pass_before_the_metric_could_show_the_fault():
+def test_a_hold_is_judged_to_the_deadline_never_passed_early():
     steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
-    assert judge(series(healthy(16)), T0, steady, final=False) is None  # 0..15 s: only 9 s past the blind window
-    v = judge(series(healthy(17)), T0, steady, final=False)
+    assert judge(series(healthy(40)), T0, steady, final=False) is None  # healthy so far, not yet to the deadline
+    v = judge(series(healthy(61)), T0, steady, final=True)
     assert v.ok and v.details["outcome"] == "held" and v.details["recovered_after"] == 6.0
+    assert v.reason == "held under 0.5 from 6 s after the fault to the deadline (60 s)"
 
 
 def test_breach_then_recovery_names_the_worst_replica_and_keeps_the_series():
-    sick = [{"a": 0.23, "b": 0.24}] * 8 + [{"a": 0.23, "b": 0.74}] * 30 + [{"a": 0.23}] * 5 + healthy(12)
-    v = judge(series(sick), T0, ECC, final=False)
+    sick = [{"a": 0.23, "b": 0.24}] * 8 + [{"a": 0.23, "b": 0.74}] * 30 + healthy(23)
+    v = judge(series(sick), T0, ECC, final=True)
     assert v.ok and v.details["outcome"] == "recovered"
     assert (v.details["breach_after"], v.details["recovered_after"]) == (8.0, 38.0)
     assert v.details["worst"] == "b" and v.details["peak"] == 0.74 and "worst b, peak 0.740" in v.reason
-    assert v.details["series"][8] == {"at": T0 + 8, "values": {"a": 0.23, "b": 0.74}}
+    assert v.details["series"][8] == {"at": T0 + 8, "values": {"a": 0.23, "b": 0.74}, "state": "breach",
+                                      "why": "b at 0.740"}
 
 
-def test_a_relapse_restarts_the_hold():
-    points = [{"a": 0.9}] * 8 + healthy(5) + [{"a": 0.9}] + healthy(11)
-    v = judge(series(points), T0, ECC, final=False)
-    assert v.ok and v.details["recovered_after"] == 14.0
+def test_a_relapse_before_the_deadline_moves_the_recovery_or_fails_it():
+    points = [{"a": 0.9}] * 8 + healthy(5) + [{"a": 0.9}] + healthy(47)
+    v = judge(series(points), T0, ECC, final=True)
+    assert v.ok and v.details["recovered_after"] == 14.0  # the healthy run that reaches the deadline
+    late = [{"a": 0.9}] * 8 + healthy(45) + [{"a": 0.9}] + healthy(7)  # relapse at 53 s: 7 s left, hold 10
+    v = judge(series(late), T0, ECC, final=True)
+    assert not v.ok and v.details["outcome"] == "not_recovered"
+    assert v.reason == ("not recovered within 60 s (under 0.5 since 54.0 s, not held 10 s by the deadline); "
+                        "last: a at 0.900 at 53.0 s; worst a, peak 0.900")
 
 
 def test_a_budget_shorter_than_the_recovery_fails_naming_the_replica():
@@ -53,23 +60,31 @@ def test_a_budget_shorter_than_the_recovery_fails_naming_the_replica():
     short = Recovery(threshold=0.5, deadline=45, hold=10, blind=6)
     v = judge(series(sick[:46]), T0, short, final=True)
     assert not v.ok and v.details["outcome"] == "not_recovered"
-    assert "not recovered within 45 s (under 0.5 since 40.0 s, not held 10 s in time); b last at 0.740" in v.reason
-    assert "worst b, peak 0.740" in v.reason
+    assert v.reason == ("not recovered within 45 s (under 0.5 since 40.0 s, not held 10 s by the deadline); "
+                        "last: b at 0.740 at 39.0 s; worst b, peak 0.740")
     # The same series with a budget the recovery fits in passes: the failure is the budget's.
-    assert judge(series(sick), T0, ECC, final=False).ok
+    assert judge(series(sick[:61] + healthy(0)), T0, ECC, final=True).ok
 
 
 def test_hopeless_is_decided_before_the_deadline():
     v = judge(series([{"b": 0.9}] * 55), T0, ECC, final=False)  # 54 s + 10 s hold > 60 s
-    assert v is not None and not v.ok and "never back under" in v.reason and "b last at 0.900" in v.reason
+    assert v is not None and not v.ok and "never back under" in v.reason and "b at 0.900" in v.reason
+    assert judge(series([{"b": 0.9}] * 50), T0, ECC, final=False) is None  # 49 s + 10 s: still possible
 
 
-def test_no_series_for_a_while_is_a_breach_one_missing_scrape_is_not():
-    gone = [None] * 10 + healthy(20)  # every replica gone for 10 s (longer than the 6 s blind window), then back
-    assert judge(series(gone), T0, ECC, final=False).details["breach_after"] == 0.0
-    blip = healthy(20) + [None] + healthy(40)  # one scrape missing: not the fault's impact
+def test_absence_is_impact_only_when_the_cluster_corroborates_it():
+    gone = [None] * 10 + healthy(51)  # no series for 10 s, then back: nothing says why
+    v = judge(series(gone), T0, ECC, final=True)
+    assert not v.ok and v.details["outcome"] == "unknown" and "no series, and nothing says why" in v.reason
+    dead = [Sample(T0 + i, {}, pods={"a": False}) for i in range(10)] + series(healthy(51), start=10)
+    v = judge(dead, T0, ECC, final=True)  # every replica NotReady: the absence is the fault's
+    assert v.ok and v.details["breach_after"] == 0.0 and "no series: no Ready replica" in v.reason
+    failing = [Sample(T0 + i, {}, impact="the gateway failed 3.00 requests/s") for i in range(10)]
+    v = judge(failing + series(healthy(51), start=10), T0, ECC, final=True)
+    assert v.ok and v.details["outcome"] == "recovered"
+    blip = healthy(20) + [None] + healthy(40)  # one scrape missing: not the fault's impact, and not seen either
     v = judge(series(blip), T0, ECC, final=True)
-    assert not v.ok and v.details["outcome"] == "no_impact"
+    assert not v.ok and v.details["outcome"] == "unknown"
 
 
 def test_a_breach_already_there_when_the_fault_came_is_not_its_impact():
@@ -82,8 +97,8 @@ def test_only_samples_up_to_the_deadline_count():
     recovered_then_blip = [{"a": 0.9}] * 40 + healthy(40) + [{"a": 0.9}] * 5 + healthy(60)
     budget = Recovery(threshold=0.5, deadline=120, hold=10, blind=6)
     v = judge(series(recovered_then_blip), T0, budget, final=True)  # a probe started long after the deadline
-    assert v.ok and v.details["recovered_after"] == 40.0 and v.details["series"][-1]["at"] == T0 + 50
-    breach_too_late = judge(series(healthy(130) + [{"a": 0.9}] * 5), T0, budget, final=True)
+    assert v.ok and v.details["recovered_after"] == 85.0 and v.details["series"][-1]["at"] == T0 + 120
+    breach_too_late = judge(series(healthy(121) + [{"a": 0.9}] * 5), T0, budget, final=True)
     assert breach_too_late.details["outcome"] == "no_impact"
 
 
@@ -124,10 +139,13 @@ def test_failed_queries_are_unknown():
     assert not judge(blind_spot, T0, ECC, final=True).ok
 
 
-def test_samples_before_the_fault_are_ignored():
-    samples = series(healthy(10), start=-10) + series([{"a": 0.9}] * 3 + healthy(14))
-    v = judge(samples, T0, ECC, final=False)
-    assert v.ok and v.details["breach_after"] == 0.0 and len(v.details["series"]) == 17
+def test_samples_before_the_fault_only_say_which_series_existed():
+    samples = series(healthy(10), start=-10) + series([{"a": 0.9, "b": 0.2}] * 3 + healthy(58))
+    v = judge(samples, T0, ECC, final=True)
+    assert v.ok and v.details["breach_after"] == 0.0 and len(v.details["series"]) == 61
+    vanished = series(healthy(10), start=-10) + series([{"a": 0.9}] * 3 + [{"a": 0.2}] * 58)
+    v = judge(vanished, T0, ECC, final=True)  # b existed at the fault, then never again, its pod not known
+    assert not v.ok and v.details["outcome"] == "not_recovered" and "b of unknown readiness" in v.reason
 
 
 class Prom:
@@ -181,7 +199,7 @@ def test_bad_indicator_inputs_are_errors():
 
 def test_a_probe_started_late_still_sees_the_breach_from_history():
     clock = [T0 + 20.0]
-    history = [("b", [(T0 + i, 0.9 if 5 <= i < 15 else 0.2) for i in range(21)])]
+    history = [("b", [(T0 + i, 0.9 if 5 <= i < 15 else 0.2) for i in range(61)])]  # as Prometheus has it
     prom = Prom({"x"}, now=lambda: {"b": 0.2}, history=history)
 
     def sleep(s):
@@ -190,11 +208,12 @@ def test_a_probe_started_late_still_sees_the_breach_from_history():
     ind = slo.Indicator("m", "q", "5s", "pod")
     v = slo.recovered_within(prom, ind, T0, ECC, interval=1.0, clock=lambda: clock[0], sleep=sleep)
     assert v.ok and v.details["breach_after"] == 5.0 and v.details["recovered_after"] == 15.0
-    assert clock[0] == T0 + 25.0  # decided as soon as held: 15 s + 10 s
+    assert clock[0] == T0 + 60.0  # judged to the deadline: a pass is never decided early
 
 
 def test_error_ratio_and_a_query_of_ones_own():
-    ratio = slo.indicator(Prom({"kilocard_sim_requests_total"}), "error_ratio", "m", "ns", window="1m")
+    stored = {"kilocard_sim_requests_total", "kilocard_sim_requests_failed_total"}
+    ratio = slo.indicator(Prom(stored), "error_ratio", "m", "ns", window="1m")
     assert ratio.query == ('(sum(rate(kilocard_sim_requests_failed_total{model_name="m",namespace="ns"}[1m])) '
                            'or vector(0)) / sum(rate(kilocard_sim_requests_total{model_name="m",namespace="ns"}[1m]))')
     assert ratio.by is None  # the gateway counts per model

@@ -6,10 +6,12 @@ from chaos import stop
 from chaos.errors import SpecError
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
 
+T_NOW = 1_700_000_000.0
 
-def pod(name, ready=True, group=None, **labels):
+
+def pod(name, ready=True, group=None, ready_since=None, **labels):
     return PodView("ns", name, f"uid-{name}", "a", "m", ready, False, 8, group or f"ns/{name}", 0,
-                   {"kilocard.io/model": "m", **labels})
+                   {"kilocard.io/model": "m", **labels}, ready_since=ready_since)
 
 
 NODES = (NodeView("a", {}, cards_capacity=8, cards_allocatable=8),)
@@ -33,18 +35,28 @@ def test_unhealthy_counts_pods_not_ready():
 
 def test_an_slo_past_its_hard_limit_or_without_data_fires():
     c = stop.Condition("slo", "m", limit=5.0)
-    assert stop.breach(c, None, ("pod-a", 0.3)) is None
-    assert stop.breach(c, None, ("pod-a", 7.5)) == "slo ttft_p95 m > 5: pod-a at 7.500"
-    assert "no series" in stop.breach(c, None, None)
-    assert "no data (connection refused)" in stop.breach(c, None, ConnectionError("connection refused"))
+    both = ClusterSnapshot((pod("pod-a", ready_since=0.0), pod("pod-b", ready_since=0.0)), NODES)
+    assert stop.breach(c, both, {"pod-a": 0.3, "pod-b": 0.4}) is None
+    assert stop.breach(c, both, {"pod-a": 7.5, "pod-b": 0.4}) == "slo ttft_p95 m > 5: pod-a at 7.500"
+    assert stop.breach(c, None, {"pod-a": 7.5}) == "slo ttft_p95 m > 5: pod-a at 7.500"  # past the limit, known
+    assert "no series" in stop.breach(c, both, {})
+    assert "no data (connection refused)" in stop.breach(c, both, ConnectionError("connection refused"))
+    # Under the limit, the silence of a replica is judged by the cluster; one that cannot be read fires.
+    assert "could not be read" in stop.breach(c, None, {"pod-a": 0.3, "pod-b": 0.4})
+    assert stop.breach(c, both, {"pod-a": 0.3}) == (
+        f"slo ttft_p95 m > 5: pod-b Ready, exporting no series: {stop.BLIND}")
+    fresh = ClusterSnapshot((pod("pod-a", ready_since=0.0), pod("pod-b", ready_since=T_NOW - 30)), NODES)
+    assert stop.breach(c, fresh, {"pod-a": 0.3}, at=T_NOW) is None  # Ready for 30 s, under twice the 30 s window
+    errors = stop.Condition("slo", "m", indicator="error_ratio", limit=0.05)  # the gateway's, per model
+    assert stop.breach(errors, both, {"m": 0.01}) is None
 
 
 def test_a_watcher_fires_once_with_the_first_breach():
     fired = []
     w = stop.Watcher({}, stop.Settings(0.2, (stop.Condition("slo", "m", limit=1.0),)), fire=lambda: fired.append(1))
-    w._worst = lambda c: ("pod-a", 2.0)
+    w._values = lambda c: {"pod-a": 2.0}
     w.start().thread.join(timeout=5)
-    assert fired == [1] and w.fired == {"reason": "slo ttft_p95 m > 1: pod-a at 2.000"}
+    assert fired == [1] and w.fired == {"reason": "slo ttft_p95 m > 1: pod-a at 2.000", "blind": False}
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

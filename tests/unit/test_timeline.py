@@ -131,15 +131,16 @@ def test_a_ledger_write_is_heard(tmp_path, clock):
 
 
 def test_the_slo_probe_publishes_each_live_sample_with_its_phase():
+    def value(at):
+        return 0.9 if 7 <= at - T0 < 12 else 0.2
+
     class Prom:
-        def __init__(self):
-            self.values = iter([0.2] * 7 + [0.9] * 5 + [0.2] * 12)
-
         def custom_query(self, query):
-            return [{"metric": {"pod": "pod-3"}, "value": [0, str(next(self.values, 0.2))]}]
+            return [{"metric": {"pod": "pod-3"}, "value": [0, str(value(now[0]))]}]
 
-        def custom_query_range(self, query, start_time, end_time, step):
-            return []
+        def custom_query_range(self, query, start_time, end_time, step):  # what Prometheus recorded
+            points = range(int(start_time.timestamp()), int(end_time.timestamp()) + 1)
+            return [{"metric": {"pod": "pod-3"}, "values": [[at, str(value(at))] for at in points]}]
 
     now = [T0]
 

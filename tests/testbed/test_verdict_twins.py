@@ -1,0 +1,157 @@
+"""Negative twins of the verdicts, through `kilocard run` on the testbed: each changes one cause
+from a catalog experiment and asserts the reason the verdict gives (docs/verdicts.md). A probe
+reached after its budget judges the run's record, not the present; a "holds" watches its whole
+interval; another Chaos Toolkit driver's fault is judged like kilocard's own."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.testbed.helpers import deploy, serving, wait_ready
+from tests.testbed.test_catalog import BIG, TP8, experiment, probe
+from tests.testbed.test_runner import kilocard_run
+
+pytestmark = pytest.mark.testbed
+
+
+def probe_of(name: str, func: str, **arguments) -> dict:
+    return {"type": "probe", "name": name, "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+            "provider": {"type": "python", "module": "probes.chaostoolkit", "func": func, "arguments": arguments}}
+
+
+def test_a_recovery_probe_reached_after_its_budget_judges_the_record_not_the_present(testbed, tmp_path, two_tp8):
+    """S1, its probes reached 45 s after the kill: the model is whole by then either way, but only
+    the budget the recovery (about 25 s) fitted in passes, and it says when the recovery was."""
+    p = two_tp8
+    late = experiment("s1-kill-one-replica.yaml")
+    kill = copy.deepcopy(late["method"][0])
+    kill["pauses"] = {"after": 45}
+    late["method"] = [kill,
+                      probe_of("recovered-within-60", "tp_groups_recovered_within", model=TP8, budget=60,
+                               namespace=p.namespace),
+                      probe_of("recovered-within-20", "tp_groups_recovered_within", model=TP8, budget=20,
+                               namespace=p.namespace)]
+    code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
+    within = probe(journal, "recovered-within-60")
+    assert within["verdict"] == "ok" and 20 < within["recovered_after"] < 40, within["reason"]  # from the record
+    assert within["impact_seen"] and within["observed_from"] < 1.0  # the record covers the interval from its start
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("probe 'recovered-within-20' failed: 20 s after the run's first fault: "
+                             f"{TP8}: "), reason
+    assert "not Ready (0/1)" in reason, reason
+
+
+def test_a_hold_that_breaks_late_in_its_interval_fails(testbed, tmp_path, two_tp8):
+    """S1 with a second fault 25 s in (a card of the other replica slows): its TTFT probe, which
+    held through the blind window and its first ten seconds, must see the breach at the end of its
+    interval and fail, naming it."""
+    p = two_tp8
+    twin = experiment("s1-kill-one-replica.yaml")
+    second = {"type": "action", "name": "a-card-slows-later", "background": True, "pauses": {"before": 25},
+              "provider": {"type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {
+                  "fault": {"kind": "gpu-ecc", "nodes_of": {"namespace": "${namespace}",
+                                                            "label_selector": "kilocard.io/model=${model}"},
+                            "count": 1, "card": 3, "params": {"type": "dbe", "speed": 0.5}, "ttl_seconds": 300}}}}
+    ttft = next(a for a in twin["method"] if a["name"] == "ttft-holds-or-recovers")
+    twin["method"] = [twin["method"][0], second, ttft]
+    code, journal, _ = kilocard_run(testbed, tmp_path, twin, "--var", f"namespace={p.namespace}")
+    assert code == 1
+    held = probe(journal, "ttft-holds-or-recovers")
+    assert held["outcome"] == "not_recovered" and held["breach_after"] > held["blind_until"] + held["hold"], held
+    assert journal["kilocard"]["reason"].startswith("probe 'ttft-holds-or-recovers' failed: not recovered within "
+                                                    "40 s"), journal["kilocard"]["reason"]
+
+
+def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(testbed, tmp_path, two_tp8):
+    """S3, its probes reached 60 s after the ECC fault: the remediation (quarantine, drain, the
+    replica rebuilt) fits in the catalog's 90 s, not in 30 s; counted from the probe's start,
+    both would pass."""
+    p = two_tp8
+    late = experiment("s3-ecc-one-tp-member.yaml")
+    fault = copy.deepcopy(late["method"][0])
+    fault["pauses"] = {"after": 60}
+    late["method"] = [fault,
+                      probe_of("remediated-within-90", "remediated_within", models=[TP8], budget=90,
+                               namespace=p.namespace),
+                      probe_of("remediated-within-30", "remediated_within", models=[TP8], budget=30,
+                               namespace=p.namespace)]
+    code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
+    within = probe(journal, "remediated-within-90")
+    assert within["verdict"] == "ok" and 30 < within["recovered_after"] < 60, within["reason"]
+    assert code == 1
+    (ecc,) = journal["kilocard"]["faults"]
+    assert journal["kilocard"]["reason"].startswith(
+        f"probe 'remediated-within-30' failed: 30 s after the fault on {ecc['target']['node']}: "), (
+        journal["kilocard"]["reason"])
+
+
+def test_s2_with_no_room_left_turns_its_recovery_probe_red(kube, pool, prom, testbed, tmp_path):
+    """S2 on a two-node pool (each node full with a replica): the drained card's replica has
+    nowhere to go. The room guard is lifted so the run goes on: the recovery probe, not the guard,
+    is what fails, naming the replica left Pending."""
+    tight = pool(2)
+    deploy(kube, tight, {TP8: 2})
+    serving(prom, tight.namespace, {TP8: 2})
+    twin = experiment("s2-isolate-one-card.yaml")
+    twin["controls"] = [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                        "arguments": {"room": False}}}]
+    code, journal, _ = kilocard_run(testbed, tmp_path, twin, "--var", f"namespace={tight.namespace}")
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith("probe 'replica-moved-within-budget' failed: 60 s after the run's first fault: "
+                             f"{TP8}: "), reason
+    assert "not scheduled" in reason, reason
+    moved = probe(journal, "replica-moved-within-budget")
+    assert moved["judgement"] == "failed" and moved["impact_seen"]
+
+
+def test_s6_without_a_throttle_that_bites_is_no_impact_not_a_pass(kube, pool, prom, testbed, tmp_path):
+    """S6 with a bandwidth limit no link reaches (100 Gbit/s): the TP=16 probe, which needs the
+    fault to show, says no impact observed."""
+    p = pool(6)
+    deploy(kube, p, {BIG: 4, TP8: 2})  # as S6 runs in the catalog: two TP=16 groups, two TP=8 replicas
+    wait_ready(kube, p.namespace, BIG, 4)
+    serving(prom, p.namespace, {BIG: 2, TP8: 2})
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s6-tp16-vs-tp8-network.yaml"),
+                                    "--var", f"namespace={p.namespace}", "--var", "group=llama-3-405b-g0",
+                                    "--var", "rate_mbit:int=100000")
+    assert code == 1
+    tp16 = probe(journal, "tp16-ttft-breached-then-recovered")
+    assert tp16["outcome"] == "no_impact" and not tp16["impact_seen"], tp16["reason"]
+    assert journal["kilocard"]["reason"].startswith("probe 'tp16-ttft-breached-then-recovered' failed: no impact "
+                                                    "observed"), journal["kilocard"]["reason"]
+
+
+def chaosk8s_kill(namespace: str, budget: int) -> dict:
+    """S1's kill by chaostoolkit-kubernetes' terminate_pods, judged by kilocard's recovery probe."""
+    return {"configuration": {"namespace": namespace},
+            "method": [{"type": "action", "name": "terminate-one-replica", "provider": {
+                "type": "python", "module": "chaosk8s.pod.actions", "func": "terminate_pods",
+                "arguments": {"label_selector": f"kilocard.io/model={TP8}", "ns": namespace, "qty": 1,
+                              "rand": True}}},
+                       probe_of("replaced-within-budget", "tp_groups_recovered_within", model=TP8, budget=budget,
+                                namespace=namespace)]}
+
+
+def test_a_kill_by_chaostoolkit_kubernetes_is_judged_by_kilocards_recovery_probe(kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    env = {"KUBECONFIG": str(testbed.paths.kubeconfig)}  # how chaostoolkit-kubernetes finds the cluster
+    code, journal, _ = kilocard_run(testbed, tmp_path / "within", chaosk8s_kill(p.namespace, 60), env=env)
+    assert code == 0, journal["kilocard"]["reason"]
+    (killed,) = journal["run"][0]["output"]
+    replaced = probe(journal, "replaced-within-budget")
+    assert replaced["impact_seen"] and 20 < replaced["recovered_after"] < 60, replaced["reason"]
+    assert "after the end of action 'terminate-one-replica' (chaosk8s.pod.actions)" in replaced["reason"]
+    assert journal["kilocard"]["faults"] == []  # nothing in kilocard's ledger: the other driver's fault
+    assert killed not in {x.metadata.name for x in wait_ready(kube, p.namespace, TP8, 2, timeout=90)}
+    # A budget shorter than the replacement's start-up, measured above: the same probe fails.
+    short = int(replaced["recovered_after"] - 5)
+    code, journal, _ = kilocard_run(testbed, tmp_path / "short", chaosk8s_kill(p.namespace, short), env=env)
+    assert code == 1
+    reason = journal["kilocard"]["reason"]
+    assert reason.startswith(f"probe 'replaced-within-budget' failed: {short} s after the end of action "
+                             "'terminate-one-replica' (chaosk8s.pod.actions): "), reason
+    assert journal["kilocard"]["basis"] == "judged"

@@ -1,0 +1,349 @@
+"""Reference verdicts, written from docs/verdicts.md and nothing else: small, slow and plain, each
+evaluating its contract sample by sample (or moment by moment on a dense grid). They share no code
+with probes/ or chaos/ beyond the data types they read; tests/unit/test_verdict_oracles.py requires
+the production verdicts to agree with them on generated timelines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+# --- slo_recovered_within ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SloCase:
+    samples: list[Any]  # probes.slo.Sample
+    fault_at: float
+    threshold: float
+    deadline: float
+    hold: float
+    blind: float
+    scrape: float
+    expect_impact: bool
+    replicas: bool
+
+
+def sample_states(case: SloCase) -> list[tuple[float, str, bool]]:
+    """(time, healthy|breach|unknown, over the threshold) of each sample up to the deadline, by the
+    contract's 'missing, NaN or vanished data'."""
+    due = case.fault_at + case.deadline
+    out = []
+    ever: set[str] = set()
+    for s in sorted((s for s in case.samples if s.at <= due), key=lambda s: s.at):
+        if s.error:
+            out.append((s.at, "unknown", False))
+            continue
+        if case.replicas:
+            ever.update(s.values)
+        over = any(v > case.threshold for v in s.values.values())
+        if over:
+            out.append((s.at, "breach", True))
+            continue
+        gone_missing = [name for name in ever if name not in s.values]
+        not_ready = [n for n in gone_missing if s.pods is not None and n in s.pods and not s.pods[n]]
+        ready_or_unknown = [n for n in gone_missing if s.pods is None or s.pods.get(n) is True]
+        everything_down = s.pods is not None and True not in s.pods.values()
+        if not_ready:
+            out.append((s.at, "breach", False))
+        elif not s.values:
+            out.append((s.at, "breach" if (s.impact or everything_down) else "unknown", False))
+        elif ready_or_unknown:
+            out.append((s.at, "breach" if s.impact else "unknown", False))
+        else:
+            out.append((s.at, "healthy", False))
+    return out
+
+
+def slo_recovered(case: SloCase) -> tuple[bool, str, float | None]:
+    """(ok, outcome, recovered_after) at the deadline."""
+    states = [x for x in sample_states(case) if x[0] >= case.fault_at]
+    values_seen = any(s.values for s in case.samples if case.fault_at <= s.at <= case.fault_at + case.deadline
+                      and not s.error)
+    counts_from = case.fault_at + (case.scrape if case.expect_impact else 0.0)
+    if case.expect_impact and any(over and at < case.fault_at + case.scrape for at, _, over in states):
+        return False, "unknown", None
+    breaches = [at for at, state, _ in states if state == "breach" and at >= counts_from]
+    if not values_seen and not breaches:
+        return False, "unknown", None
+    last = states[-1][0] if states else None
+    recovery = None
+    for at, _, _ in states:  # the earliest R the contract allows, tried one by one
+        if at < case.fault_at + case.blind or last is None or last - at < case.hold:
+            continue
+        if all(state == "healthy" for t, state, _ in states if t >= at):
+            recovery = at
+            break
+    unseen = [at for at, state, _ in states if state == "unknown" and at >= counts_from
+              and (recovery is None or at < recovery)]
+    after = None if recovery is None else round(recovery - case.fault_at, 3)
+    if case.expect_impact and not breaches:
+        return False, ("unknown" if unseen else "no_impact"), after
+    if recovery is not None and breaches:
+        return True, "recovered", after
+    if recovery is not None:
+        return (False, "unknown", after) if unseen else (True, "held", after)
+    if not breaches:
+        return False, "unknown", None
+    return False, "not_recovered", None
+
+
+# --- tp groups, and the first moment within a budget ---------------------------------------------------
+def group_problems(pods: list[Any], model: str, cards_per_node: int) -> list[str] | None:
+    """None when the model has no group; else what keeps any group from being whole and Ready."""
+    groups: dict[str, list[Any]] = {}
+    for p in pods:
+        if p.model == model and not p.deleting:
+            groups.setdefault(p.group, []).append(p)
+    if not groups:
+        return None
+    problems = []
+    for key, members in groups.items():
+        size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
+        tp = int(members[0].labels.get("kilocard.io/tp-size", sum(m.cards for m in members) or 1))
+        if len(members) < size:
+            problems.append(f"{key} incomplete")
+        if any(m.node is None for m in members):
+            problems.append(f"{key} unscheduled")
+        if not all(m.ready for m in members):
+            problems.append(f"{key} not Ready")
+        if tp <= cards_per_node and len({m.node for m in members if m.node}) > 1:
+            problems.append(f"{key} split")
+    return problems
+
+
+def whole(snapshot: Any, model: str) -> bool:
+    cards = max((n.cards_capacity for n in snapshot.nodes), default=0)
+    found = group_problems(list(snapshot.pods), model, cards)
+    return found is not None and not found
+
+
+def recovered(snapshot: Any, model: str, faulted: set[str], desired: int | None) -> bool:
+    live = [p for p in snapshot.pods if p.model == model and not p.deleting]
+    return (whole(snapshot, model) and (desired is None or len(live) >= desired)
+            and not any(p.node in faulted for p in live))
+
+
+def first_moment(moments: list[Any], holds: Any, zero: float, budget: float, step: float) -> tuple[str, float | None]:
+    """On a grid of `step` from time zero to the deadline: the state at each point is the last
+    moment at or before it (a moment before zero stands at zero); 'ok' at the first point it holds,
+    'unknown' if no moment is at or before the deadline, else 'failed'."""
+    if not any(m.at <= zero + budget for m in moments):
+        return "unknown", None
+    t = zero
+    while t <= zero + budget + 1e-9:
+        standing = [m for m in moments if m.at <= t + 1e-9]
+        if standing and holds(standing[-1].snapshot):
+            return "ok", round(t - zero, 3)
+        t += step
+    return "failed", None
+
+
+# --- no_hung_groups -----------------------------------------------------------------------------------
+def hung_outcome(snapshot: Any, figures: Any, model: str, window: float) -> str:
+    groups: dict[str, list[Any]] = {}
+    for p in snapshot.pods:
+        if p.model == model and not p.deleting:
+            groups.setdefault(p.group, []).append(p)
+    judged = {}
+    for key, members in groups.items():
+        size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
+        settled = all(p.ready_since is None or figures.at - p.ready_since >= window for p in members)
+        if len(members) == size and all(p.ready for p in members) and settled:
+            judged[key] = members
+    leads = {key: min(members, key=lambda p: p.rank) for key, members in groups.items()}
+    series = {key: figures.replicas.get((lead.namespace, lead.name)) for key, lead in leads.items()}
+    if all(v is None for v in series.values()):
+        return "unknown"
+    if not judged:
+        return "unknown"
+    demand = any(v is not None and v.finished > 0 for v in series.values()) or (figures.demand or 0) > 0
+    for key in judged:
+        p = series[key]
+        if p is None:
+            return "hung"
+        if p.finished <= 0:
+            gauges = (p.running, p.waiting, p.waiting_change)
+            holding = demand if all(g is None for g in gauges) else any((g or 0) > 0 for g in gauges)
+            if holding:
+                return "hung"
+    return "progressing" if demand else "unknown"
+
+
+# --- devices_tainted_within ---------------------------------------------------------------------------
+def taint_outcome(taints: list[Any], faults: list[Any], budget: float, now: float) -> str:
+    if not faults:
+        return "unknown"
+    states = []
+    for f in faults:
+        mine = [t for t in taints if t.node == f.node and t.device == f"gpu-{f.card}"
+                and t.effect in ("NoSchedule", "NoExecute")]
+        own = [t.added for t in mine if t.added is not None and t.added > f.applied_at - 1.0]
+        if own:
+            states.append("late" if max(0.0, min(own) - f.applied_at) > budget else "tainted")
+        elif mine:
+            states.append("stale")
+        elif f.reverted:
+            states.append("reverted")
+        else:
+            states.append("pending" if now - f.applied_at < budget else "untainted")
+    if {"late", "untainted"} & set(states):
+        return "not_tainted"
+    if {"stale", "reverted"} & set(states):
+        return "unknown"
+    if "pending" in states:
+        return "pending"
+    return "tainted"
+
+
+# --- stop conditions ----------------------------------------------------------------------------------
+def stop_fires(kind: str, snapshot: Any, model: str, limit: float = 0.0, max_unready: int = 0,
+               values: dict[str, float] | None = None, now: float = 0.0, window: float = 30.0) -> bool:
+    if kind == "slo" and (not values or max(values.values()) > limit):
+        return True
+    if snapshot is None:
+        return True
+    pods = [p for p in snapshot.pods if p.model == model and not p.deleting]
+    if kind == "unhealthy":
+        return sum(1 for p in pods if not p.ready) > max_unready
+    groups: dict[str, list[Any]] = {}
+    for p in pods:
+        groups.setdefault(p.group, []).append(p)
+    if kind == "zero-ready":
+        return not any(len(m) == int(m[0].labels.get("kilocard.io/group-size", len(m))) and all(p.ready for p in m)
+                       for m in groups.values())
+    # slo, under the limit: a lead of a group wholly Ready for twice the window with no series
+    for members in groups.values():
+        settled = all(p.ready and (p.ready_since is None or p.ready_since <= now - 2 * window) for p in members)
+        if settled and min(members, key=lambda p: p.rank).name not in (values or {}):
+            return True
+    return False
+
+
+# --- the run's verdict and its expectation ---------------------------------------------------------------
+def run_verdict(journal: dict[str, Any]) -> tuple[int, str]:
+    """(exit, basis) of a journal: the first thing that fails, in the contract's order."""
+    def basis_of(entry: dict[str, Any]) -> str:
+        if entry.get("status") == "failed" or entry.get("exception"):
+            return "error"
+        out = entry.get("output")
+        ours = isinstance(out, dict) and out.get("verdict") in ("ok", "failed") and (
+            "judgement" in out or ((entry.get("activity") or {}).get("provider") or {}).get("module")
+            == "probes.chaostoolkit")
+        return "unknown" if ours and "unknown" in (out.get("judgement"), out.get("outcome")) else "judged"
+
+    if journal["status"] == "interrupted":
+        fired = journal.get("kilocard_stop")
+        return (3, "unknown" if fired.get("blind") else "judged") if fired else (3, "error")
+    before = journal["steady_states"]["before"]
+    if before is not None and before["steady_state_met"] is False:
+        failing = [p for p in before["probes"] if not p["tolerance_met"]]
+        return 1, basis_of(failing[0]) if failing else "error"
+    for entry in journal["run"]:
+        activity = entry["activity"]
+        if entry.get("status") == "failed":
+            return 1, "error"
+        out = entry.get("output")
+        ours = isinstance(out, dict) and out.get("verdict") in ("ok", "failed") and (
+            "judgement" in out or (activity.get("provider") or {}).get("module") == "probes.chaostoolkit")
+        tolerance = activity.get("tolerance")
+        within = tolerance is None or (isinstance(out, dict) and str(out.get(tolerance["target"])) == "ok")
+        if (ours and not out.get("ok")) or not within:
+            return 1, basis_of(entry)
+        if activity.get("timeout") and entry.get("duration") is not None and entry["duration"] > activity["timeout"]:
+            return 1, "error"
+    if journal["status"] != "completed":
+        return 1, "error"
+    if journal.get("deviated"):
+        failing = [p for p in journal["steady_states"]["after"]["probes"] if not p["tolerance_met"]]
+        return 1, basis_of(failing[0]) if failing else "error"
+    return 0, "judged"
+
+
+def expectation_met(expected_exit: int, prefix: str, code: int, reason: str, basis: str) -> bool:
+    return code == expected_exit and reason.startswith(prefix) and basis == "judged"
+
+
+def unseen(landed: list[dict[str, Any] | None], outputs: list[Any]) -> bool:
+    """Does the run fail for want of anything showing its faults happened?"""
+    unconfirmed = [x for x in landed if (x or {}).get("status") != "confirmed"]
+    return bool(unconfirmed) and not any(isinstance(o, dict) and o.get("impact_seen") for o in outputs)
+
+
+# --- placement_holds ----------------------------------------------------------------------------------
+def placement_ok(snapshot: Any, model: str, key: str, max_skew: int, guaranteed: bool) -> bool:
+    scheduled = [p for p in snapshot.pods if p.model == model and not p.deleting and p.node]
+    if not scheduled:
+        return False
+    nodes = {n.name: n for n in snapshot.nodes}
+    domain_of = {p.name: nodes[p.node].labels.get(key, f"<no {key}>") for p in scheduled if p.node in nodes}
+    count: dict[str, int] = {}
+    for d in domain_of.values():
+        count[d] = count.get(d, 0) + 1
+    required = any(key in p.required_anti_affinity for p in scheduled)
+    declared = required or any(key in p.hard_spread for p in scheduled)
+    if guaranteed and not declared:
+        return False
+    if required:
+        return all(n <= 1 for n in count.values())
+    selector = scheduled[0].node_selector
+    usable = {n.labels.get(key) for n in snapshot.nodes if n.ready and not n.unschedulable and key in n.labels
+              and all(n.labels.get(k) == v for k, v in selector.items())}
+    per = [count.get(d, 0) for d in usable | set(count)]
+    return max(per) - min(per) <= max_skew
+
+
+# --- capacity_fits ------------------------------------------------------------------------------------
+def capacity_ok(snapshot: Any, model: str, need_tokens: float, per_token: int, headroom: float, per_card: int,
+                losing: tuple[str, ...]) -> bool:
+    pods = [p for p in snapshot.pods if p.model == model and not p.deleting]
+    if not pods:
+        return False
+    serving_cards = 0
+    for group in {p.group for p in pods}:
+        members = [p for p in pods if p.group == group]
+        if all(p.ready and p.node not in losing for p in members):
+            serving_cards += sum(p.cards for p in members)
+    return serving_cards * per_card >= need_tokens * per_token * (1 + headroom)
+
+
+# --- remediated_within (quarantine) ---------------------------------------------------------------------
+def quarantined_and_drained(snapshot: Any, node: str, models: tuple[str, ...], taint_keys: tuple[str, ...],
+                            labels: tuple[str, ...]) -> bool:
+    view = next((n for n in snapshot.nodes if n.name == node), None)
+    if view is None or not view.unschedulable:
+        return False
+    if not (any(t.split("=")[0].split(":")[0] in taint_keys for t in view.taints)
+            or any(label in view.labels for label in labels)):
+        return False
+    theirs = [p for p in snapshot.pods if p.model in models and not p.deleting]
+    return not any(p.node == node for p in theirs) and all(p.ready for p in theirs)
+
+
+# --- the guards ---------------------------------------------------------------------------------------
+def guard_refusals(pods_taken: dict[tuple[str, str], Any], nodes: set[str], cards: int, snapshot: Any,
+                   limits: Any, opted_in: set[str], room_ok: dict[tuple[str, str], bool], context: str | None) -> set[str]:
+    """Which limits refuse the plan."""
+    refused = set()
+    if limits.contexts and context not in limits.contexts:
+        refused.add("contexts")
+    if len(pods_taken) > limits.max_pods:
+        refused.add("max_pods")
+    if len(nodes) > limits.max_nodes:
+        refused.add("max_nodes")
+    if cards > limits.max_cards:
+        refused.add("max_cards")
+    for namespace, model in {(p.namespace, p.model) for p in pods_taken.values() if p is not None}:
+        left = 0
+        mine = [p for p in snapshot.pods if p.model == model and p.namespace == namespace and not p.deleting]
+        for group in {p.group for p in mine}:
+            members = [p for p in mine if p.group == group]
+            size = int(members[0].labels.get("kilocard.io/group-size", len(members)))
+            if len(members) == size and all(p.ready and (p.namespace, p.name) not in pods_taken for p in members):
+                left += 1
+        if left < limits.min_ready:
+            refused.add("min_ready")
+        if limits.room and room_ok.get((namespace, model)) is False:
+            refused.add("room")
+    if limits.require_opt_in and {ns for ns, _ in pods_taken} - opted_in:
+        refused.add("require_opt_in")
+    return refused

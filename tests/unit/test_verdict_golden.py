@@ -1,0 +1,473 @@
+"""What each verdict says, to the letter: representative cases of every deciding function (the
+ones docs/verdicts.md names), their whole output (reason and figures) held in
+tests/unit/golden/verdicts.json. A verdict "says what it means": a reason that names the wrong
+replica, a figure off by a rounding, a namespace ignored, is a change this test shows. After a
+deliberate change, rewrite the file and read its diff:
+
+    KILOCARD_GOLDEN=update .venv/bin/python -m pytest -n 0 tests/unit/test_verdict_golden.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos import guards, run, stop
+from chaos.errors import Exit
+from probes import budget, capacity, device_taints, hung, placement, remediation, slo, tp_groups
+from probes.errors import ProbeError
+from probes.hung import Figures, Progress
+from probes.slo import Recovery, Sample
+from probes.snapshot import ClusterSnapshot, Moment, NodeView, PodView
+from probes.verdict import Verdict
+
+GOLDEN = Path(__file__).parent / "golden" / "verdicts.json"
+T0 = 1_000_000.0
+JIT = 0.00037  # sample times off the whole second: a figure rounded to 4 places instead of 3 shows
+HOST = "kubernetes.io/hostname"
+SHAPE = {"kilocard.io/layers": "32", "kilocard.io/kv-heads": "8", "kilocard.io/head-dim": "128",
+         "kilocard.io/dtype": "bfloat16"}
+
+
+def node(name: str, ready: bool = True, unschedulable: bool = False, taints: tuple[str, ...] = (),
+         labels: dict[str, str] | None = None, cards: int = 8, used: int = 0) -> NodeView:
+    return NodeView(name, {HOST: name, "kilocard.io/rack": f"r-{name[-1]}", **(labels or {})}, ready, unschedulable,
+                    taints, cards, cards, used)
+
+
+def pod(name: str, where: str | None = "n0", ready: bool = True, ns: str = "ns", model: str = "m",
+        group: str | None = None, rank: int = 0, size: int | None = None, cards: int = 8, deleting: bool = False,
+        since: float | None = None, **extra: Any) -> PodView:
+    labels = {"kilocard.io/model": model, **SHAPE, **({"kilocard.io/group-size": str(size)} if size else {})}
+    return PodView(ns, name, f"u-{ns}-{name}", where, model, ready, deleting, cards, group or f"{ns}/{name}", rank,
+                   labels, ready_since=since, **extra)
+
+
+NODES = (node("n0"), node("n1"), node("n2"))
+OTHER = pod("x-0", "n1", ready=False, ns="other")  # the same model in another namespace, never Ready
+
+
+def world(*pods: PodView, nodes: tuple[NodeView, ...] = NODES) -> ClusterSnapshot:
+    return ClusterSnapshot((*pods, OTHER), nodes)
+
+
+def out(v: Verdict) -> dict[str, Any]:
+    return v.to_json()
+
+
+CASES: dict[str, Callable[[], Any]] = {}
+
+
+def case(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        CASES[name] = fn
+        return fn
+    return register
+
+
+# --- slo -------------------------------------------------------------------------------------------------
+def samples(points: list[dict[str, float] | None], pods: list[dict[str, bool] | None] | None = None,
+            start: int = 0, impact: str = "") -> list[Sample]:
+    return [Sample(T0 + start + i + JIT, p or {}, pods=None if pods is None else pods[i], impact=impact)
+            for i, p in enumerate(points)]
+
+
+ECC = Recovery(0.5, 30, 5, 4, True, 1.0)
+HOLD = Recovery(0.5, 30, 5, 4, False, 1.0)
+OK2 = {"a": 0.2, "b": 0.3}
+
+
+@case("slo.judge held")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 31), T0, HOLD, final=True))
+
+
+@case("slo.judge recovered")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 3 + [{"a": 0.2, "b": 0.9}] * 10 + [OK2] * 18), T0, ECC, final=True))
+
+
+@case("slo.judge recovered after silence")
+def _() -> Any:
+    pods = [{"a": True, "b": True}] * 31
+    return out(slo.judge(samples([OK2] * 3 + [{"a": 0.9}] * 4 + [{"a": 0.2}] * 4 + [OK2] * 20, pods), T0, ECC,
+                         final=True))
+
+
+@case("slo.judge not recovered, never back")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 3 + [{"a": 0.2, "b": 0.9}] * 28), T0, ECC, final=True))
+
+
+@case("slo.judge not recovered, not held")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 3 + [{"b": 0.9}] * 25 + [OK2] * 3), T0, ECC, final=True))
+
+
+@case("slo.judge decided early")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 3 + [{"b": 0.9}] * 24), T0, ECC, final=False))
+
+
+@case("slo.judge no impact")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 31), T0, ECC, final=True))
+
+
+@case("slo.judge no data")
+def _() -> Any:
+    return out(slo.judge([Sample(T0 + i + JIT, {}, "refused") for i in range(31)], T0, ECC, final=True))
+
+
+@case("slo.judge already over")
+def _() -> Any:
+    return out(slo.judge(samples([{"a": 0.9}] + [OK2] * 30), T0, ECC, final=False))
+
+
+@case("slo.judge no impact seen, gaps")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 5 + [None] * 3 + [OK2] * 23), T0, ECC, final=True))
+
+
+@case("slo.judge held with a gap before")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 5 + [{"a": 0.2}] * 3 + [OK2] * 23), T0, HOLD, final=True))
+
+
+@case("slo.judge not healthy by the deadline, no breach")
+def _() -> Any:
+    return out(slo.judge(samples([OK2] * 5 + [{"a": 0.2}] * 26), T0, HOLD, final=True))
+
+
+@case("slo.judge per model")
+def _() -> Any:
+    model = Recovery(0.05, 30, 5, 4, True, 1.0, replicas=False)
+    return out(slo.judge(samples([{"m": 0.01}] * 3 + [None] * 5 + [{"m": 0.5}] * 5 + [{"m": 0.01}] * 18,
+                                 impact="the gateway failed 2.00 requests/s"), T0, model, final=True))
+
+
+@case("slo.classify every state")
+def _() -> Any:
+    told = [Sample(T0, {"a": 0.2, "b": 0.2}), Sample(T0 + 1, {}, "refused"), Sample(T0 + 2, {"a": 0.7, "b": 0.2}),
+            Sample(T0 + 3, {"a": 0.2}, pods={"a": True, "b": False}),
+            Sample(T0 + 4, {}, pods={"a": False}), Sample(T0 + 5, {}, impact="failing"), Sample(T0 + 6, {}),
+            Sample(T0 + 7, {"a": 0.2}, pods={"a": True, "b": True}, impact="failing"),
+            Sample(T0 + 8, {"a": 0.2}, pods={"a": True, "b": True}), Sample(T0 + 9, {"a": 0.2}),
+            Sample(T0 + 10, {"a": 0.2}, pods={"a": True}), Sample(T0 + 11, {"a": 0.5, "b": 0.4})]
+    return [(x.state, x.why, x.over) for x in slo.classify(told, 0.5, True)]
+
+
+class Prom:
+    def __init__(self, found: dict[str, float]) -> None:
+        self.found = found
+
+    def custom_query(self, query: str) -> list[dict[str, Any]]:
+        return [{"metric": {"pod": k}, "value": [T0, str(v)]} for k, v in self.found.items()]
+
+
+@case("slo.under every outcome")
+def _() -> Any:
+    by_pod, by_model = slo.Indicator("m", "q", "10s", by="pod"), slo.Indicator("m", "q", "10s", by=None)
+    return [out(slo.under(Prom({}), by_pod, 0.5, {"a"})), out(slo.under(Prom({"a": 0.7, "b": 0.2}), by_pod, 0.5)),
+            out(slo.under(Prom({"a": 0.2}), by_pod, 0.5, {"a", "b", "c"})), out(slo.under(Prom({"a": 0.2}), by_pod, 0.5)),
+            out(slo.under(Prom({"a": 0.5}), by_model, 0.5)), out(slo.under(Prom({"x": 0.25}), "max(q)", 0.5))]
+
+
+# --- budgets, TP groups, remediation -------------------------------------------------------------------------
+def moments(*found: tuple[float, ClusterSnapshot]) -> list[Moment]:
+    return [Moment(T0 + at, s) for at, s in found]
+
+
+BROKEN = world(pod("a", "n0"), pod("b", None, ready=False))
+WHOLE = world(pod("a", "n0"), pod("b", "n2"))
+
+
+@case("budget.first_within recovered")
+def _() -> Any:
+    return out(budget.first_within(moments((-0.5, BROKEN), (0.25, BROKEN), (7.12345, WHOLE)),
+                                   lambda s: tp_groups.recovered(s, "m", {"n1"}, "ns", 2), T0, 10, "the fault"))
+
+
+@case("budget.first_within never")
+def _() -> Any:
+    return out(budget.first_within(moments((0.61234, BROKEN), (11, WHOLE)),
+                                   lambda s: tp_groups.recovered(s, "m", set(), "ns", 2), T0, 10, "action 'k'"))
+
+
+@case("budget.first_within no view")
+def _() -> Any:
+    return out(budget.first_within(moments((12, WHOLE)), lambda s: tp_groups.recovered(s, "m", set(), "ns", 2), T0, 10,
+                                   "the fault"))
+
+
+@case("budget.first_within at once")
+def _() -> Any:
+    return out(budget.first_within(moments((0.71234, WHOLE)), lambda s: tp_groups.recovered(s, "m", set(), "ns", 2),
+                                   T0, 10, "the fault"))
+
+
+@case("tp_groups.check every problem")
+def _() -> Any:
+    split = [pod(f"s-{r}", f"n{r}", group="ns/s", rank=r, size=2, cards=4) for r in range(2)]
+    incomplete = [pod("i-0", "n0", group="ns/i", size=2)]
+    half = [pod("h-0", "n2", group="ns/h", size=2), pod("h-1", "n2", ready=False, group="ns/h", rank=1, size=2)]
+    none = [pod("z-0", "n1", ready=False)]
+    pending = [pod("p-0", None, ready=False)]
+    return [out(tp_groups.check(world(*split, *incomplete, *half, *none, *pending), "m", "ns")),
+            out(tp_groups.check(world(), "m", "ns")), out(tp_groups.check(WHOLE, "m", "ns")),
+            out(tp_groups.check(ClusterSnapshot((pod("c-0", "n0", cards=0), pod("c-1", "n1", cards=0, group="ns/c-0",
+                                                                                    rank=1)), ()), None, "ns")),
+            out(tp_groups.check(ClusterSnapshot((pod("c-0", "n0", cards=0), pod("c-1", "n1", cards=0, group="ns/c-0",
+                                                                                    rank=1)),
+                                                (node("n0", cards=1), node("n1", cards=1))), None, "ns"))]
+
+
+@case("tp_groups.recovered every outcome")
+def _() -> Any:
+    stuck = world(pod("a", "n0"), pod("b", "n1"))
+    return [out(tp_groups.recovered(BROKEN, "m", set(), "ns", 2)), out(tp_groups.recovered(WHOLE, "m", set(), "ns", 3)),
+            out(tp_groups.recovered(stuck, "m", {"n1"}, "ns", 2)), out(tp_groups.recovered(WHOLE, "m", {"n1"}, "ns", 2))]
+
+
+QUARANTINED = node("n0", unschedulable=True, taints=("nvidia.com/gpu-error=a=b:NoSchedule",))
+
+
+@case("remediation.check every outcome")
+def _() -> Any:
+    labelled = node("n0", unschedulable=True, labels={"dgxc.nvidia.com/nvsentinel-state": "quarantined"})
+    return [out(remediation.check(world(), "gone", ("m",), "ns")),
+            out(remediation.check(world(pod("a", "n0")), "n0", ("m",), "ns")),
+            out(remediation.check(world(pod("a", "n0"), nodes=(QUARANTINED,)), "n0", ("m",), "ns")),
+            out(remediation.check(world(pod("a", "n1", ready=False), pod("c", "n2", ready=False),
+                                        nodes=(labelled, node("n1"))), "n0", ("m",), "ns")),
+            out(remediation.check(world(pod("a", "n1"), nodes=(QUARANTINED, node("n1"))), "n0", ("m",), "ns"))]
+
+
+@case("remediation.out_of_service every outcome")
+def _() -> Any:
+    oos = node("n0", taints=("node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",))
+    return [out(remediation.out_of_service(world(pod("a", "n1")), "n0", ("m",), "ns")),
+            out(remediation.out_of_service(world(pod("a", "n0"), nodes=(oos,)), "n0", ("m",), "ns")),
+            out(remediation.out_of_service(world(pod("a", "n1", ready=False), nodes=(oos, node("n1"))), "n0", ("m",),
+                                           "ns")),
+            out(remediation.out_of_service(world(pod("a", "n1"), nodes=(oos, node("n1"))), "n0", ("m",), "ns")),
+            out(remediation.out_of_service(world(pod("a", "n1"), nodes=(node("n1"),)), "n0", ("m",), "ns"))]
+
+
+@case("remediation.is_quarantined")
+def _() -> Any:
+    return [remediation.is_quarantined(QUARANTINED), remediation.is_quarantined(node("n0", unschedulable=True)),
+            remediation.is_quarantined(node("n0", taints=QUARANTINED.taints))]
+
+
+# --- placement, capacity ---------------------------------------------------------------------------------
+ANTI = ("kubernetes.io/hostname",)
+
+
+@case("placement.anti_affinity every outcome")
+def _() -> Any:
+    lone = ClusterSnapshot((pod("a", "n0"), pod("b", "nowhere")), (node("n0"), node("n1", ready=False)))
+    bare = NodeView("n9", {}, cards_capacity=8, cards_allocatable=8)  # no hostname label at all
+    return [out(placement.anti_affinity(world(pod("a", None)), "m", HOST, "ns")),
+            out(placement.anti_affinity(world(pod("a", "n0"), pod("b", "n0")), "m", HOST, "ns", guaranteed=True)),
+            out(placement.anti_affinity(world(pod("a", "n0", required_anti_affinity=ANTI),
+                                              pod("b", "n0", required_anti_affinity=ANTI)), "m", HOST, "ns")),
+            out(placement.anti_affinity(world(pod("a", "n0", required_anti_affinity=ANTI),
+                                              pod("b", "n1", required_anti_affinity=ANTI)), "m", HOST, "ns")),
+            out(placement.anti_affinity(world(pod("a", "n0"), pod("b", "n0"), pod("c", "n0")), "m", HOST, "ns")),
+            out(placement.anti_affinity(world(pod("a", "n0", node_selector={"kilocard.io/rack": "r-0"}),
+                                              pod("b", "n0")), "m", HOST, "ns")),
+            out(placement.anti_affinity(lone, "m", "kilocard.io/rack")),
+            out(placement.anti_affinity(ClusterSnapshot((pod("a", "n9"), pod("b", "n9"), OTHER), (bare, node("n0"))),
+                                        "m", HOST, "ns"))]
+
+
+@case("capacity.fits every outcome")
+def _() -> Any:
+    demand = capacity.Demand(20, 2048, 256, 8)
+    groups = (pod("g-0", "n0", group="ns/g", size=2, cards=4), pod("g-1", "n1", ready=False, group="ns/g", rank=1,
+                                                                   size=2, cards=4), pod("a", "n2"))
+    return [out(capacity.fits(world(), "m", demand, namespace="ns")),
+            out(capacity.fits(world(*groups), "m", demand, 0.25, 2**30, namespace="ns")),
+            out(capacity.fits(world(*groups), "m", demand, 0.25, 2**36, ("n2",), "ns")),
+            out(capacity.fits(world(*groups), "m", demand, 0.0, 2**36, namespace="ns"))]
+
+
+@case("capacity.kv_bytes_per_token")
+def _() -> Any:
+    try:
+        capacity.kv_bytes_per_token(32, 8, 128, "float6")
+    except ProbeError as exc:
+        return [capacity.kv_bytes_per_token(32, 8, 128, "int4"), str(exc)]
+    return "no error"
+
+
+@case("capacity.room every outcome")
+def _() -> Any:
+    nodes = (node("n0", used=8), node("n1", ready=False), node("n2", unschedulable=True),
+             node("n3", taints=("gpu=bad:NoSchedule", "soft=x:PreferNoSchedule")),
+             node("n4", labels={"pool": "b"}), node("n5", used=4), node("n6", used=4))
+    pending = pod("p", None, ready=False, node_selector={"pool": "a"})
+    spread = (pod("a", "n5", cards=4), pod("b", "n6", cards=4))
+    return [out(capacity.room(world(), "m", namespace="ns")),
+            out(capacity.room(ClusterSnapshot((pending, OTHER), nodes), "m", (), "ns")),
+            out(capacity.room(ClusterSnapshot((pod("q", None, ready=False), OTHER), nodes), "m", (), "ns")),
+            out(capacity.room(ClusterSnapshot((*spread, OTHER), (*nodes[:5], node("n5"), node("n6"))), "m",
+                              namespace="ns")),
+            out(capacity.room(ClusterSnapshot((pod("a", "n0", cards=4, required_anti_affinity=ANTI), OTHER),
+                                              (node("n0", used=4), node("n4"))), "m", ("n0",), "ns")),
+            out(capacity.room(ClusterSnapshot((pod("r", None, ready=False, required_anti_affinity=ANTI),
+                                               pod("s", "n4", required_anti_affinity=ANTI), OTHER), nodes[1:5]),
+                              "m", (), "ns"))]
+
+
+# --- hung, device taints -------------------------------------------------------------------------------------
+def group(name: str, where: str, size: int = 2, ready: bool = True, since: float = T0 - 600,
+          ns: str = "ns") -> list[PodView]:
+    members = [pod(f"{name}-{r}", where, ready, ns, group=f"{ns}/{name}", rank=r, size=size, cards=4, since=since)
+               for r in range(size)]
+    return members[::-1]  # rank 1 first: the lead is found by rank, not by order
+
+
+@case("hung.judge every outcome")
+def _() -> Any:
+    fleet = world(*group("g0", "n0"), *group("g1", "n1"), *group("g2", "n2", since=T0 - 30),
+                  *group("g3", "n2", since=T0 - 29))
+    def judged(**by_lead: Progress | None) -> Any:
+        return out(hung.judge(fleet, Figures(T0, {("ns", k.replace("_", "-")): v for k, v in by_lead.items()
+                                                   if v is not None}, by_lead.pop("demand", None)), "m", "30s", "ns"))
+    return [out(hung.judge(fleet, Figures(T0, {}, 5.0), "m", "30s", "ns")),
+            out(hung.judge(world(*group("g0", "n0", since=T0 - 5)), Figures(T0, {("ns", "g0-0"): Progress(3)}), "m",
+                           "30s", "ns")),
+            judged(g0_0=Progress(0, 0, 0, 3), g1_0=Progress(1, 0, 0, 0), g2_0=Progress(1)),
+            judged(g0_0=Progress(0, 0, 0, 0), g1_0=Progress(0, 0, 0, 0), g2_0=Progress(0, 0, 0, 0)),
+            judged(g0_0=Progress(1, 0, 0, 1), g1_0=Progress(0, 0, 0, 0), g2_0=Progress(1), g3_0=Progress(0)),
+            judged(g0_0=Progress(0, 1, 0, 0), g1_0=Progress(0, 0, 1, 0), g2_0=Progress(0, None, None, None)),
+            out(hung.judge(fleet, Figures(T0, {("ns", "g0-0"): Progress(0), ("ns", "g1-0"): Progress(0),
+                                                ("ns", "g2-0"): Progress(0)}, 1.0), "m", "30s", "ns"))]
+
+
+def taint(card: int, added: float | None, effect: str = "NoSchedule", where: str = "n0") -> device_taints.DeviceTaint:
+    return device_taints.DeviceTaint(where, f"gpu-{card}", "gpu.nvidia.com/xid", "79", effect, added)
+
+
+@case("device_taints.judge every outcome")
+def _() -> Any:
+    fault = device_taints.XidFault
+    faults = [fault("n0", 1, T0), fault("n0", 2, T0 + 0.4), fault("n0", 3, T0), fault("n0", 4, T0, reverted=True),
+              fault("n0", 5, T0)]
+    taints = [taint(1, T0 + 2), taint(1, None), taint(2, T0 - 0.5), taint(3, T0 - 5), taint(5, T0 + 12),
+              taint(6, T0), taint(5, T0 + 1, "None")]
+    return [out(device_taints.judge(taints, faults, 10, T0 + 20)), out(device_taints.judge([], [], 10, T0)),
+            out(device_taints.judge(taints[:1], faults[:1] + [fault("n0", 7, T0 + 8.5)], 10, T0 + 11)),
+            out(device_taints.judge([taint(1, T0 + 3), taint(2, T0 + 9.5)], faults[:2], 10, T0 + 12)),
+            out(device_taints.judge([taint(3, T0 - 5)], faults[2:3], 10, T0 + 12)),
+            out(device_taints.judge([], faults[3:4], 10, T0 + 12))]
+
+
+# --- stop conditions, guards, the run's verdict ------------------------------------------------------------------
+@case("stop.breach every outcome")
+def _() -> Any:
+    fleet = world(*group("g0", "n0", since=T0 - 61), *group("g1", "n1", since=T0 - 60),
+                  *group("g2", "n2", since=T0 - 59), pod("u1", None, ready=False), pod("u2", "n0", ready=False),
+                  pod("u3", "n1", ready=False), pod("u4", "n1", ready=False), pod("u5", "n1", ready=False),
+                  pod("u6", "n1", ready=False))
+    slo_ = stop.Condition("slo", "m", "ns", limit=0.5, window="30s")
+    return [stop.breach(slo_, fleet, {"g0-0": 0.5, "g1-0": 0.2}, T0), stop.breach(slo_, fleet, {"g0-0": 0.51}, T0),
+            stop.breach(slo_, fleet, {"g0-0": 0.5, "g1-0": 0.2, "g2-0": 0.1}, T0),
+            stop.breach(slo_, fleet, {"g0-0": 0.5}, T0),
+            stop.breach(stop.Condition("unhealthy", "m", "ns", max=5), fleet, None, T0),
+            stop.breach(stop.Condition("unhealthy", "m", "ns", max=6), fleet, None, T0),
+            stop.breach(stop.Condition("zero-ready", "m", "ns"), world(pod("a", "n0", ready=False)), None, T0),
+            stop.breach(stop.Condition("hung-group", "m", "ns", window="30s"), fleet,
+                        Figures(T0, {("ns", "g0-0"): Progress(0, 0, 0, 2), ("ns", "g1-0"): Progress(5)}), T0),
+            stop.breach(stop.Condition("hung-group", "m", "ns", window="30s"), fleet, Figures(T0, {}), T0)]
+
+
+@case("guards.judge every limit")
+def _() -> Any:
+    fleet = world(pod("a", "n0"), pod("b", "n1"), pod("c", "n2", ns="other"))
+    taken = {("ns", "a"): fleet.pods[0], ("ns", "b"): fleet.pods[1], ("x", "sidecar"): None}
+    r = guards.Radius(pods=taken, nodes={"n0", "n1"}, cards=20)
+    r.room = {("ns", "m"): Verdict(False, "m: no room after losing n0")}
+    return [guards.judge(r, fleet, guards.Limits(1, 1, 16, 1, True, True, ("prod",)), {"ns"}, "dev"),
+            guards.judge(r, fleet, guards.Limits(3, 2, 20, 0, False, False), set(), None)]
+
+
+def entry(name: str, output: Any = None, status: str = "succeeded", **activity: Any) -> dict[str, Any]:
+    return {"activity": {"type": "probe", "name": name, **activity}, "output": output, "status": status,
+            **({"exception": ["Traceback", "KeyError: 'x'"]} if status == "failed" else {})}
+
+
+KILOCARD = {"type": "python", "module": "probes.chaostoolkit", "func": "tp_groups_whole"}
+
+
+def verdict_of(output: dict[str, Any]) -> dict[str, Any]:
+    return {"verdict": "ok" if output.get("ok") else "failed", "reason": "r", **output}
+
+
+@case("run.verdict every outcome")
+def _() -> Any:
+    def journal(runs: list[dict[str, Any]], status: str = "completed", before: Any = True, after: Any = True,
+                **extra: Any) -> Any:
+        def state(met: Any) -> Any:
+            if met in (True, None):
+                return None if met is None else {"steady_state_met": True, "probes": []}
+            return {"steady_state_met": False, "probes": met}
+        return list(run.verdict({"status": status, "run": runs, "deviated": after not in (True, None),
+                                 "steady_states": {"before": state(before), "after": state(after)}, **extra}))
+    unknown = verdict_of({"ok": False, "outcome": "unknown", "reason": "no data"})
+    failing = [entry("p1", verdict_of({"ok": False}), tolerance_met=False), entry("p2", None, "failed")]
+    for e in failing:
+        e["tolerance_met"] = False
+    return [journal([], "interrupted"), journal([], "interrupted", kilocard_stop={"reason": "x", "blind": True}),
+            journal([], before=failing), journal([], before=[]), journal([entry("p", None, "failed")]),
+            journal([{"activity": {"type": "action"}, "status": "failed", "exception": ["E: x"]}]),
+            journal([{"activity": {"name": "q"}, "status": "failed", "exception": ["E: y"]}]),
+            journal([entry("p", unknown, provider=KILOCARD)]),
+            journal([entry("p", {"verdict": "failed", "ok": False, "reason": "r", "judgement": "failed"})]),
+            journal([entry("p", {"verdict": "ok", "judgement": "ok", "ok": True, "reason": "r", "outcome": "recovered"},
+                           tolerance={"type": "regex", "target": "outcome", "pattern": "^held$"})]),
+            journal([entry("p", {"verdict": "ok", "judgement": "ok", "ok": True, "reason": "r"},
+                           tolerance={"type": "regex", "target": "outcome", "pattern": "^held$"})]),
+            journal([{"activity": {"timeout": 2}, "status": "succeeded", "duration": 2.0},
+                     {"activity": {"name": "w", "timeout": 2}, "status": "succeeded", "duration": 2.5}]),
+            journal([], "aborted"), journal([], after=failing[1:]), journal([], before=None, after=None),
+            journal([], before=None)]
+
+
+@case("run.judged and unseen")
+def _() -> Any:
+    expect = run.Expectation(Exit.FAILED, "probe 'p' failed: ")
+    landed = [{"status": "inconclusive", "evidence": "no read-back"}, None, {"status": "confirmed"}]
+    return [run.judged(expect, Exit.PASSED, "fine"), run.judged(run.Expectation(Exit.ABORTED), Exit.FAILED, "x"),
+            run.judged(expect, Exit.FAILED, "probe 'p' failed: r"), run.judged(expect, Exit.FAILED, "probe 'p' failed: r",
+                                                                              run.UNKNOWN),
+            run.unseen(landed, {"run": [entry("p", {"impact_seen": False})]}), run.unseen([None], {"run": []}),
+            run.unseen([{"status": "mismatch"}], {"run": []})]
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def test_every_verdict_says_what_it_said():
+    found = {name: _jsonable(fn()) for name, fn in CASES.items()}
+    if os.environ.get("KILOCARD_GOLDEN") == "update":
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
+    held = json.loads(GOLDEN.read_text())
+    assert sorted(held) == sorted(found), "cases added or removed: rewrite the golden file (see the docstring)"
+    for name in CASES:
+        assert found[name] == held[name], name
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_case_gives_a_verdict(name):
+    """Every case runs clean on its own: no case leans on another's state."""
+    assert CASES[name]() is not None

@@ -1,0 +1,388 @@
+"""The production verdicts against their oracles (tests/unit/oracles.py, written from
+docs/verdicts.md) on generated timelines: replicas' series with gaps, NaN (a missing value) and
+series that vanish, pods' readiness over time, several faults, time zero, budgets, deadlines and
+holds, probes that start late. Every counter-example hypothesis shrank to is kept below as an
+explicit case (`@example`), with what it found."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from chaos import run, stop
+from probes import budget, device_taints, hung, slo, tp_groups
+from probes.hung import Figures, Progress
+from probes.slo import Recovery, Sample
+from probes.snapshot import ClusterSnapshot, Moment, NodeView, PodView
+from tests.unit import oracles
+
+T0 = 1_000_000.0
+EXAMPLES = settings(max_examples=400, deadline=None)
+NAMES = ("a", "b", "c")
+
+
+# --- slo_recovered_within -----------------------------------------------------------------------------
+@st.composite
+def slo_cases(draw: st.DrawFn) -> oracles.SloCase:
+    deadline = draw(st.sampled_from([12.0, 20.0, 30.0]))
+    hold = draw(st.sampled_from([0.0, 2.0, 5.0]))
+    blind = draw(st.sampled_from([0.0, 2.0, 4.0]))
+    scrape = draw(st.sampled_from([0.0, 1.0, 2.0]))
+    replicas = draw(st.booleans())
+    names = NAMES if replicas else ("m",)
+    settle = draw(st.sampled_from([-3, *range(-3, int(deadline) + 1)]))  # from here on, mostly healthy
+    calm = draw(st.sampled_from([0.0, 0.8, 0.95, 1.0, 1.0]))
+    readiness_known = draw(st.booleans())
+    samples = []
+    alive = {n: True for n in names}
+    for t in range(-3, int(deadline) + 1 + draw(st.integers(0, 2))):
+        quiet = t >= settle and draw(st.floats(0.0, 1.0)) < calm
+        if not quiet and draw(st.integers(0, 15)) == 0:
+            samples.append(Sample(T0 + t, {}, "connection refused"))
+            continue
+        values, pods = {}, {}
+        for n in names:
+            if not quiet and draw(st.integers(0, 8)) == 0:
+                alive[n] = not alive[n]  # a replica goes (its pod NotReady or deleted) or comes back
+            kind = "healthy" if quiet else draw(st.sampled_from(["healthy", "healthy", "over", "silent"]))
+            if alive[n] and kind != "silent":
+                values[n] = draw(st.sampled_from([0.1, 0.4, 0.5])) if kind == "healthy" else draw(
+                    st.sampled_from([0.6, 2.0]))
+            if readiness_known and (alive[n] or draw(st.booleans())):
+                pods[n] = alive[n] or draw(st.booleans())
+        impact = "" if quiet or draw(st.integers(0, 4)) else "the gateway failed 1.00 requests/s"
+        samples.append(Sample(T0 + t, values, pods=pods if readiness_known else None, impact=impact))
+    return oracles.SloCase(samples, T0, 0.5, deadline, hold, blind, scrape, draw(st.booleans()), replicas)
+
+
+def _recovery(case: oracles.SloCase) -> Recovery:
+    return Recovery(case.threshold, case.deadline, case.hold, case.blind, case.expect_impact, case.scrape,
+                    case.replicas)
+
+
+@EXAMPLES
+@given(slo_cases())
+def test_slo_recovered_within_agrees_with_its_oracle(case):
+    v = slo.judge(case.samples, case.fault_at, _recovery(case), final=True)
+    ok, outcome, after = oracles.slo_recovered(case)
+    assert (v.ok, v.details["outcome"]) == (ok, outcome), v.reason
+    if ok:
+        assert v.details["recovered_after"] == after
+
+
+@EXAMPLES
+@given(slo_cases(), st.floats(0.0, 1.0))
+def test_an_early_slo_verdict_is_the_one_the_deadline_would_give(case, cut):
+    """A probe following live decides before the deadline only what no later sample can change."""
+    ordered = sorted(case.samples, key=lambda s: s.at)
+    prefix = ordered[:int(len(ordered) * cut)]
+    early = slo.judge(prefix, case.fault_at, _recovery(case), final=False)
+    if early is not None:
+        final = slo.judge(ordered, case.fault_at, _recovery(case), final=True)
+        assert not early.ok and (early.ok, early.details["outcome"]) == (final.ok, final.details["outcome"])
+
+
+@EXAMPLES
+@given(st.dictionaries(st.sampled_from(NAMES), st.sampled_from([0.1, 0.5, 0.7])),
+       st.frozensets(st.sampled_from(NAMES)))
+def test_slo_under_agrees_with_its_contract(found, expected):
+    class Prom:
+        def custom_query(self, query):
+            return [{"metric": {"pod": k}, "value": [T0, str(v)]} for k, v in found.items()]
+
+    v = slo.under(Prom(), slo.Indicator("m", "q", "10s", by="pod"), 0.5, set(expected))
+    if not found:
+        assert v.judgement == "unknown"
+    elif max(found.values()) > 0.5:
+        assert v.judgement == "failed" and v.details["worst"] == max(found, key=found.get)
+    elif set(expected) - set(found):
+        assert v.judgement == "unknown"
+    else:
+        assert v.ok
+
+
+# --- tp_groups_recovered_within (and the first moment within a budget) --------------------------------------
+NODES = (NodeView("n0", {"kubernetes.io/hostname": "n0"}, cards_capacity=8, cards_allocatable=8),
+         NodeView("n1", {"kubernetes.io/hostname": "n1"}, cards_capacity=8, cards_allocatable=8))
+
+
+@st.composite
+def moments(draw: st.DrawFn) -> tuple[list[Moment], float, float, set[str], int | None]:
+    budget_ = draw(st.sampled_from([2.0, 5.0, 8.0]))
+    sizes = draw(st.lists(st.sampled_from([1, 2]), min_size=1, max_size=3))
+    times = sorted(set(draw(st.lists(st.integers(-4, 24), min_size=1, max_size=8))))
+    found = []
+    for t in times:
+        pods = []
+        for g, size in enumerate(sizes):
+            for rank in range(size):
+                if draw(st.integers(0, 6)) == 0:
+                    continue  # a rank missing
+                labels = {"kilocard.io/model": "m", "kilocard.io/group-size": str(size)}
+                node = draw(st.sampled_from(["n0", "n1", None])) if draw(st.integers(0, 3)) == 0 else f"n{g % 2}"
+                pods.append(PodView("ns", f"g{g}-{rank}", f"u{g}-{rank}-{t}", node, "m", draw(st.booleans()) or
+                                    draw(st.booleans()), draw(st.integers(0, 9)) == 0, 4, f"ns/g{g}", rank, labels))
+        found.append(Moment(T0 + t * 0.5, ClusterSnapshot(tuple(pods), NODES)))
+    faulted = draw(st.sampled_from([set(), {"n1"}]))
+    desired = draw(st.sampled_from([None, sum(sizes)]))
+    return found, T0, budget_, faulted, desired
+
+
+def _one_replica(*pods: PodView) -> ClusterSnapshot:
+    return ClusterSnapshot(pods, NODES)
+
+
+WHOLE = PodView("ns", "g0-0", "u0", "n0", "m", True, False, 4, "ns/g0", 0,
+                {"kilocard.io/model": "m", "kilocard.io/group-size": "1"})
+
+
+@EXAMPLES
+@given(moments())
+# Found: the model whole half a second before time zero and gone at time zero passed "0.0 s after the
+# fault": a moment before time zero was judged although a later one stood at zero.
+@example(([Moment(T0 - 0.5, _one_replica(WHOLE)), Moment(T0, _one_replica())], T0, 2.0, set(), None))
+def test_tp_groups_recovered_within_agrees_with_its_oracle(case):
+    found, zero, budget_, faulted, desired = case
+    v = budget.first_within(found, lambda s: tp_groups.recovered(s, "m", faulted, "ns", desired), zero, budget_,
+                            "the fault")
+    judgement, after = oracles.first_moment(found, lambda s: oracles.recovered(s, "m", faulted, desired),
+                                            zero, budget_, 0.5)
+    assert v.judgement == judgement, v.reason
+    assert v.details["recovered_after"] == after
+
+
+@EXAMPLES
+@given(moments())
+def test_tp_groups_whole_agrees_with_its_oracle(case):
+    for m in case[0]:
+        assert tp_groups.check(m.snapshot, "m", "ns").ok == oracles.whole(m.snapshot, "m")
+
+
+# --- no_hung_groups -----------------------------------------------------------------------------------
+@st.composite
+def hung_cases(draw: st.DrawFn) -> tuple[ClusterSnapshot, Figures]:
+    pods, replicas = [], {}
+    for g in range(draw(st.integers(1, 3))):
+        size = draw(st.sampled_from([1, 2]))
+        labels = {"kilocard.io/model": "m", "kilocard.io/group-size": str(size)}
+        for rank in range(size if draw(st.integers(0, 5)) else size - 1 or 1):
+            ready = draw(st.integers(0, 4)) > 0
+            since = T0 - draw(st.sampled_from([5, 60, 600])) if ready else None
+            pods.append(PodView("ns", f"g{g}-{rank}", f"u{g}{rank}", "n0", "m", ready, False, 4, f"ns/g{g}", rank,
+                                labels, ready_since=since))
+        if draw(st.integers(0, 4)):
+            gauge = st.one_of(st.none(), st.sampled_from([0.0, 2.0]))
+            replicas[("ns", f"g{g}-0")] = Progress(draw(st.sampled_from([0.0, 0.0, 12.0])), draw(gauge), draw(gauge),
+                                                   draw(gauge))
+    return ClusterSnapshot(tuple(pods), NODES), Figures(T0, replicas, draw(st.sampled_from([None, 0.0, 30.0])))
+
+
+@EXAMPLES
+@given(hung_cases())
+def test_no_hung_groups_agrees_with_its_oracle(case):
+    snapshot, figures = case
+    v = hung.judge(snapshot, figures, "m", "30s")
+    assert v.details["outcome"] == oracles.hung_outcome(snapshot, figures, "m", 30.0), v.reason
+    assert v.ok == (v.details["outcome"] == "progressing")
+
+
+# --- devices_tainted_within -----------------------------------------------------------------------------
+@st.composite
+def taint_cases(draw: st.DrawFn) -> tuple[list, list, float, float]:
+    faults = [device_taints.XidFault("n0", card, T0 + draw(st.integers(0, 5)), draw(st.integers(0, 4)) == 0)
+              for card in draw(st.sets(st.integers(0, 3), max_size=3))]
+    taints = []
+    for f in faults:  # mostly the driver's own taint on a faulted card, some early, late, informational or undated
+        if draw(st.integers(0, 3)):
+            added = draw(st.one_of(st.none(), st.integers(-3, 20).map(lambda s, at=f.applied_at: at + s)))
+            effect = draw(st.sampled_from(["NoSchedule", "NoSchedule", "NoExecute", "None"]))
+            taints.append(device_taints.DeviceTaint("n0", f"gpu-{f.card}", "gpu.nvidia.com/xid", "79", effect, added))
+    for _ in range(draw(st.integers(0, 2))):  # and taints elsewhere
+        taints.append(device_taints.DeviceTaint(draw(st.sampled_from(["n0", "n1"])), f"gpu-{draw(st.integers(0, 7))}",
+                                                "gpu.nvidia.com/xid", "79", "NoSchedule", T0))
+    return taints, faults, float(draw(st.sampled_from([3, 10]))), T0 + draw(st.integers(0, 25))
+
+
+@EXAMPLES
+@given(taint_cases())
+def test_devices_tainted_within_agrees_with_its_oracle(case):
+    taints, faults, budget_, now = case
+    v = device_taints.judge(taints, faults, budget_, now)
+    assert v.details["outcome"] == oracles.taint_outcome(taints, faults, budget_, now), v.reason
+    assert v.ok == (v.details["outcome"] == "tainted")
+
+
+# --- stop conditions ----------------------------------------------------------------------------------
+@st.composite
+def stop_cases(draw: st.DrawFn) -> tuple[str, ClusterSnapshot | None, dict | None, int]:
+    pods = []
+    for g in range(draw(st.integers(0, 3))):
+        size = draw(st.sampled_from([1, 2]))
+        for rank in range(size if draw(st.integers(0, 4)) else 1):
+            ready = draw(st.booleans())
+            pods.append(PodView("ns", f"g{g}-{rank}", f"u{g}{rank}", "n0", "m", ready, False, 4, f"ns/g{g}", rank,
+                                {"kilocard.io/model": "m", "kilocard.io/group-size": str(size)},
+                                ready_since=T0 - draw(st.sampled_from([10, 100])) if ready else None))
+    snapshot = None if draw(st.integers(0, 5)) == 0 else ClusterSnapshot(tuple(pods), NODES)
+    values = draw(st.one_of(st.none(), st.dictionaries(st.sampled_from([f"g{g}-0" for g in range(3)]),
+                                                       st.sampled_from([0.2, 0.9]))))
+    return draw(st.sampled_from(["zero-ready", "unhealthy", "slo"])), snapshot, values, draw(st.integers(0, 2))
+
+
+@EXAMPLES
+@given(stop_cases())
+def test_stop_conditions_agree_with_their_oracle(case):
+    kind, snapshot, values, most = case
+    c = stop.Condition(kind, "m", "ns", max=most, limit=0.5, window="30s")
+    fired = stop.breach(c, snapshot, values if kind == "slo" else None, T0) is not None
+    assert fired == oracles.stop_fires(kind, snapshot, "m", 0.5, most, values, T0, 30.0)
+
+
+# --- the run's verdict, its expectation, and faults nothing saw land -------------------------------------------
+OURS = {"type": "python", "module": "probes.chaostoolkit", "func": "tp_groups_whole"}
+REGEX = {"type": "regex", "target": "verdict", "pattern": "^ok$"}
+
+
+@st.composite
+def probe_entries(draw: st.DrawFn, steady: bool = False) -> dict:
+    judgement = draw(st.sampled_from(["ok", "failed", "unknown"]))
+    output = {"verdict": "ok" if judgement == "ok" else "failed", "ok": judgement == "ok", "reason": "r",
+              "judgement": judgement, "impact_seen": draw(st.booleans())}
+    entry = {"activity": {"type": "probe", "name": "p", "provider": OURS}, "output": output, "status": "succeeded"}
+    if draw(st.booleans()) or steady:
+        entry["activity"]["tolerance"] = REGEX
+    if draw(st.integers(0, 5)) == 0:
+        entry.update(status="failed", output=None, exception=["Traceback", "KeyError: x"])
+    if steady:
+        entry["tolerance_met"] = entry["status"] == "succeeded" and judgement == "ok"
+    return entry
+
+
+@st.composite
+def journals(draw: st.DrawFn) -> dict:
+    runs = []
+    for _ in range(draw(st.integers(0, 4))):
+        if draw(st.booleans()):
+            runs.append(draw(probe_entries()))
+        else:
+            runs.append({"activity": {"type": "action", "name": "a", "timeout": draw(st.sampled_from([None, 5]))},
+                         "status": draw(st.sampled_from(["succeeded"] * 4 + ["failed"])),
+                         "duration": draw(st.sampled_from([1.0, 7.0]))})
+
+    def state(met: bool | None) -> dict | None:
+        if met is None:
+            return None
+        probes = draw(st.lists(probe_entries(steady=True), min_size=1, max_size=2))
+        return {"steady_state_met": all(p["tolerance_met"] for p in probes), "probes": probes}
+
+    before, after = state(draw(st.sampled_from([True, None]))), state(draw(st.sampled_from([True, None])))
+    journal = {"status": draw(st.sampled_from(["completed"] * 5 + ["interrupted", "aborted", "failed"])),
+               "deviated": bool(after and not after["steady_state_met"]), "run": runs,
+               "steady_states": {"before": before, "after": after}}
+    if journal["status"] == "interrupted" and draw(st.booleans()):
+        journal["kilocard_stop"] = {"reason": "r", "blind": draw(st.booleans())}
+    return journal
+
+
+@EXAMPLES
+@given(journals(), st.sampled_from([0, 1, 3]))
+def test_the_runs_verdict_and_its_expectation_agree_with_their_oracle(journal, expected_exit):
+    code, reason, basis = run.verdict(journal)
+    assert (int(code), basis) == oracles.run_verdict(journal)
+    expect = run.Expectation(run.Exit(expected_exit), reason[:10])
+    met = run.judged(expect, code, reason, basis)[0] == run.Exit.PASSED
+    assert met == oracles.expectation_met(expected_exit, reason[:10], int(code), reason, basis)
+
+
+@EXAMPLES
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["confirmed", "inconclusive", "mismatch"]).map(
+    lambda s: {"status": s, "evidence": "e"})), max_size=3), journals())
+def test_a_fault_nothing_saw_land_agrees_with_its_oracle(landed, journal):
+    outputs = [r.get("output") for r in journal["run"]]
+    assert (run.unseen(landed, journal) is not None) == oracles.unseen(landed, outputs)
+
+
+# --- placement_holds, capacity_fits, remediated_within, the guards ---------------------------------------------
+@st.composite
+def fleets(draw: st.DrawFn) -> ClusterSnapshot:
+    nodes = tuple(NodeView(f"n{i}", {"kubernetes.io/hostname": f"n{i}", "kilocard.io/rack": f"r{i % 2}"},
+                           ready=draw(st.integers(0, 5)) > 0, unschedulable=draw(st.integers(0, 5)) == 0,
+                           taints=("nvidia.com/gpu-error=x:NoSchedule",) if draw(st.integers(0, 3)) == 0 else (),
+                           cards_capacity=8, cards_allocatable=8) for i in range(draw(st.integers(1, 4))))
+    required = ("kubernetes.io/hostname",) if draw(st.booleans()) else ()
+    spread = ("kubernetes.io/hostname",) if draw(st.integers(0, 3)) == 0 else ()
+    pods = []
+    for g in range(draw(st.integers(0, 4))):
+        size = draw(st.sampled_from([1, 2]))
+        for rank in range(size):
+            node = draw(st.sampled_from([None, *[n.name for n in nodes]]))
+            pods.append(PodView("ns", f"g{g}-{rank}", f"u{g}{rank}", node, "m", node is not None and draw(st.booleans()),
+                                draw(st.integers(0, 8)) == 0, 4, f"ns/g{g}", rank,
+                                {"kilocard.io/model": "m", "kilocard.io/group-size": str(size),
+                                 "kilocard.io/layers": "32", "kilocard.io/kv-heads": "8", "kilocard.io/head-dim": "128",
+                                 "kilocard.io/dtype": "bfloat16"},
+                                required_anti_affinity=required, hard_spread=spread))
+    return ClusterSnapshot(tuple(pods), nodes)
+
+
+@EXAMPLES
+@given(fleets(), st.sampled_from(["kubernetes.io/hostname", "kilocard.io/rack"]), st.integers(0, 2), st.booleans())
+def test_placement_holds_agrees_with_its_oracle(snapshot, key, skew, guaranteed):
+    from probes import placement
+
+    v = placement.anti_affinity(snapshot, "m", key, "ns", skew, guaranteed)
+    assert v.ok == oracles.placement_ok(snapshot, "m", key, skew, guaranteed), v.reason
+
+
+@EXAMPLES
+@given(fleets(), st.sampled_from([0.5, 5.0, 50.0]), st.sampled_from([0.0, 0.25]), st.sampled_from([(), ("n0",)]))
+def test_capacity_fits_agrees_with_its_oracle(snapshot, qps, headroom, losing):
+    from probes import capacity
+
+    demand = capacity.Demand(qps, 2048, 256, 8.0)
+    per_card = 2**30
+    v = capacity.fits(snapshot, "m", demand, headroom, per_card, losing, "ns")
+    per_token = capacity.kv_bytes_per_token(32, 8, 128, "bfloat16")
+    assert v.ok == oracles.capacity_ok(snapshot, "m", qps * 8.0 * (2048 + 256), per_token, headroom, per_card, losing)
+
+
+@EXAMPLES
+@given(st.lists(fleets(), min_size=1, max_size=5), st.lists(st.integers(-4, 16), min_size=1, max_size=5),
+       st.sampled_from([2.0, 6.0]))
+def test_remediated_within_agrees_with_its_oracle(fleets_, times, budget_):
+    from chaos.vocabulary import QUARANTINE_LABELS, QUARANTINE_TAINTS
+    from probes import remediation
+
+    found = [Moment(T0 + t * 0.5, s) for t, s in zip(sorted(set(times)), fleets_, strict=False)]
+    v = budget.first_within(found, lambda s: remediation.check(s, "n0", ("m",), "ns"), T0, budget_, "the fault")
+    judgement, after = oracles.first_moment(
+        found, lambda s: oracles.quarantined_and_drained(s, "n0", ("m",), QUARANTINE_TAINTS, QUARANTINE_LABELS),
+        T0, budget_, 0.5)
+    assert (v.judgement, v.details["recovered_after"]) == (judgement, after), v.reason
+
+
+@EXAMPLES
+@given(fleets(), st.data())
+def test_the_guards_agree_with_their_oracle(snapshot, data):
+    from chaos import guards
+    from probes.verdict import failed, passed
+
+    live = [p for p in snapshot.pods if not p.deleting]
+    taken = {(p.namespace, p.name): p for p in data.draw(st.lists(st.sampled_from(live), unique=True))} if live else {}
+    if data.draw(st.booleans()):
+        taken[("other", "sidecar")] = None  # a pod of no model
+    r = guards.Radius(pods=taken, nodes=set(data.draw(st.lists(st.sampled_from(["n0", "n1", "n2"]), unique=True))),
+                      cards=data.draw(st.integers(0, 40)))
+    room_ok = {("ns", "m"): data.draw(st.booleans())} if data.draw(st.booleans()) else {}
+    r.room = {k: passed("room") if ok else failed("no room") for k, ok in room_ok.items()}
+    lim = guards.Limits(max_pods=data.draw(st.integers(0, 4)), max_nodes=data.draw(st.integers(0, 3)),
+                        max_cards=data.draw(st.sampled_from([8, 64])), min_ready=data.draw(st.integers(0, 2)),
+                        room=data.draw(st.booleans()), require_opt_in=data.draw(st.booleans()),
+                        contexts=data.draw(st.sampled_from([(), ("prod",)])))
+    opted = set(data.draw(st.lists(st.sampled_from(["ns", "other"]), unique=True)))
+    context = data.draw(st.sampled_from([None, "prod", "dev"]))
+    said = guards.judge(r, snapshot, lim, opted, context)
+    refused = {name for name in ("max_pods", "max_nodes", "max_cards", "min_ready", "room", "contexts")
+               if any(line.startswith(name) or f"'s {name} " in line for line in said)}
+    refused |= {"require_opt_in"} if any("opted in" in line for line in said) else set()
+    assert refused == oracles.guard_refusals(taken, r.nodes, r.cards, snapshot, lim, opted, room_ok, context), said
