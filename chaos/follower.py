@@ -236,11 +236,12 @@ class Follower:
                 _apply(self._base[c.kind], c)
                 self._base_at[c.kind] = c.at
 
-    def history(self, since: float, namespace: str | None = None) -> History | None:
+    def history(self, since: float, namespace: str | None = None, settled: float | None = None) -> History | None:
         """Pods (of `namespace`, or all) and nodes as they were at `since`, or at the first moment
-        after it when this follower's view held every write made before `since` (this process's,
-        and those `catch_up` found), then every change after; None when its record does not reach
-        back to `since` (it started later, or folded that part away) or has not caught up yet."""
+        after it when this follower's view held every write made up to `settled` (default
+        `since`: a fault's writes come during its apply, after its time), this process's and
+        those `catch_up` found, then every change after; None when its record does not reach back
+        to `since` (it started later, or folded that part away) or has not caught up yet."""
         def mine(kind: str, key: str) -> bool:
             return kind == "nodes" or namespace is None or key.startswith(f"{namespace}/")
 
@@ -249,7 +250,8 @@ class Follower:
                 return None
             state = {kind: dict(self._base[kind]) for kind in KINDS}
             changes = [c for c in self._log if mine(c.kind, c.key)]
-            writes = [w for w in written.since(0) if w.kind in KINDS and w.at <= since and mine(w.kind, w.key)]
+            until = since if settled is None else max(since, settled)
+            writes = [w for w in written.since(0) if w.kind in KINDS and w.at <= until and mine(w.kind, w.key)]
         i = 0
         while i < len(changes) and changes[i].at <= since:
             _apply(state[changes[i].kind], changes[i])
@@ -269,10 +271,11 @@ class Follower:
         return History(at, pods, list(state["nodes"].values()), changes[i:])
 
     def catch_up(self, at: float) -> None:
-        """After another driver's action: one fresh LIST of pods and nodes, and every object that
-        differs from the view recorded as a write made at `at` (chaos.written), so no snapshot or
-        history from then on misses what that action did. A failed LIST is ridden out: the view
-        then only lacks what the watch has not delivered yet."""
+        """After another driver's action, which ended at `at`: one fresh LIST of pods and nodes,
+        and every object the view did not hold as listed by `at` (it differs now, or the watch
+        delivered it only after `at`) recorded as a write made at `at` (chaos.written), so no
+        snapshot, and no history from `at`, misses what the action did. A failed LIST is ridden
+        out: the view then only lacks what the watch has not delivered yet."""
         try:
             listed = {kind: {_key(kind, o): o for o in items} for kind, items in zip(
                 KINDS, self.kube.batch(lambda lister: lister(), [self.kube.list_pods_raw, self.kube.list_nodes_raw]),
@@ -281,11 +284,13 @@ class Follower:
             return
         with self._changed:
             known = {kind: dict(self._objects[kind]) for kind in KINDS}
+            late = {(c.kind, c.key) for c in self._log if c.at > at}
         for kind in KINDS:
             for key, obj in listed[kind].items():
-                if key not in known[kind] or (_version(obj) or 0) > (_version(known[kind][key]) or 0):
+                if (kind, key) in late or key not in known[kind] or (
+                        (_version(obj) or 0) > (_version(known[kind][key]) or 0)):
                     written.seen(kind, key, _version(obj), bool(obj["metadata"].get("deletionTimestamp")), at)
-            for key in known[kind].keys() - listed[kind].keys():
+            for key in (known[kind].keys() | {k for c, k in late if c == kind}) - listed[kind].keys():
                 written.seen(kind, key, None, True, at)
 
     def subscribe(self, namespace: str | None, listener: Callable[[str, Any], None]) -> Callable[[], None]:

@@ -64,7 +64,8 @@ class Record:
     undo: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     at: str = ""
-    applied_at: float = 0.0  # epoch seconds when the apply returned (0: not applied)
+    applied_at: float = 0.0  # epoch seconds when its apply started: the fault's time (0: not applied)
+    applied_until: float = 0.0  # when its apply returned: every change it made is older
     landed: dict[str, Any] = field(default_factory=dict)  # chaos.landed: {status, evidence, seconds}
 
     @property

@@ -148,7 +148,7 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
             record.undo = outcome
             failpoints.reach("fault-applied")
             record.state = "applied" if module.REVERTIBLE else "reverted"  # nothing left to undo
-            record.applied_at = started
+            record.applied_at, record.applied_until = started, time.time()
         return record
 
     def applied(record: ledger.Record) -> ledger.Record:

@@ -108,7 +108,7 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
         records = _applied_records(cfg, kube)
         zero, zero_is = time_zero(cfg, kube, since, first=True)
         return tp_groups.recovered_within(kube, model, _faulted_nodes(records), zero, budget, namespace,
-                                          cfg.get("kilocard_card_resource"), zero_is).to_json()
+                                          cfg.get("kilocard_card_resource"), zero_is, _settled(records)).to_json()
     finally:
         kube.close()
 
@@ -374,7 +374,7 @@ def remediated_within(models: List[str], budget: float, node: str = None, namesp
         zero, zero_is = (min(on_node), f"the fault on {node}") if on_node else time_zero(cfg, kube, since)
         cards = cfg.get("kilocard_card_resource")
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path, fault_at=zero,
-                                  zero_is=zero_is).to_json()
+                                  zero_is=zero_is, settled=_settled(records)).to_json()
     finally:
         kube.close()
 
@@ -409,6 +409,11 @@ def _records(cfg: Dict[str, Any], kube: Optional[Kube]) -> List[ledger.Record]:
     applied, else (a probe in another process) the cluster's markers too."""
     directory, run_id = _ledger_dir(cfg), run_id_of(cfg)
     return ledger.records(None, directory, run_id) or (ledger.records(kube, directory, run_id) if kube else [])
+
+
+def _settled(records: List[ledger.Record]) -> Optional[float]:
+    """When the run's faults so far were done applying: their changes are all older."""
+    return max((r.applied_until or r.applied_at for r in records), default=None)
 
 
 def _applied_records(cfg: Dict[str, Any], kube: Kube) -> List[ledger.Record]:

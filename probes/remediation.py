@@ -87,12 +87,12 @@ PATHS = {"quarantine": check, "out-of-service": out_of_service}
 
 def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namespace: str | None = None,
            card_resource: str | None = None, path: str = "quarantine", *, fault_at: float,
-           zero_is: str = "the fault") -> Verdict:
+           zero_is: str = "the fault", settled: float | None = None) -> Verdict:
     """The path's check at some moment within `budget` s of `fault_at`: the run's record of the
     interval, then the cluster followed live (the run's follower, else a watch) until it passes
     or the budget runs out."""
     if path not in PATHS:
         raise ValueError(f"remediation path: expected one of {', '.join(PATHS)}, got {path!r}")
     judge = PATHS[path]
-    found = snap.moments(kube, card_resource, namespace, MODEL_LABEL, fault_at, fault_at + budget)
+    found = snap.moments(kube, card_resource, namespace, MODEL_LABEL, fault_at, fault_at + budget, settled)
     return budgeted.first_within(found, lambda s: judge(s, node, models, namespace), fault_at, budget, zero_is)

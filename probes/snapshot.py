@@ -185,7 +185,7 @@ class Source(Protocol):
 
     def subscribe(self, namespace: str | None, listener: Callable[[str, Any], None]) -> Callable[[], None]: ...
 
-    def history(self, since: float, namespace: str | None = None) -> Any: ...
+    def history(self, since: float, namespace: str | None = None, settled: float | None = None) -> Any: ...
 
     @property
     def recorded_from(self) -> float: ...
@@ -241,22 +241,25 @@ class Moment:
 
 
 def moments(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str, since: float,
-            until: float) -> Iterator[Moment]:
+            until: float, settled: float | None = None) -> Iterator[Moment]:
     """The cluster from `since` to `until` (epoch seconds), a moment per change: as the run's
     follower recorded it (its history, from `since` or from when its view held every write made
     before), then live, a snapshot now and again after each change of the pods in `namespace`
     (those matching `label_selector` when no follower runs; with one, a node's cordon, taints,
-    Ready or cards too). Without a record reaching back to `since`, the first moment is now."""
-    yield from recorded(kube, card_resource, namespace, since) or ()
+    Ready or cards too). Without a record reaching back to `since`, the first moment is now.
+    `settled`: when the fault's writes were done (its apply returned): no moment is judged
+    before the view holds them."""
+    yield from recorded(kube, card_resource, namespace, since, settled) or ()
     for s in _followed(kube, card_resource, namespace, label_selector, until):
         yield Moment(time.time(), s)
 
 
-def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since: float) -> list[Moment] | None:
+def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since: float,
+             settled: float | None = None) -> list[Moment] | None:
     """The cluster from `since` until now as the run's follower recorded it, a moment per change
     (see `moments`); None when no follower runs or its record does not reach back to `since`."""
     run = source_for(kube)
-    past = run.history(since, namespace) if run is not None else None
+    past = run.history(since, namespace, settled) if run is not None else None
     if past is None:
         return None
     pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods}

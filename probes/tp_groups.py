@@ -107,12 +107,13 @@ def recovered(snapshot: ClusterSnapshot, model: str, faulted: set[str], namespac
 
 def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float, budget: float,
                      namespace: str | None = None, card_resource: str | None = None,
-                     zero_is: str = "the fault") -> Verdict:
+                     zero_is: str = "the fault", settled: float | None = None) -> Verdict:
     """`recovered` at some moment within `budget` s of `fault_at`: the run's record of the
-    interval, then the model's pods followed live (the run's follower, else a watch) until it
-    holds or the budget runs out."""
+    interval (from when its view held the fault's writes, done by `settled`), then the model's
+    pods followed live (the run's follower, else a watch) until it holds or the budget runs out."""
     wanted = desired(kube, model, namespace)
-    found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", fault_at, fault_at + budget)
+    found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", fault_at, fault_at + budget,
+                         settled)
     return budgeted.first_within(found, lambda s: recovered(s, model, faulted, namespace, wanted), fault_at, budget,
                                  zero_is)
 

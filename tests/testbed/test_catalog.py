@@ -146,13 +146,16 @@ def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, t
     assert breached and ttft["breach_after"] < ttft["recovered_after"]
     healthy = [v for s in breached for name, v in s["values"].items() if name != sick]
     assert healthy and all(v < 0.5 for v in healthy)
-    assert ttft["peak"] > 2.5 * statistics.median(healthy), (ttft["peak"], healthy)  # about 3x its twin
+    # About 3x its twin while both serve (once the sick one is drained, its twin carries all the traffic).
+    (replaced,) = journal["kilocard"]["recovery"]
+    both = [v for s in breached if s["at"] < ttft["fault_at"] + replaced["deleted"]
+            for name, v in s["values"].items() if name != sick]
+    assert ttft["peak"] > 2.5 * statistics.median(both), (ttft["peak"], both)
     series, fault_at = ttft["series"], ttft["fault_at"]
     assert all(fault_at <= x["at"] for x in series) and [x["at"] for x in series] == sorted(x["at"] for x in series)
     assert ttft["blind_until"] == slo.seconds("10s") + 1.0  # never judged before the fault could show
     # The recovery is the remediator's: the SLO is back once the sick replica is drained (the other
     # carries its traffic), and its replacement is Ready on healthy cards within the budget.
-    (replaced,) = journal["kilocard"]["recovery"]
     assert replaced["pod"] == sick and replaced["deleted"] < ttft["recovered_after"], (replaced, ttft)
     assert replaced["node"] != fault["target"]["node"] and replaced["ready"] < 90, replaced
     # On the same measurements, a budget shorter than the measured recovery fails, naming the replica.
@@ -186,7 +189,7 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     (ecc,) = recorded["faults"]
     assert ecc["fault"]["kind"] == "gpu-ecc" and ecc["at"] == 0
     assert (ecc["fault"]["nodes"], ecc["fault"]["card"]) == ([fault["target"]["node"]], 3)
-    assert 25 < ecc["for"] < 40  # the alert fired while the ECC errors lasted (the run's 31 s)
+    assert 55 < ecc["for"] < 75  # the alert fired while the ECC errors lasted: to the run's revert, after its 60 s deadline
     (evicted,) = recorded["recorded"]["recovery"]
     assert evicted["pod"] == sick and evicted["replacement"] and 5 < evicted["deleted"] < 25, evicted
     assert any(a["name"] == "ReplicaTtftP95High" for a in recorded["recorded"]["alerts"])  # the SLO burn, kept
@@ -200,6 +203,7 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     kube.patch_node(spare, {"spec": {"unschedulable": False}})
     assert back[fault["target"]["node"]] == 1, back
     recorded["observe"] = 10
+    recorded["faults"][0]["for"] = 30  # replayed for 30 s: long past the remediation, shorter than the run held it
     incident.write_text(yaml.safe_dump(recorded))
     done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--prometheus-url", testbed.prometheus_url,
                            "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "replay.json"),
@@ -207,7 +211,7 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stdout + done.stderr
     replayed = json.loads((tmp_path / "replay.json").read_text())
     (played,) = replayed["run"][0]["output"]
-    assert abs(played["applied_after"] - ecc["at"]) < 1.0 and abs(played["reverted_after"] - ecc["for"]) < 1.0
+    assert abs(played["applied_after"] - ecc["at"]) < 1.0 and abs(played["reverted_after"] - 30) < 1.0
     assert played["targets"] == [fault["target"]]
     (moved,) = replayed["kilocard"]["recovery"]  # the remediator took the replica out again
     assert moved["node"] != fault["target"]["node"] and moved["deleted"] < ecc["for"], moved
@@ -237,7 +241,7 @@ def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
                              f"node {node} is not quarantined"), reason
     ttft = probe(journal, "ttft-breached-then-recovered")
     assert ttft["outcome"] == "not_recovered" and ttft["breach_after"] is not None, ttft["reason"]
-    assert ttft["reason"].startswith("not recovered within 90 s (never back under 0.5)"), ttft["reason"]
+    assert ttft["reason"].startswith("not recovered within 60 s (never back under 0.5)"), ttft["reason"]
     assert f"last: {ttft['worst']} at" in ttft["reason"]  # the sick replica, named
 
 
@@ -301,7 +305,7 @@ def test_s5_without_the_out_of_service_step_fails_with_the_group_incomplete(kube
                                     "--var", "budget_seconds:int=60")
     assert code == 1
     reason = journal["kilocard"]["reason"]
-    assert reason.startswith("probe 'group-back-within-budget' failed: 60 s after the fault:"), reason
+    assert reason.startswith("probe 'group-back-within-budget' failed: 60 s after the run's first fault:"), reason
     assert "1 of 2 ranks present" in reason, reason
     assert [f["kind"] for f in journal["kilocard"]["faults"]] == ["node-kubelet-stop"]
     assert journal["kilocard"]["faults"][0]["state"] == "reverted"

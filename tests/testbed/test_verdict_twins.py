@@ -66,9 +66,9 @@ def test_a_hold_that_breaks_late_in_its_interval_fails(testbed, tmp_path, two_tp
 
 
 def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(testbed, tmp_path, two_tp8):
-    """S3, its probes reached 60 s after the ECC fault: the remediation (quarantine, drain, the
-    replica rebuilt) fits in the catalog's 90 s, not in 30 s; counted from the probe's start,
-    both would pass."""
+    """S3, its probes reached 60 s after the ECC fault: the quarantine and drain (about 12 s on
+    the testbed) fit in the catalog's 90 s, not in 5 s; counted from the probe's start, both
+    would pass."""
     p = two_tp8
     late = experiment("s3-ecc-one-tp-member.yaml")
     fault = copy.deepcopy(late["method"][0])
@@ -76,15 +76,15 @@ def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(test
     late["method"] = [fault,
                       probe_of("remediated-within-90", "remediated_within", models=[TP8], budget=90,
                                namespace=p.namespace),
-                      probe_of("remediated-within-30", "remediated_within", models=[TP8], budget=30,
+                      probe_of("remediated-within-5", "remediated_within", models=[TP8], budget=5,
                                namespace=p.namespace)]
     code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
     within = probe(journal, "remediated-within-90")
-    assert within["verdict"] == "ok" and 30 < within["recovered_after"] < 60, within["reason"]
+    assert within["verdict"] == "ok" and 5 < within["recovered_after"] < 60, within["reason"]  # from the record
     assert code == 1
     (ecc,) = journal["kilocard"]["faults"]
     assert journal["kilocard"]["reason"].startswith(
-        f"probe 'remediated-within-30' failed: 30 s after the fault on {ecc['target']['node']}: "), (
+        f"probe 'remediated-within-5' failed: 5 s after the fault on {ecc['target']['node']}: "), (
         journal["kilocard"]["reason"])
 
 
