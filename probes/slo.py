@@ -100,8 +100,9 @@ CONTRACTS = (
         "slo_recovered_within", "probe",
         asserts="over the whole interval, the indicator ends healthy: healthy from some moment R to the deadline, "
                 "R no earlier than the blind window's end and at least `hold` before the deadline; with "
-                "`expect_impact`, a breach (a sample seen hurting, one scrape or more after time zero) comes "
-                "before R; without it, either no breach at all (held) or a breach then R (recovered)",
+                "`expect_impact`, a breach (a sample seen hurting, one scrape or more after time zero: one "
+                "sooner may predate the fault) comes before R; without it, either no breach at all (held) or a "
+                "breach then R (recovered)",
         time_zero="`fault_at` if given, else the run's last fault (ledger), else the end of the last action before "
                   "the probe (any driver's), else `since`",
         interval="every sample from time zero to time zero + `deadline`, whole (a range query a scrape after the "
@@ -121,8 +122,8 @@ CONTRACTS = (
                   ("not_recovered", "failed: a breach, and not healthy for hold by the deadline (decided early "
                                     "once a breach leaves less than hold)"),
                   ("no_impact", "failed: expect_impact and every sample healthy"),
-                  ("unknown", "no data, a breach already there at time zero, or samples not seen where the "
-                              "verdict needs them")),
+                  ("unknown", "no data, a breach already there at time zero (over the threshold in the "
+                              "scrape up to it), or samples not seen where the verdict needs them")),
         judge=("probes.slo.classify", "probes.slo.judge", "probes.slo._Judged", "probes.slo._final_streak")),
 )
 
@@ -335,7 +336,7 @@ class Recovery:
     hold: float  # seconds it must have been healthy by the deadline to count as recovered
     blind: float  # seconds after the fault before a healthy sample may count (rate window + scrape)
     expect_impact: bool = True  # the fault should hurt: a pass needs a breach, then a recovery
-    scrape: float = 0.0  # a value over the threshold sooner than one scrape after the fault was there before it
+    scrape: float = 0.0  # a value over the threshold within a scrape of the fault may predate it
     replicas: bool = True  # one series per replica (a series that vanishes is judged by its pod)
 
     def __post_init__(self) -> None:
@@ -367,8 +368,10 @@ class _Judged:
         self.fault_at, self.r, self.due = fault_at, r, fault_at + r.deadline
         seen = classify([s for s in samples if s.at <= self.due], r.threshold, r.replicas)
         self.judged = [x for x in seen if x.at >= fault_at]
+        # A value over the threshold in the scrape before the fault was there before it; one in the
+        # scrape after may be either: it is neither the fault's impact nor its absence.
         self.counts_from = fault_at + (r.scrape if r.expect_impact else 0.0)
-        self.already = next((x for x in self.judged if x.over and x.at < fault_at + r.scrape),
+        self.already = next((x for x in seen if x.over and fault_at - r.scrape <= x.at < fault_at),
                             None) if r.expect_impact else None
         self.breach = next((x for x in self.judged if x.state == BREACH and x.at >= self.counts_from), None)
         self.streak = _final_streak(self.judged, fault_at + r.blind)

@@ -30,7 +30,7 @@ def test_a_frozen_rank_1_turns_the_probe_red_with_both_pods_ready_and_green_once
     run_id = f"t-{uuid.uuid4().hex[:8]}"
     cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": testbed.prometheus_url,
            "kilocard_run_id": run_id, "kilocard_ledger_dir": str(tmp_path / "ledger")}
-    assert eventually(lambda: chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, cfg)["verdict"] == "ok", 60)
+    assert eventually(lambda: chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, configuration=cfg)["verdict"] == "ok", 60)
 
     ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None)
     book = ledger.Ledger(run_id, kube, tmp_path / "ledger")
@@ -40,7 +40,7 @@ def test_a_frozen_rank_1_turns_the_probe_red_with_both_pods_ready_and_green_once
         (record,) = stalled.records
         assert record.landed["status"] == "confirmed", record.landed
         started = time.time()
-        red = chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, cfg)
+        red = chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, configuration=cfg)
         # It waited for the window to lie after the fault: before that the stall could not show.
         assert time.time() - started >= 15 - 2
         assert red["verdict"] == "failed" and red["outcome"] == "hung", red["reason"]
@@ -53,4 +53,4 @@ def test_a_frozen_rank_1_turns_the_probe_red_with_both_pods_ready_and_green_once
     finally:
         assert revert.revert(ctx, book, stalled.records) == []
     # Thawed: the group drains its queue and progresses again; the probe passes once it shows.
-    assert eventually(lambda: chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, cfg)["verdict"] == "ok", 60)
+    assert eventually(lambda: chaostoolkit.no_hung_groups(BIG, p.namespace, WINDOW, configuration=cfg)["verdict"] == "ok", 60)

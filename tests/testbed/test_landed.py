@@ -199,8 +199,11 @@ def test_a_fault_that_never_lands_fails_the_run_unless_the_experiment_allows_it(
 
     sim(kube, free, f"misfire/{free}/ecc")
     code, journal, _ = kilocard_run(testbed, tmp_path / "allowed", ecc_run(free, allow_mismatch=True))
-    assert code == 0, journal["kilocard"]["reason"]
-    assert journal["kilocard"]["faults"][0]["landed"]["status"] == "mismatch"  # said, not failed
+    (fault,) = journal["kilocard"]["faults"]
+    assert fault["landed"]["status"] == "mismatch" and fault["state"] == "reverted"  # allowed: applied, then said
+    # ... but with no probe that saw its effect, nothing shows the fault happened: not a pass either.
+    assert code == 1 and journal["kilocard"]["basis"] == "unknown", journal["kilocard"]["reason"]
+    assert journal["kilocard"]["reason"].startswith("1 of 1 fault(s) not confirmed landed (mismatch: ")
 
     code, journal, _ = kilocard_run(testbed, tmp_path / "landing", ecc_run(free))
     assert code == 0 and journal["kilocard"]["landed"]["confirmed"] == 1, json.dumps(journal["kilocard"])[:2000]

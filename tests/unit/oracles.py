@@ -56,11 +56,13 @@ def sample_states(case: SloCase) -> list[tuple[float, str, bool]]:
 
 def slo_recovered(case: SloCase) -> tuple[bool, str, float | None]:
     """(ok, outcome, recovered_after) at the deadline."""
-    states = [x for x in sample_states(case) if x[0] >= case.fault_at]
+    everything = sample_states(case)
+    states = [x for x in everything if x[0] >= case.fault_at]
     values_seen = any(s.values for s in case.samples if case.fault_at <= s.at <= case.fault_at + case.deadline
                       and not s.error)
     counts_from = case.fault_at + (case.scrape if case.expect_impact else 0.0)
-    if case.expect_impact and any(over and at < case.fault_at + case.scrape for at, _, over in states):
+    if case.expect_impact and any(over and case.fault_at - case.scrape <= at < case.fault_at
+                                  for at, _, over in everything):
         return False, "unknown", None
     breaches = [at for at, state, _ in states if state == "breach" and at >= counts_from]
     if not values_seen and not breaches:

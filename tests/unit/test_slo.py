@@ -89,7 +89,7 @@ def test_absence_is_impact_only_when_the_cluster_corroborates_it():
 
 def test_a_breach_already_there_when_the_fault_came_is_not_its_impact():
     late = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, scrape=1)
-    v = judge(series([{"a": 0.9}] * 3 + healthy(40)), T0, late, final=False)
+    v = judge(series([{"a": 0.9}] * 4 + healthy(40), start=-1), T0, late, final=False)  # over in the scrape before
     assert not v.ok and v.details["outcome"] == "unknown" and v.reason.startswith("already over 0.5 when the fault")
 
 

@@ -126,7 +126,7 @@ def _() -> Any:
 
 @case("slo.judge already over")
 def _() -> Any:
-    return out(slo.judge(samples([{"a": 0.9}] + [OK2] * 30), T0, ECC, final=False))
+    return out(slo.judge(samples([{"a": 0.9}] + [OK2] * 31, start=-1), T0, ECC, final=False))
 
 
 @case("slo.judge no impact seen, gaps")
