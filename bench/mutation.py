@@ -118,7 +118,9 @@ def section(found: dict[str, dict[str, str]], seconds: float, command: str) -> s
              "", "| function | mutants | killed | survived | timeout | no tests |",
              "| --- | --- | --- | --- | --- | --- |", *rows, ""]
     if survivors:
-        lines += ["Each survivor: the mutated line, and why it changes no verdict (or **unexplained**).", "",
+        lines += ["Each survivor: the mutated line, and why it changes no verdict (or **unexplained**). A survivor "
+                  "that is not equivalent gets a test that kills it (the `edges` cases of "
+                  "tests/unit/test_verdict_golden.py were written so), or the code it exposes is made plainer.", "",
                   "| mutant | mutated line | why |", "| --- | --- | --- |", *survivors, ""]
     return "\n".join(lines)
 

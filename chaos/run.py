@@ -450,7 +450,7 @@ def passes(run: dict[str, Any]) -> bool:
     if tolerance is None:
         return True
     try:
-        return bool(within_tolerance(tolerance, run.get("output"), configuration=None, secrets=None))
+        return bool(within_tolerance(tolerance, run.get("output")))
     except Exception:  # noqa: BLE001 - chaoslib raises on a target the output lacks: not within it
         return False
 

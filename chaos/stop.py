@@ -187,9 +187,9 @@ def breach(c: Condition, s: ClusterSnapshot | None,
     groups: dict[str, list[Any]] = defaultdict(list)
     for p in pods:
         groups[p.group].append(p)
-    ready = sum(1 for m in groups.values()
-                if len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m))
-    return f"{c.describe()}: no Ready replica left" if ready == 0 else None
+    whole = any(len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m)
+                for m in groups.values())
+    return None if whole else f"{c.describe()}: no Ready replica left"
 
 
 def _silent(c: Condition, s: ClusterSnapshot, found: Any, at: float | None) -> str | None:

@@ -144,12 +144,11 @@ def _card(f: XidFault, found: list[DeviceTaint], budget: float, now: float) -> d
     where = f"node {f.node} {device} (card {f.card})"
     keeping = [t for t in found if t.effect in KEEPS_OFF]
     # timeAdded has whole seconds: a taint stamped in the second the fault was applied is its own.
-    timed = sorted((t for t in keeping if t.added is not None and t.added > f.applied_at - 1.0),
-                   key=lambda t: t.added or 0.0)
+    timed = [(t.added, t) for t in keeping if t.added is not None and t.added > f.applied_at - 1.0]
     seconds, taint = now - f.applied_at, None
     if timed:
-        taint = timed[0]
-        seconds = max(0.0, (taint.added or 0.0) - f.applied_at)
+        added, taint = min(timed, key=lambda at: at[0])
+        seconds = max(0.0, added - f.applied_at)
         state = "late" if seconds > budget else "tainted"
         why = f"{where} tainted {taint} {seconds:.1f} s after its XID fault"
     elif keeping:
@@ -159,7 +158,7 @@ def _card(f: XidFault, found: list[DeviceTaint], budget: float, now: float) -> d
         state = "reverted"
         why = f"{where} not tainted, its XID fault reverted before this probe looked (the taint may be gone)"
     else:
-        state = "pending" if seconds < budget else "untainted"
+        state = "pending" if seconds <= budget else "untainted"  # a taint at the budget's end is in time
         shown = f" (only {', '.join(map(str, found))})" if found else ""
         why = f"{where} not tainted {seconds:.1f} s after its XID fault{shown}"
     return {"node": f.node, "card": f.card, "device": device, "applied_at": f.applied_at, "state": state,

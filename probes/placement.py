@@ -39,7 +39,7 @@ CONTRACTS = (
 def _domains(snapshot: ClusterSnapshot, replicas: list[PodView], key: str) -> Counter[str]:
     found: Counter[str] = Counter()
     for p in replicas:
-        node = snapshot.node(p.node) if p.node else None
+        node = snapshot.node(p.node)
         if node is not None:
             found[node.labels.get(key, f"<no {key}>")] += 1
     return found

@@ -42,7 +42,7 @@ CONTRACTS = (
 
 
 def is_quarantined(node: NodeView, taint_keys: tuple[str, ...] = QUARANTINE_TAINTS) -> bool:
-    return node.unschedulable and (any(t.split("=", 1)[0] in taint_keys for t in node.taints)
+    return node.unschedulable and (any(t.partition("=")[0] in taint_keys for t in node.taints)
                                    or any(label in node.labels for label in QUARANTINE_LABELS))
 
 
@@ -66,7 +66,7 @@ def check(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str
 
 def out_of_service(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str | None = None) -> Verdict:
     view = s.node(node)
-    if view is not None and not any(t.split(":")[0].split("=")[0] == OUT_OF_SERVICE_TAINT for t in view.taints):
+    if view is not None and not any(t.partition("=")[0] == OUT_OF_SERVICE_TAINT for t in view.taints):
         return failed(f"node {node} is not out of service (no {OUT_OF_SERVICE_TAINT} taint, node not deleted): "
                       f"its pods stay Terminating while its kubelet is dead", node=node)
     stuck = sorted(p.name for p in s.pods if p.node == node and p.model in models

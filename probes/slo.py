@@ -135,7 +135,7 @@ class Indicator:
 
     name: str
     query: str
-    window: str
+    window: str = ""  # the rate window its query uses ("": a query given whole)
     by: str | None = None
     metric: str | None = None  # the stored series it reads, as resolved (its scrape job sets the interval)
 
@@ -231,7 +231,7 @@ def values(prom: Any, ind: Indicator) -> dict[str, float]:
 
 def value(prom: Any, query: str) -> float | None:
     """One number from an instant query; None when there are no samples or the result is NaN."""
-    return next(iter(values(prom, Indicator("value", query, "1m")).values()), None)
+    return next(iter(values(prom, Indicator("value", query)).values()), None)
 
 
 def under(prom: Any, query: str | Indicator, threshold: float, expected: set[str] | None = None) -> Verdict:
@@ -239,7 +239,7 @@ def under(prom: Any, query: str | Indicator, threshold: float, expected: set[str
     and neither is a replica `expected` to export a series (a lead Ready for longer than the
     rate window) that exports none: a replica that completes nothing has a NaN quantile, and the
     worst of the rest would speak for it."""
-    ind = query if isinstance(query, Indicator) else Indicator("value", query, "1m")
+    ind = query if isinstance(query, Indicator) else Indicator("value", query)
     found = values(prom, ind)
     silent = sorted((expected or set()) - set(found))
     if not found:
@@ -394,16 +394,18 @@ class _Judged:
         """Decided before the deadline: a breach already there at the fault, or a breach so
         close to the deadline that no healthy run after it can last `hold`."""
         if self.already is not None:
-            return self.already_over()
+            return self.already_over(self.already)
         bad = self.last_bad
-        if bad is not None and bad.state == BREACH and bad.at >= self.counts_from and bad.at + self.r.hold > self.due:
+        # At due - hold or later, the healthy samples after it (strictly later, none past the
+        # deadline) cannot span `hold`.
+        if bad is not None and bad.state == BREACH and bad.at >= self.counts_from and bad.at + self.r.hold >= self.due:
             return self.not_recovered(bad)
         return None
 
     def at_deadline(self) -> Verdict:
         r, judged, breach, streak, details = self.r, self.judged, self.breach, self.streak, self.details
         if self.already is not None:
-            return self.already_over()
+            return self.already_over(self.already)
         if not any(x.sample.values for x in judged) and breach is None:
             return unknown(f"no data within {r.deadline:g} s of the fault", **details)
         recovered = streak is not None and judged[-1].at - streak >= r.hold
@@ -415,9 +417,17 @@ class _Judged:
             if gaps:
                 return unknown(f"no impact seen in {r.deadline:g} s, and not seen {_span(gaps, self.fault_at)} "
                                f"({gaps[0].why})", **details)
-            peak = f" (worst {self.peak[0]}, peak {self.peak[1]:.3f})" if self.peak else ""
-            return failed(f"no impact observed: under {r.threshold:g} for {r.deadline:g} s after the fault{peak}; "
-                          "did the fault land?", outcome="no_impact", **details)
+            since = self.counts_from - self.fault_at
+            counted = _peak([x.sample for x in judged if x.at >= self.counts_from])
+            if counted is None:  # what was seen came before a breach could count
+                return unknown(f"no impact seen, and no sample from {since:g} s to the deadline ({r.deadline:g} s)",
+                               **details)
+            # Over in the scrape after the fault, it may be from before it (see counts_from).
+            first = next((x for x in judged if x.over and x.at < self.counts_from), None)
+            then = f"; {first.why} at {first.at - self.fault_at:.1f} s may predate the fault" if first else ""
+            return failed(f"no impact observed: under {r.threshold:g} from {since:g} to {r.deadline:g} s after the "
+                          f"fault (worst {counted[0]}, peak {counted[1]:.3f}){then}; did the fault land?",
+                          outcome="no_impact", **details)
         if recovered and breach is not None:
             return passed(f"breached {details['breach_after']:.1f} s after the fault ({breach.why}), back under "
                           f"{r.threshold:g} after {details['recovered_after']:.1f} s and held to the deadline "
@@ -429,18 +439,19 @@ class _Judged:
             return passed(f"held under {r.threshold:g} from {r.blind:g} s after the fault to the deadline "
                           f"({r.deadline:g} s)", outcome="held", **details)
         if breach is None:
-            return unknown(f"not seen healthy for {r.hold:g} s by the deadline ({r.deadline:g} s): "
-                           f"{self.last_bad.why if self.last_bad else 'no sample'}", **details)
+            said = (self.last_bad.why if self.last_bad else
+                    f"its samples end {judged[-1].at - self.fault_at:.1f} s after the fault")
+            return unknown(f"not seen healthy for {r.hold:g} s by the deadline ({r.deadline:g} s): {said}", **details)
         return self.not_recovered(self.last_bad or breach)
 
-    def already_over(self) -> Verdict:
-        why = self.already.why if self.already is not None else "?"
-        return unknown(f"already over {self.r.threshold:g} when the fault was applied ({why}): its impact cannot "
-                       "be told apart; is the steady state met?", **self.details)
+    def already_over(self, already: Seen) -> Verdict:
+        return unknown(f"already over {self.r.threshold:g} when the fault was applied ({already.why}): its impact "
+                       "cannot be told apart; is the steady state met?", **self.details)
 
     def not_recovered(self, last_bad: Seen) -> Verdict:
         r, zero = self.r, self.fault_at
-        healthy_after = next((x.at for x in self.judged if x.at > last_bad.at and x.state == HEALTHY), None)
+        # `last_bad` is the last sample not healthy: whatever follows it is.
+        healthy_after = next((x.at for x in self.judged if x.at > last_bad.at), None)
         state = (f"never back under {r.threshold:g}" if healthy_after is None else
                  f"under {r.threshold:g} since {healthy_after - zero:.1f} s, not held {r.hold:g} s by the deadline")
         return failed(f"not recovered within {r.deadline:g} s ({state}); last: {last_bad.why} at "

@@ -80,10 +80,10 @@ class ClusterSnapshot:
                 and (namespace is None or p.namespace == namespace)]
 
     @cached_property
-    def _by_name(self) -> dict[str, NodeView]:
+    def _by_name(self) -> dict[str | None, NodeView]:
         return {n.name: n for n in self.nodes}
 
-    def node(self, name: str) -> NodeView | None:
+    def node(self, name: str | None) -> NodeView | None:
         return self._by_name.get(name)
 
     def models(self) -> list[str]:

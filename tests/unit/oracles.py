@@ -187,7 +187,7 @@ def taint_outcome(taints: list[Any], faults: list[Any], budget: float, now: floa
         elif f.reverted:
             states.append("reverted")
         else:
-            states.append("pending" if now - f.applied_at < budget else "untainted")
+            states.append("pending" if now - f.applied_at <= budget else "untainted")
     if {"late", "untainted"} & set(states):
         return "not_tainted"
     if {"stale", "reverted"} & set(states):

@@ -121,3 +121,30 @@ def test_a_context_allowlist_refuses_any_other_cluster():
     assert judge(planned(kill("m-0")), FLEET, lim, {"ns"}, "prod-eu") == [
         "context: prod-eu is not one of the guard's contexts kilocard-testbed, staging"]
     assert judge(planned(kill("m-0")), FLEET, lim, {"ns"}, None)[0].startswith("context: in-cluster")
+
+
+def test_the_radius_of_mixed_faults_counts_each_pod_card_and_displaced_model_once():
+    """A node lost (every pod on it goes, card-less ones too), a drained card (only the pods with
+    cards on its node go), two ECC cards on a node no replica holds (each counts), and a killed pod
+    already gone (it counts as a pod of no model). Room is asked per displaced model, in its own
+    namespace, as if the nodes driven off were gone."""
+    from probes import capacity
+
+    s = ClusterSnapshot((pod("m-0", "a"), pod("sidecar", "a", model="proxy", cards=0),
+                         pod("s-0", "b", model="small", cards=1), pod("gw", "b", model="proxy", cards=0),
+                         pod("m-p", None, namespace="other")),
+                        tuple(node(n) for n in "abcde"))
+    plan = planned(({"kind": "node-out-of-service", "nodes": ["a"], "ttl_seconds": 60}, [{"node": "a"}]),
+                   ({"kind": "card-isolate", "nodes": ["b"], "cards": [0], "ttl_seconds": 60},
+                    [{"node": "b", "card": 0}]),
+                   ({"kind": "gpu-ecc", "nodes": ["c"], "cards": [3, 4], "ttl_seconds": 60},
+                    [{"node": "c", "card": 3}, {"node": "c", "card": 4}]),
+                   kill("gone"))
+    r = guards.radius(plan, s)
+    assert r.pods == {("ns", "m-0"): s.pods[0], ("ns", "sidecar"): s.pods[1], ("ns", "s-0"): s.pods[2],
+                      ("ns", "gone"): None}
+    assert (r.nodes, r.evicted_nodes) == ({"a", "b", "c"}, {"a", "b"})
+    assert r.cards == 8 + 1 + 2  # card 0 of b is s-0's, counted once
+    assert {k: v.to_json() for k, v in r.room.items()} == {
+        ("ns", model): capacity.room(s, model, ("a", "b"), "ns").to_json() for model in ("m", "proxy", "small")}
+    assert r.room[("ns", "m")].details["cards_to_place"] == 8  # not the other namespace's pending replica

@@ -19,6 +19,7 @@ import pytest
 
 from chaos import guards, run, stop
 from chaos.errors import Exit
+from chaos.vocabulary import TP_SIZE_LABEL
 from probes import budget, capacity, device_taints, hung, placement, remediation, slo, tp_groups
 from probes.errors import ProbeError
 from probes.hung import Figures, Progress
@@ -164,9 +165,10 @@ def _() -> Any:
 
 class Prom:
     def __init__(self, found: dict[str, float]) -> None:
-        self.found = found
+        self.found, self.asked = found, []
 
     def custom_query(self, query: str) -> list[dict[str, Any]]:
+        self.asked.append(query)
         return [{"metric": {"pod": k}, "value": [T0, str(v)]} for k, v in self.found.items()]
 
 
@@ -175,7 +177,8 @@ def _() -> Any:
     by_pod, by_model = slo.Indicator("m", "q", "10s", by="pod"), slo.Indicator("m", "q", "10s", by=None)
     return [out(slo.under(Prom({}), by_pod, 0.5, {"a"})), out(slo.under(Prom({"a": 0.7, "b": 0.2}), by_pod, 0.5)),
             out(slo.under(Prom({"a": 0.2}), by_pod, 0.5, {"a", "b", "c"})), out(slo.under(Prom({"a": 0.2}), by_pod, 0.5)),
-            out(slo.under(Prom({"a": 0.5}), by_model, 0.5)), out(slo.under(Prom({"x": 0.25}), "max(q)", 0.5))]
+            out(slo.under(Prom({"a": 0.5}), by_model, 0.5)), out(slo.under(raw := Prom({"x": 0.25}), "max(q)", 0.5)),
+            raw.asked]
 
 
 # --- budgets, TP groups, remediation -------------------------------------------------------------------------
@@ -450,6 +453,116 @@ def _() -> Any:
                                                                               run.UNKNOWN),
             run.unseen(landed, {"run": [entry("p", {"impact_seen": False})]}), run.unseen([None], {"run": []}),
             run.unseen([{"status": "mismatch"}], {"run": []})]
+
+
+# --- edges: two of a kind (a list joined), another namespace's replicas, exact boundaries ------------------------
+def lead_of(size: int, *members: PodView) -> list[PodView]:
+    members[0].labels[TP_SIZE_LABEL] = str(size)
+    return list(members)
+
+
+@case("edges: tp groups, remediation, placement")
+def _() -> Any:
+    pending = [pod("p-0", None, ready=False, group="ns/p", size=2),
+               pod("p-1", None, ready=False, group="ns/p", rank=1, size=2)]
+    tp16 = lead_of(16, pod("t-0", "n0", group="ns/t", size=2, cards=4), pod("t-1", "n1", group="ns/t", rank=1, size=2,
+                                                                          cards=4))
+    tp4 = lead_of(4, pod("f-0", "n1", group="ns/f", size=2), pod("f-1", "n2", group="ns/f", rank=1, size=2))
+    custom = node("n0", unschedulable=True, taints=("y.io/worse=:NoSchedule",))
+    oos = node("n0", taints=("node.kubernetes.io/out-of-service=:NoExecute",))
+    req = {"required_anti_affinity": ANTI}
+    return [out(tp_groups.check(world(*pending, *tp16, *tp4), "m", "ns")),
+            out(tp_groups.recovered(world(pod("a", "n0"), pod("b", "n1")), "m", {"n0", "n1"}, "ns", 2)),
+            out(remediation.check(world(pod("b", "n0"), pod("a", "n0"), pod("o", "n0", ns="other"),
+                                        nodes=(QUARANTINED, node("n1"))), "n0", ("m",), "ns")),
+            out(remediation.check(world(nodes=(custom,)), "n0", ("m",), "ns", ("x.io/bad", "y.io/worse"))),
+            out(remediation.check(world(nodes=(node("n0", unschedulable=True),)), "n0", ("m",), "ns",
+                                  ("x.io/bad", "y.io/worse"))),
+            out(remediation.out_of_service(world(pod("a", "n0"), pod("b", "n0"), nodes=(oos,)), "n0", ("m",), "ns")),
+            out(placement.anti_affinity(world(*(pod(x, f"n{i // 2}", **req) for i, x in enumerate("abcd"))), "m", HOST,
+                                        "ns")),
+            out(placement.anti_affinity(world(pod("a", "n0", node_selector={"kilocard.io/rack": "r-0"}),
+                                              pod("b", "n0"), nodes=(node("n0"), node("x0"), node("n1"))),
+                                        "m", HOST, "ns"))]
+
+
+@case("edges: capacity")
+def _() -> Any:
+    rack = {"required_anti_affinity": ("kilocard.io/rack",)}
+    per_token = capacity.kv_bytes_per_token(32, 8, 128, "bfloat16")
+    groups = (pod("g-0", "n0", group="ns/g", size=2, cards=4), pod("g-1", "n1", group="ns/g", rank=1, size=2, cards=4),
+              pod("a", "n2"))
+    return [out(capacity.room(ClusterSnapshot((pod("s", None, ready=False, cards=4), pod("b", None, ready=False),
+                                               OTHER), (node("n0"), node("n1", used=4))), "m", (), "ns")),
+            out(capacity.room(ClusterSnapshot((pod("a", "n0", **rack), pod("b", "n1", **rack), OTHER),
+                                              (node("n0", used=8), node("n1", used=8), node("x0"))), "m", ("n0",), "ns")),
+            out(capacity.room(world(pod("a", "n0"), pod("b", "n1")), "m", ("n1", "gone", "n0"), "ns")),
+            out(capacity.room(ClusterSnapshot((pod("a", "n0"), OTHER), (node("n0", used=8), node("n2"))), "m",
+                              namespace="ns")),
+            out(capacity.room(ClusterSnapshot((pod("p", None, ready=False, node_selector={"pool": "a"}), OTHER),
+                                              (node("n4", labels={"pool": "b"}), node("n5", labels={"pool": "a"}))),
+                              "m", (), "ns")),
+            out(capacity.room(ClusterSnapshot((pod("q", None, ready=False), OTHER),
+                                              (node("n3", taints=("soft=x:PreferNoSchedule",)),)), "m", (), "ns")),
+            out(capacity.fits(ClusterSnapshot((pod("a", "n0", cards=1), OTHER), NODES), "m", capacity.Demand(1, 1, 0, 1),
+                              0.0, per_token, namespace="ns")),
+            out(capacity.fits(world(*groups), "m", capacity.Demand(20, 2048, 256, 8), 0.25, 2**36, ("n2", "n1"),
+                              "ns"))]
+
+
+@case("edges: device taints")
+def _() -> Any:
+    fault = device_taints.XidFault
+    taints = [taint(1, T0 + 5), taint(1, T0 + 2), taint(2, T0 + 3, "NoExecute"), taint(2, T0 + 3),
+              taint(3, T0 + 1, "None"), taint(3, T0 + 2, "None")]
+    return [out(device_taints.judge(taints, [fault("n0", c, T0) for c in (1, 2, 3, 4)], 10, T0 + 20)),
+            out(device_taints.judge([], [fault("n0", 1, T0)], 10, T0 + 10))]
+
+
+@case("edges: hung and stop conditions")
+def _() -> Any:
+    fleet = world(*group("g0", "n0", since=T0 - 61), *group("g1", "n1", since=T0 - 61),
+                  *group("g2", "n2", since=T0 - 61), *group("o0", "n2", since=T0 - 61, ns="other"))
+    figures = Figures(T0, {("ns", "g0-0"): Progress(5), ("ns", "g1-0"): Progress(5), ("ns", "g2-0"): Progress(5),
+                           ("other", "o0-0"): Progress(0, 0, 0, 2)})
+    return [stop.breach(stop.Condition("slo", "m", "ns", limit=0.5, window="30s"), fleet, {"g2-0": 0.2}, T0),
+            stop.breach(stop.Condition("hung-group", "m", "ns", window="30s"), fleet, figures, T0),
+            out(hung.judge(fleet, figures, "m", "30s", "ns")),
+            out(hung.judge(world(*group("g0", "n0")), Figures(T0, {("ns", "g0-0"): Progress(0, 0, 0, 1)}), "m", "30s",
+                           "ns"))]
+
+
+@case("edges: slo")
+def _() -> Any:
+    at = [Sample(T0 + i + 0.4, p) for i, p in enumerate([OK2] * 3 + [{"b": 0.9}] * 5 + [OK2] * 23)]
+    exact = [Sample(T0, {}, "refused")] + [Sample(T0 + i, OK2) for i in range(1, 31)]
+    two_gaps = samples([OK2] * 5) + [Sample(T0 + 5, {}, "refused"), Sample(T0 + 6, {})] + samples([OK2] * 24, start=7)
+    edge = Recovery(0.5, 4, 4, 0, True, 1.0)
+    late = [Sample(T0 + i, OK2) for i in range(25)] + [Sample(T0 + 25, {"b": 0.9})]
+    classified = slo.classify([Sample(T0, {"a": .2, "b": .2, "c": .2}),
+                               Sample(T0 + 1, {"a": .2}, pods={"a": True, "b": False, "c": False}),
+                               Sample(T0 + 2, {"a": .2}, pods={"a": True, "b": True, "c": True})], 0.5, True)
+    per_model = slo.classify([Sample(T0, {"m1": .2, "m2": .2}), Sample(T0 + 1, {"m1": .2})], 0.5, False)
+    return [out(slo.judge(samples([{"a": 0.9}] + [OK2] * 30), T0, ECC, final=True)),
+            out(slo.judge(at, T0, ECC, final=True)),
+            out(slo.judge(samples([OK2] * 3 + [{"a": 0.5}] * 28, [{"a": True, "b": True}] * 31,
+                                  impact="the gateway failed 1.00 requests/s"), T0, ECC, final=True)),
+            out(slo.judge(exact, T0, HOLD, final=True)), out(slo.judge(two_gaps, T0, HOLD, final=True)),
+            out(slo.judge(samples([OK2] * 4), T0, HOLD, final=True)),
+            out(slo.judge([Sample(T0, OK2), Sample(T0 + 1, {"b": 0.9})], T0, edge, final=False)),
+            out(slo.judge(late, T0, ECC, final=False)),
+            [(x.state, x.why) for x in classified + per_model],
+            out(slo.judge([Sample(T0 + i, {"a": 0.45 if i == 1 else 0.2, "b": 0.3}) for i in range(31)], T0, ECC,
+                          final=True)),
+            out(slo.judge(samples([{"a": 0.2}]), T0, ECC, final=True))]
+
+
+@case("edges: run")
+def _() -> Any:
+    nameless = {"activity": {"type": "probe"}, "output": None, "status": "failed", "tolerance_met": False,
+                "exception": ["KeyError: 'x'"]}
+    return list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
+        "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}}))
 
 
 def _jsonable(value: Any) -> Any:
