@@ -13,7 +13,7 @@ from chaos.vocabulary import MODEL_LABEL, OUT_OF_SERVICE_TAINT, QUARANTINE_LABEL
 from probes import budget as budgeted
 from probes import snapshot as snap
 from probes import tp_groups
-from probes.snapshot import ClusterSnapshot, NodeView
+from probes.snapshot import ClusterSnapshot, NodeView, taint_parts
 from probes.verdict import Contract, Verdict, failed, passed
 
 if TYPE_CHECKING:
@@ -37,12 +37,12 @@ CONTRACTS = (
         outcomes=(("ok", "remediated at the first such moment"), ("failed", "not at any moment within the "
                   "budget: the state at the deadline, named"), ("unknown", "no view of the interval")),
         judge=("probes.remediation.is_quarantined", "probes.remediation.check", "probes.remediation.out_of_service",
-               "probes.budget.first_within")),
+               "probes.snapshot.taint_parts", "probes.budget.first_within")),
 )
 
 
 def is_quarantined(node: NodeView, taint_keys: tuple[str, ...] = QUARANTINE_TAINTS) -> bool:
-    return node.unschedulable and (any(t.partition("=")[0] in taint_keys for t in node.taints)
+    return node.unschedulable and (any(taint_parts(t)[0] in taint_keys for t in node.taints)
                                    or any(label in node.labels for label in QUARANTINE_LABELS))
 
 
@@ -66,7 +66,7 @@ def check(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str
 
 def out_of_service(s: ClusterSnapshot, node: str, models: tuple[str, ...], namespace: str | None = None) -> Verdict:
     view = s.node(node)
-    if view is not None and not any(t.partition("=")[0] == OUT_OF_SERVICE_TAINT for t in view.taints):
+    if view is not None and not any(taint_parts(t)[0] == OUT_OF_SERVICE_TAINT for t in view.taints):
         return failed(f"node {node} is not out of service (no {OUT_OF_SERVICE_TAINT} taint, node not deleted): "
                       f"its pods stay Terminating while its kubelet is dead", node=node)
     stuck = sorted(p.name for p in s.pods if p.node == node and p.model in models

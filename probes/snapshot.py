@@ -43,13 +43,20 @@ class PodView:
 
     def tolerates(self, taint: str) -> bool:
         """Does one of the pod's tolerations match a "key=value:effect" taint?"""
-        key_value, effect = taint.rsplit(":", 1)
-        key, value = key_value.split("=", 1) if "=" in key_value else (key_value, "")
+        key, value, effect = taint_parts(taint)
         for t_key, operator, t_value, t_effect in self.tolerations:
             if (t_key in ("", key) and t_effect in ("", effect)
                     and (operator == "Exists" or t_value == value)):
                 return True
         return False
+
+
+def taint_parts(taint: str) -> tuple[str, str, str]:
+    """(key, value, effect) of a taint as a NodeView holds it, "key=value:effect" ("key:effect"
+    when it has no value)."""
+    key_value, _, effect = taint.rpartition(":")
+    key, _, value = key_value.partition("=")
+    return key, value, effect
 
 
 @dataclass(frozen=True)

@@ -516,7 +516,8 @@ def _() -> Any:
     taints = [taint(1, T0 + 5), taint(1, T0 + 2), taint(2, T0 + 3, "NoExecute"), taint(2, T0 + 3),
               taint(3, T0 + 1, "None"), taint(3, T0 + 2, "None")]
     return [out(device_taints.judge(taints, [fault("n0", c, T0) for c in (1, 2, 3, 4)], 10, T0 + 20)),
-            out(device_taints.judge([], [fault("n0", 1, T0)], 10, T0 + 10))]
+            out(device_taints.judge([], [fault("n0", 1, T0)], 10, T0 + 10)),
+            out(device_taints.judge([taint(1, T0 + 10)], [fault("n0", 1, T0)], 10, T0 + 12))]
 
 
 @case("edges: hung and stop conditions")
@@ -561,8 +562,9 @@ def _() -> Any:
 def _() -> Any:
     nameless = {"activity": {"type": "probe"}, "output": None, "status": "failed", "tolerance_met": False,
                 "exception": ["KeyError: 'x'"]}
-    return list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
-        "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}}))
+    return [list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
+                "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}})),
+            list(run.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}}))]
 
 
 def _jsonable(value: Any) -> Any:
