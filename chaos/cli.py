@@ -93,9 +93,13 @@ def build_parser(with_testbed: bool = False) -> Parser:
     _run_flags(run)
     run.set_defaults(handler=cmd_run)
 
-    replay = commands.add_parser("replay", help="replay an incident's timeline of faults at their offsets, and set "
-                                                "its recovery beside the recorded one")
+    replay = commands.add_parser("replay", help="replay an incident's timeline of faults at their offsets and judge "
+                                                "its symptoms: reproduced (exit 0) or not (exit 1); with --expect "
+                                                "fixed, that they do not come back")
     replay.add_argument("timeline", type=Path, metavar="TIMELINE", help="a timeline file (kilocard record writes one)")
+    replay.add_argument("--expect", choices=("reproduced", "fixed"), default="reproduced",
+                        help="reproduced (default): every recorded symptom comes back within its tolerance; fixed: "
+                             "none does, or each within its budget in the timeline's `fixed` block")
     _var_flags(replay)
     _run_flags(replay)
     replay.add_argument("--card-resource", help="with --twin: the card's extended resource (default: the nodes')")
@@ -134,8 +138,9 @@ def build_parser(with_testbed: bool = False) -> Parser:
                     help="configuration value for every experiment")
     ds.set_defaults(handler=cmd_gameday_schedule)
 
-    rec = commands.add_parser("record", help="record an incident's timeline from firing alerts (Prometheus ALERTS) "
-                                             "and Kubernetes Events, for kilocard replay")
+    rec = commands.add_parser("record", help="record an incident's timeline and its symptoms from firing alerts "
+                                             "(Prometheus ALERTS), Kubernetes Events and the audit log, for kilocard "
+                                             "replay")
     rec.add_argument("--since", required=True, help="start of the incident's range: RFC 3339, or epoch seconds")
     rec.add_argument("--until", required=True, help="end of the range: RFC 3339, or epoch seconds")
     rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
@@ -144,6 +149,11 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
     rec.add_argument("--mapping", type=Path, help="YAML: alert or event name -> {lead, fault template}, added to "
                                                  "(or replacing) the built-in mapping")
+    rec.add_argument("--audit-log", type=Path, action="append", default=[],
+                     help="the apiserver's audit log (JSON lines), where readable: pods deleted or evicted from "
+                          "outside become pod-kill faults")
+    rec.add_argument("--tolerance", type=float, default=15.0,
+                     help="seconds either side of each recorded symptom a replay accepts (default %(default)s)")
     rec.add_argument("--title", default="recorded incident", help="the timeline's title")
     rec.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     rec.add_argument("--context", help="kubeconfig context")
@@ -424,7 +434,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _resolved_overlaps(args, timeline)
     path = args.reports / "replays" / f"{args.timeline.stem}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(replay.experiment(timeline), sort_keys=False))
+    path.write_text(yaml.safe_dump(replay.experiment(timeline, args.expect), sort_keys=False))
     if args.twin:
         args.experiment, args.json = path, False
         return _plan_experiment(args)
@@ -467,6 +477,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if end <= start:
         raise SpecError(f"--until: {args.until} is not after --since {args.since}")
     end = min(end, time.time())  # an alert firing now has no end yet, whatever --until says
+    if args.tolerance < 0:
+        raise SpecError(f"--tolerance: expected seconds (0 or more), got {args.tolerance:g}")
     alert_map, event_map = dict(record.ALERT_FAULTS), dict(record.EVENT_FAULTS)
     if args.mapping:
         extra = _mapping(args.mapping)
@@ -482,20 +494,51 @@ def cmd_record(args: argparse.Namespace) -> int:
     from chaos.kube import Kube
     from chaos.vocabulary import local_testbed_kubeconfig
 
+    deletions = [d for path in args.audit_log for d in record.audit_deletions(_lines(path), start, end)]
     kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
     try:
         events = record.events(kube, args.namespace, start, end)
+        deletions += record.kubelet_deletions(events)
+        selectors = _sibling_selectors(kube, {pod for _, pod, _ in deletions})
     finally:
         kube.close()
     sightings += record.faults_from_events(events, event_map)
+    sightings += record.faults_from_deletions(deletions, events, selectors)
     source = {"since": args.since, "until": args.until, "namespaces": args.namespace,
-              "alerts": bool(args.prometheus_url), "events": len(events)}
+              "alerts": bool(args.prometheus_url), "events": len(events), "deletions": len(deletions)}
     data = record.timeline(args.title, sightings, events, others, source,
-                           {"namespace": args.namespace[0]} if args.namespace else None)
+                           {"namespace": args.namespace[0]} if args.namespace else None,
+                           [(at, pod) for at, pod, _ in deletions], args.tolerance)
     args.output.write_text(yaml.safe_dump(data, sort_keys=False))
+    found = data["symptoms"]
     print(f"timeline {args.output}: {len(data['faults'])} fault(s), {len(data['recorded']['recovery'])} replica(s) "
-          f"recovering, {len(data['recorded']['alerts'])} other alert(s)")
+          f"recovering, {len(data['recorded']['alerts'])} other alert(s); symptoms to reproduce: "
+          f"{len(found['alerts'])} alert(s), {len(found['replicas'])} replica(s), within {found['tolerance']:g} s")
     return Exit.PASSED
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError as exc:
+        raise SpecError(f"--audit-log {path}: {exc.strerror or exc}") from None
+
+
+def _sibling_selectors(kube: Any, pods: set[str]) -> dict[str, str | None]:
+    """namespace/pod -> what selects its siblings (chaos.record.selector_for), from a pod of its
+    owner that is there now (the deleted one is gone; its replacement carries the same labels)."""
+    from chaos import record
+    from probes.incident import owner
+
+    found: dict[str, str | None] = {}
+    for namespace in sorted({p.split("/", 1)[0] for p in pods}):
+        live = kube.list_pods_raw(namespace)
+        for pod in (p for p in pods if p.startswith(f"{namespace}/")):
+            name = pod.split("/", 1)[1]
+            sibling = next((x for x in live if x["metadata"]["name"] == name or
+                            owner(x["metadata"]["name"]) == owner(name)), None)
+            found[pod] = record.selector_for((sibling or {}).get("metadata", {}).get("labels") or {})
+    return found
 
 
 def _mapping(path: Path) -> dict[str, Any]:

@@ -1,26 +1,36 @@
 """Record an incident's timeline (chaos.replay's file) from what the cluster kept of it: the
-Prometheus range of firing alerts (the ALERTS series) and Kubernetes Events.
+Prometheus range of firing alerts (the ALERTS series), Kubernetes Events, and where readable the
+apiserver's audit log.
 
 Faults come from alerts and node events through a mapping (`ALERT_FAULTS`, `EVENT_FAULTS`;
 `--mapping FILE` adds or replaces entries): an alert's labels fill its fault's template, and
 its firing interval is the fault's window, moved earlier by the rule's `for:` (`lead`), since
 the fault began before the alert could fire. The recovery the incident showed comes from pod
 events (deleted, replacement created, scheduled, started), and every alert that is not a fault
-(an SLO burn) is kept as it fired and resolved. Offsets count from the first fault.
+(an SLO burn) is kept as it fired and resolved. A pod deleted from outside (a plain DELETE or
+eviction, by a person or a tool: the audit log, else the kubelet's Killing event) that no
+remediation explains is a pod-kill fault. The symptoms a replay checks (probes.incident) are
+written beside the faults: the alerts and the replicas replaced. Offsets count from the first fault.
 
-    pure:    faults_from_alerts, faults_from_events, recovery_from_events, timeline
+    pure:    faults_from_alerts, faults_from_events, faults_from_deletions, recovery_from_events,
+             symptoms, timeline, audit_deletions, kubelet_deletions
     fetch:   alert_series (one range query), events (one LIST per namespace)
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chaos.errors import SpecError
-from chaos.vocabulary import epoch
+from chaos.faults import kind_module
+from chaos.vocabulary import MODEL_LABEL, epoch
+from probes.incident import DEFAULT_TOLERANCE, owner, stable
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -134,17 +144,84 @@ def faults_from_events(events: list[dict[str, Any]], mapping: dict[str, dict[str
     return found
 
 
-def recovery_from_events(events: list[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+# Who deletes pods as part of running the cluster, not as an incident's cause: the controllers and
+# kubelets (a node's own evictions, a ReplicaSet scaling down, the garbage collector).
+CONTROLLERS = ("system:kube-controller-manager", "system:serviceaccount:kube-system:", "system:node:")
+EXPLAINED = ("Evicted", "TaintManagerEviction", "Drained")  # a remediator's or the taint manager's deletion
+
+
+def audit_deletions(lines: Iterable[str], start: float, end: float) -> list[tuple[float, str, str]]:
+    """(epoch, namespace/pod, who) of each pod DELETE or eviction the apiserver completed in the
+    range, from its audit log (JSON lines, any level)."""
+    found = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(e, dict):
+            continue
+        ref = e.get("objectRef") or {}
+        delete = e.get("verb") == "delete" and not ref.get("subresource")
+        evict = e.get("verb") == "create" and ref.get("subresource") == "eviction"
+        code = (e.get("responseStatus") or {}).get("code", 0)
+        if ref.get("resource") != "pods" or e.get("stage") != "ResponseComplete" or not (delete or evict) \
+                or not 200 <= code < 300 or not ref.get("name"):
+            continue
+        at = epoch(e.get("stageTimestamp") or e.get("requestReceivedTimestamp"))
+        if at is not None and start - 1 <= at <= end + 1:
+            found.append((at, f"{ref.get('namespace', '')}/{ref['name']}", str((e.get("user") or {}).get("username"))))
+    return found
+
+
+def kubelet_deletions(events: list[dict[str, Any]]) -> list[tuple[float, str, str]]:
+    """(epoch, namespace/pod, who) from the kubelet's Killing events: a DELETE's trace where no audit log is."""
+    return [(_when(e), f"{(e.get('involvedObject') or {}).get('namespace', '')}/{e['involvedObject']['name']}",
+             "the kubelet's Killing event") for e in events
+            if e.get("reason") == "Killing" and (e.get("involvedObject") or {}).get("kind") == "Pod"
+            and _when(e) is not None]  # type: ignore[misc]
+
+
+def selector_for(labels: dict[str, str]) -> str | None:
+    """What selects a deleted pod's siblings again in a replay: its model, else its ReplicaSet's hash."""
+    for key in (MODEL_LABEL, "pod-template-hash"):
+        if labels.get(key):
+            return f"{key}={labels[key]}"
+    return None
+
+
+def faults_from_deletions(deletions: list[tuple[float, str, str]], events: list[dict[str, Any]],
+                          selectors: dict[str, str | None]) -> list[Sighting]:
+    """Pod deletions nothing in the record explains, as pod-kill faults: not a controller's or a
+    kubelet's own, not preceded by an eviction Event for that pod (a remediator's drain, the taint
+    manager), and one per pod. `selectors` (namespace/pod -> label selector, `selector_for` of its
+    siblings' labels) says which replica the replay kills; a deletion with none is left out."""
+    explained = {f"{(e.get('involvedObject') or {}).get('namespace', '')}/{(e.get('involvedObject') or {}).get('name')}"
+                 for e in events if e.get("reason") in EXPLAINED}
+    found, seen = [], set()
+    for at, pod, who in sorted(deletions):
+        if who.startswith(CONTROLLERS) or pod in explained or pod in seen or not selectors.get(pod):
+            continue
+        seen.add(pod)
+        namespace = pod.split("/", 1)[0]
+        found.append(Sighting(f"deleted by {who}", {"kind": "pod-kill", "namespace": namespace,
+                                                    "label_selector": selectors[pod], "count": 1}, at, None))
+    return found
+
+
+def recovery_from_events(events: list[dict[str, Any]], t0: float,
+                         deletions: list[tuple[float, str]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
-    created), when that was created, scheduled and started; seconds after `t0`."""
-    deleted: list[tuple[float, str, str]] = []  # (at, namespace/pod, owner prefix)
+    created), when that was created, scheduled and started; seconds after `t0`. `deletions`
+    (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger)."""
+    deleted: list[tuple[float, str, str]] = [(at, pod, owner(pod.split("/", 1)[1])) for at, pod in deletions]
     created: dict[str, list[tuple[float, str]]] = {}  # owner -> [(at, namespace/pod)]
     phases: dict[str, dict[str, Any]] = {}
     for e in sorted((e for e in events if _when(e) is not None), key=_when):
         at, involved = _when(e), e.get("involvedObject") or {}
         ns, name, reason = involved.get("namespace", ""), involved.get("name", ""), e.get("reason", "")
         if involved.get("kind") == "Pod" and reason in DELETED:
-            deleted.append((at, f"{ns}/{name}", name.rsplit("-", 1)[0]))  # type: ignore[arg-type]
+            deleted.append((at, f"{ns}/{name}", owner(name)))  # type: ignore[arg-type]
         elif reason == "SuccessfulCreate" and "Created pod: " in (e.get("message") or ""):
             pod = e["message"].split("Created pod: ", 1)[1].strip()
             created.setdefault(name, []).append((at, f"{ns}/{pod}"))  # type: ignore[arg-type]
@@ -156,10 +233,10 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float) -> list[dict[s
                 entry["node"] = e["message"].rsplit(" to ", 1)[1].strip()
     rows = []
     taken: set[str] = set()
-    for at, pod, owner in sorted(set(deleted)):
+    for at, pod, by in sorted(set(deleted)):
         if any(r["pod"] == pod.split("/", 1)[1] for r in rows):
             continue
-        candidates = [(t, p) for t, p in created.get(owner, []) if t >= at - 1 and p not in taken]
+        candidates = [(t, p) for t, p in created.get(by, []) if t >= at - 1 and p not in taken]
         row: dict[str, Any] = {"pod": pod.split("/", 1)[1], "deleted": round(at - t0, 3)}
         if candidates:
             _, new = min(candidates)
@@ -173,26 +250,59 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float) -> list[dict[s
     return rows
 
 
+def symptoms(recovery: list[dict[str, Any]], other_alerts: list[dict[str, Any]],
+             tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+    """The incident's symptoms as a replay checks them (probes.incident): each alert that is not
+    a fault by its stable labels, each deleted replica by its owner; offsets as recorded."""
+    alerts, seen = [], set()
+    for a in sorted(other_alerts, key=lambda a: a["firing_at"]):
+        if a["firing_at"] < 0:  # firing before the first fault: not its symptom
+            continue
+        labels = stable(a["labels"])
+        key = (a["name"], tuple(sorted(labels.items())))
+        if key not in seen:  # the first firing of each: a replica's alert on another replica is the same symptom
+            seen.add(key)
+            alerts.append({"alert": a["name"], "labels": labels, "firing_at": a["firing_at"],
+                           "resolved_at": a["resolved_at"], **({"pod": a["labels"]["pod"]} if "pod" in a["labels"]
+                                                               else {})})
+    replicas = [{"owner": owner(r["pod"]), "pod": r["pod"], "deleted": r["deleted"],
+                 **({"started": r["started"]} if r.get("started") is not None else {})} for r in recovery]
+    return {"tolerance": tolerance, "alerts": alerts, "replicas": replicas}
+
+
 def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]],
              other_alerts: list[dict[str, Any]], source: dict[str, Any],
-             configuration: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The timeline file's data: faults at offsets from the first, what the incident recorded."""
+             configuration: dict[str, Any] | None = None, deletions: list[tuple[float, str]] = (),  # type: ignore[assignment]
+             tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+    """The timeline file's data: faults at offsets from the first, the symptoms a replay checks,
+    and what the incident recorded."""
     if not sightings:
-        raise SpecError("no fault found in the range: no alert or event the mapping knows (see --mapping)")
+        raise SpecError("no fault found in the range: no alert, event or deletion the mapping knows (see --mapping; "
+                        "a pod deleted by hand needs --audit-log, or the kubelet's Killing event)")
     t0 = min(s.start for s in sightings)
     last = max(s.end or s.start for s in sightings)
     faults = []
     for s in sorted(sightings, key=lambda s: s.start):
         hold = None if s.end is None else round(max(s.end - s.start, 1.0), 3)
         ttl = round((hold or (last - s.start)) + TTL_MARGIN)
+        lasting = kind_module(s.fault.get("kind"), f"recorded {s.name}").REVERTIBLE  # a pod kill has no TTL
         faults.append({"at": round(s.start - t0, 3), **({"for": hold} if hold else {}),
-                       "fault": {**s.fault, "ttl_seconds": ttl}, "note": f"recorded as {s.name}"})
-    recorded = {"started_at": t0, "recovery": recovery_from_events(events, t0),
-                "alerts": [{**a, "firing_at": round(a["firing_at"] - t0, 3),
-                            "resolved_at": None if a["resolved_at"] is None else round(a["resolved_at"] - t0, 3)}
-                           for a in other_alerts]}
+                       "fault": {**s.fault, **({"ttl_seconds": ttl} if lasting else {})},
+                       "note": f"recorded as {s.name}"})
+    alerts = [{**a, "firing_at": round(a["firing_at"] - t0, 3),
+               "resolved_at": None if a["resolved_at"] is None else round(a["resolved_at"] - t0, 3)}
+              for a in other_alerts]
+    recovery = recovery_from_events(events, t0, deletions)
+    recorded = {"started_at": t0, "recovery": recovery, "alerts": alerts}
+    checks = symptoms(recovery, alerts, tolerance)
+    # Watched after the last fault long enough for the last symptom to show within its tolerance
+    # (and no less than the tolerance: what the faults' end sets off shows too).
+    latest = max([a["firing_at"] for a in checks["alerts"]] + [r.get("started", r["deleted"])
+                                                                for r in checks["replicas"]], default=0.0)
+    length = max(f["at"] + f.get("for", 0) for f in faults)
+    observe = max(float(tolerance), math.ceil(latest + tolerance - length))
     return {"title": title, "source": source, **({"configuration": configuration} if configuration else {}),
-            "faults": faults, "observe": 60, "recorded": recorded}
+            "faults": faults, "observe": observe, "symptoms": checks, "recorded": recorded}
 
 
 def alert_series(prom: Any, start: float, end: float, step: float) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ A timeline file (YAML or JSON; `kilocard record` writes one from Events and firi
 
     title: "2026-11-12: ECC on one card, then rack 2 loses packets, then a node goes"
     configuration: {namespace: kilocard-fleet}     # the replay experiment's configuration
+    guards: {max_nodes: 16}                        # its blast-radius limits (chaos.guards; default theirs)
     faults:
     - at: 0                                        # seconds after the incident began
       for: 120                                     # how long it lasted (default: to the end)
@@ -14,14 +15,25 @@ A timeline file (YAML or JSON; `kilocard record` writes one from Events and firi
       fault: {kind: network-loss, node_selector: "kilocard.io/rack=rack-02", percent: 100,
               params: {percent: 5}, ttl_seconds: 600}
     observe: 60                                    # seconds to watch after the last fault ends
-    verify: [...]                                  # Chaos Toolkit probes, judged after the replay
+    symptoms:                                      # what the incident showed, as checks (record writes them)
+      tolerance: 15                                # seconds either side of each recorded offset
+      alerts: [{alert: ReplicaTtftP95High, labels: {namespace: kilocard-fleet, model_name: llama-3-70b},
+                firing_at: 3, resolved_at: 41}]
+      replicas: [{owner: llama-3-70b-tp8-5d4f7c9b8, pod: llama-3-70b-tp8-5d4f7c9b8-x2x9p, deleted: 16,
+                  started: 41}]
+    fixed:                                         # the postmortem's action items, for --expect fixed
+      alerts: {ReplicaTtftP95High: {resolved_within: 30}}
+      replicas: {started_within: 45}
+    verify: [...]                                  # more Chaos Toolkit probes, judged after the replay
     recorded: {recovery: [...], alerts: [...]}     # what the incident showed, for the report
 
-The replay is a Chaos Toolkit experiment (`experiment`) whose one action, `chaos.actions.
-replay_timeline`, applies each fault at its offset and reverts it when its window ends; it runs
+The replay is a Chaos Toolkit experiment (`experiment`) whose action, `chaos.actions.replay_timeline`,
+applies each fault at its offset and reverts it when its window ends, and whose probe,
+`incident_symptoms` (probes.incident), judges the symptoms: "reproduced" by default, or with
+`expect="fixed"` that they did not come back (or came back within the `fixed` budgets). It runs
 through the strict runner, so every fault is planned, guarded, ledgered and reverted as any
-experiment's. Two faults of one kind on one target at overlapping times are bad input: which
-revert would end it?
+experiment's, and its exit code is the verdict's: 0 reproduced (or fixed), 1 not. Two faults of
+one kind on one target at overlapping times are bad input: which revert would end it?
 """
 
 from __future__ import annotations
@@ -34,14 +46,17 @@ from typing import Any
 
 import yaml
 
-from chaos import ledger, plan, revert
+from chaos import guards, ledger, plan, revert
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
+from probes import incident
 
 EXTENSION = "kilocard-replay"
 ACTION = "replay-timeline"
 DEFAULT_OBSERVE = 60.0
-_TOP = {"title", "description", "source", "configuration", "faults", "observe", "verify", "recorded"}
+_TOP = {"title", "description", "source", "configuration", "guards", "faults", "observe", "symptoms", "fixed",
+        "verify", "recorded"}
+PROBE = "incident-{expect}"
 _ENTRY = {"at", "for", "fault", "note"}
 
 
@@ -69,6 +84,9 @@ class Timeline:
     verify: tuple[dict[str, Any], ...] = ()
     recorded: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
+    symptoms: dict[str, Any] = field(default_factory=dict)
+    fixed: dict[str, Any] | None = None
+    guards: dict[str, Any] | None = None
 
     @property
     def length(self) -> float:
@@ -121,13 +139,23 @@ def parse(data: Any, path: Path) -> Timeline:
         observe = _seconds(data.get("observe", DEFAULT_OBSERVE), f"{where}: observe", positive=False)
     except SpecError as exc:
         problems.append(str(exc))
+    if data.get("guards") is not None:
+        try:
+            guards.limits(data["guards"], f"{where}: guards")
+        except SpecError as exc:
+            problems.append(str(exc))
+    if "symptoms" in data:
+        problems += incident.problems(data["symptoms"], data.get("fixed"), where)
+    elif data.get("fixed") is not None:
+        problems.append(f"{where}: fixed: a fix is judged against the symptoms, and the timeline has none")
     if not problems:
         problems += overlaps(entries, {i: static_targets(e.fault) for i, e in enumerate(entries)}, where)
     if problems:
         raise SpecError("\n".join(problems))
     return Timeline(path, data["title"].strip(), tuple(sorted(entries, key=lambda e: e.at)), observe,
                     str(data.get("description") or ""), dict(data.get("configuration") or {}),
-                    tuple(data.get("verify") or ()), dict(data.get("recorded") or {}), dict(data.get("source") or {}))
+                    tuple(data.get("verify") or ()), dict(data.get("recorded") or {}), dict(data.get("source") or {}),
+                    dict(data.get("symptoms") or {}), data.get("fixed"), data.get("guards"))
 
 
 def _entry(item: Any, where: str) -> Entry:
@@ -185,20 +213,45 @@ def overlaps(entries: list[Entry] | tuple[Entry, ...], targets: dict[int, set[tu
     return problems
 
 
-def experiment(timeline: Timeline) -> dict[str, Any]:
+def namespaces(timeline: Timeline) -> list[str]:
+    """Where the symptoms' Events are: the replay's namespace, the recorded ones, the alerts'."""
+    found = [timeline.configuration.get("namespace"), *(timeline.source.get("namespaces") or []),
+             *((a.get("labels") or {}).get("namespace") for a in timeline.symptoms.get("alerts") or [])]
+    return sorted({str(n) for n in found if n})
+
+
+def experiment(timeline: Timeline, expect: str = incident.REPRODUCED) -> dict[str, Any]:
     """The replay as a Chaos Toolkit experiment: one action plays the faults at their offsets (and
-    watches `observe` seconds more), then the timeline's own probes judge."""
+    watches `observe` seconds more); then the symptoms are judged (`expect`: reproduced or fixed),
+    and the timeline's own probes."""
+    if expect not in incident.EXPECT:
+        raise SpecError(f"--expect: expected one of {', '.join(incident.EXPECT)}, got {expect!r}")
+    has_symptoms = bool(timeline.symptoms.get("alerts") or timeline.symptoms.get("replicas"))
+    if not has_symptoms and (expect == incident.FIXED or not timeline.verify):
+        raise SpecError(f"{timeline.path}: nothing to judge the replay by: the timeline records no symptom (symptoms: "
+                        "alerts, replicas; kilocard record writes them)" + ("" if expect == incident.FIXED else
+                                                                            " and has no verify probe"))
     played = [{"at": e.at, "for": e.hold, "fault": e.fault} for e in timeline.entries]
+    judge = [{"type": "probe", "name": PROBE.format(expect=expect),
+              "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+              "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "incident_symptoms",
+                           "arguments": {"symptoms": timeline.symptoms, "expect": expect,
+                                         **({"fixed": timeline.fixed} if timeline.fixed else {}),
+                                         "namespaces": namespaces(timeline),
+                                         "first_at": timeline.entries[0].at}}}] if has_symptoms else []
     return {
         "title": f"replay: {timeline.title}",
         "description": timeline.description or f"Replay of the incident timeline {timeline.path}.",
-        "tags": ["kilocard", "replay"],
+        "tags": ["kilocard", "replay", expect],
         "configuration": dict(timeline.configuration),
+        **({"controls": [{"name": "guards", "provider": {"type": "python", "module": guards.MODULE,
+                                                          "arguments": timeline.guards}}]}
+           if timeline.guards is not None else {}),
         "method": [{"type": "action", "name": ACTION, "provider": {
             "type": "python", "module": "chaos.actions", "func": "replay_timeline",
-            "arguments": {"timeline": played, "observe": timeline.observe}}}, *timeline.verify],
-        "extensions": [{"name": EXTENSION, "timeline": str(timeline.path), "recorded": timeline.recorded,
-                        "source": timeline.source}],
+            "arguments": {"timeline": played, "observe": timeline.observe}}}, *judge, *timeline.verify],
+        "extensions": [{"name": EXTENSION, "timeline": str(timeline.path), "expect": expect,
+                        "recorded": timeline.recorded, "source": timeline.source}],
     }
 
 

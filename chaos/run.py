@@ -437,6 +437,10 @@ def verdict(journal: dict[str, Any]) -> Judgement:
         said, basis = _probe_failures((journal.get("steady_states") or {}).get("after") or {})
         return Judgement(Exit.FAILED, f"steady state deviated after the method: {said}", basis)
     if (journal.get("steady_states") or {}).get("after") is None and before is None:
+        probes = [r for r in journal.get("run") or [] if (r.get("activity") or {}).get("type") == "probe"]
+        if probes:  # they judged, and what they said is the verdict's reason (a replay's "reproduced: ...")
+            return Judgement(Exit.PASSED, "the method's probes passed: " + "; ".join(
+                f"{(r.get('activity') or {}).get('name', '?')}: {why(r) or 'within tolerance'}" for r in probes))
         return Judgement(Exit.PASSED, "method ran; no steady-state hypothesis to check")
     return Judgement(Exit.PASSED, "steady state met before and after the method")
 

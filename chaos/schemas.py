@@ -473,6 +473,19 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "fault_at": ("the fault's Unix time (default: when the run's last fault was applied, from its ledger)",
                  1700000000.0, _POSITIVE),
     "path": ("how the node is remediated", "quarantine", {"enum": list(remediation.PATHS)}),
+    "symptoms": ("an incident's symptoms (kilocard record writes them): tolerance, alerts, replicas",
+                 {"tolerance": 15, "alerts": [{"alert": "ReplicaTtftP95High", "labels": {"model_name": MODEL},
+                                               "firing_at": 3.0, "resolved_at": 41.0}],
+                  "replicas": [{"owner": "llama-3-70b-tp8-5d4f7c9b8", "pod": "llama-3-70b-tp8-5d4f7c9b8-x2x9p",
+                                "deleted": 16.0, "started": 41.0}]}, {}),
+    "expect": ("reproduced: every symptom comes back within its tolerance; fixed: none does, or each within its "
+               "budget in `fixed`", "reproduced", {"enum": ["reproduced", "fixed"]}),
+    "fixed": ("the fix's budgets: alerts: {name: {resolved_within: s}}, replicas: {started_within: s}",
+              {"alerts": {"ReplicaTtftP95High": {"resolved_within": 30}}}, {}),
+    "namespaces": ("where the replicas' Events are (default: every namespace)", [NAMESPACE],
+                   {"items": {"type": "string", **_NAMED}}),
+    "step": ("the ALERTS range query's step, seconds (the rules' evaluation interval)", 1.0, _POSITIVE),
+    "first_at": ("the first fault's offset in the timeline: time zero is its apply less this", 0.0, _NOT_NEGATIVE),
 }
 # What every probe of probes.chaostoolkit returns (probes.verdict's mapping, and `outcome` where it
 # has one), and the keys each returns besides (its verdict's details): what a tolerance's `target`
@@ -485,6 +498,7 @@ _TP_GROUPS = ("model", "problems", "groups")
 PROBE_KEYS: dict[str, tuple[str, ...]] = {
     "capacity_fits": ("model", "kv_bytes_per_token", "need_bytes", "supply_bytes", "serving_replicas", "headroom"),
     "devices_tainted_within": ("budget", "cards"),
+    "incident_symptoms": ("expect", "symptoms", "impact_seen"),
     "no_hung_groups": ("model", "namespace", "window", "at", "demand", "settling", "replicas", "hung"),
     "placement_holds": ("model", "crowded", "unguarded", "domains", "skew"),
     "remediated_within": ("node", "left", "unhealthy", "stuck", *_BUDGETED),

@@ -282,6 +282,15 @@ def summary(result: Result) -> RenderableType:
                        _since(f.get("applied_at") or None, start), _since(reverted, start))
     if faults.rows:
         parts.append(faults)
+    judged = symptoms(journal)
+    if judged is not None:
+        table = Table("symptom", "recorded", "observed", "judgement", box=box.SIMPLE,
+                      title=f"incident: {judged['reason']}", title_justify="left")
+        for row in judged.get("symptoms") or []:  # each row's why is in the journal and the report
+            style = {"ok": "green", "failed": "red", "unknown": "yellow"}.get(row["judgement"], "dim")
+            table.add_row(Text(row["symptom"]), Text(row["recorded"]), Text(row["observed"]),
+                          Text(row["judgement"], style=style))
+        parts.append(table)
     recovery = kilocard.get("recovery") or []
     if recovery:
         columns = list(dict.fromkeys(k for phase in recovery for k in phase))
@@ -291,6 +300,15 @@ def summary(result: Result) -> RenderableType:
         parts.append(table)
     title = " ".join(p for p in ("kilocard run", result.run_id, result.path.name) if p)
     return Panel(Group(*parts), title=Text(title), title_align="left", border_style=COLOUR[result.exit])
+
+
+def symptoms(journal: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A replay's judgement of its incident's symptoms (probes.incident's output), if it has one."""
+    for _, run in _activities(journal):
+        provider = (run.get("activity") or {}).get("provider") or {}
+        if provider.get("func") == "incident_symptoms" and isinstance(run.get("output"), dict):
+            return dict(run["output"])
+    return None
 
 
 def _activities(journal: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

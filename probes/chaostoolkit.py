@@ -18,19 +18,31 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from chaos import ledger, timezero
+from chaos import ledger, record, timezero
 from chaos.actions import run_id_of
 from chaos.errors import KilocardError, KubeError
 from chaos.follower import Follower
 from chaos.kube import Kube
 from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
-from probes import capacity, device_taints, hung, metric_names, placement, remediation, slo, snapshot, tp_groups
+from probes import (
+    capacity,
+    device_taints,
+    hung,
+    incident,
+    metric_names,
+    placement,
+    remediation,
+    slo,
+    snapshot,
+    tp_groups,
+)
 from probes.errors import NoData, ProbeError
 from probes.verdict import unknown
 
 __all__ = [
     "capacity_fits",
     "devices_tainted_within",
+    "incident_symptoms",
     "no_hung_groups",
     "placement_holds",
     "remediated_within",
@@ -174,6 +186,50 @@ def _scrape(cfg: Dict[str, Any], prom: Any, ind: slo.Indicator) -> float:
     if cfg.get("kilocard_scrape_interval"):
         return float(cfg["kilocard_scrape_interval"])
     return slo.scrape_interval(cfg.get("kilocard_prometheus_url", PROMETHEUS_URL), _job(prom, ind))
+
+
+@_unknown_without_data
+def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixed: Dict[str, Any] = None,
+                      namespaces: List[str] = None, step: float = 1.0, first_at: float = 0.0,
+                      since: float = None, configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+    """A replayed incident's symptoms (probes.incident), from time zero (the replay's first fault,
+    less `first_at`, its offset in the timeline; else `since`) to now: with expect "reproduced",
+    every recorded alert fired again and every recorded replica was deleted and started again,
+    each within the tolerance of its recorded offset; with "fixed", none came back, or each
+    within its budget in `fixed`. Alerts from Prometheus's ALERTS series (one range query, `step`
+    s), replicas from the namespaces' Events and the run's own pod kills."""
+    if expect not in incident.EXPECT:
+        raise ProbeError(f"expect: expected one of {', '.join(incident.EXPECT)}, got {expect!r}")
+    bad = incident.problems(symptoms, fixed, "incident_symptoms")
+    if bad:
+        raise ProbeError("; ".join(bad))
+    cfg = configuration or {}
+    kube = _kube(cfg)
+    try:
+        zero = time_zero(cfg, kube, since, first=True)[0] - float(first_at)
+        until = time.time()
+        series: List[Dict[str, Any]] = []
+        if symptoms.get("alerts"):  # replicas alone need no Prometheus
+            start = zero - 3 * step  # a firing that starts at the range's start began before time zero
+            try:
+                series = record.alert_series(_prom(cfg), start, until, step)
+            except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
+                raise metric_names.query_failed("PromQL range ALERTS", exc, ProbeError) from None
+        _, alerts = record.faults_from_alerts(series, step, until, {})
+        firings = [incident.Firing(a["name"], a["labels"], round(a["firing_at"] - zero, 3),
+                                   None if a["resolved_at"] is None else round(a["resolved_at"] - zero, 3))
+                   for a in alerts]
+        killed = [(r.applied_at, f"{r.target.get('namespace', '')}/{r.target['name']}")
+                  for r in _applied_records(cfg, kube) if r.target.get("name") and r.target.get("uid")]  # a pod
+        events = record.events(kube, list(namespaces or [None]), zero, until)
+    finally:
+        kube.close()
+    replaced = [incident.Replacement(incident.owner(r["pod"]), r["pod"], r["deleted"], r.get("started"))
+                for r in record.recovery_from_events(events, zero, killed)]
+    horizon = round(until - zero, 3)
+    if expect == incident.FIXED:
+        return incident.fixed(symptoms, fixed or {}, firings, replaced, horizon).to_json()
+    return incident.reproduced(symptoms, firings, replaced, horizon).to_json()
 
 
 @_unknown_without_data

@@ -26,7 +26,8 @@ def binary() -> str:
 
 # The alerts a production stack keeps on these signals (their `for:` left out: a postmortem wants
 # the first moment). They are what `kilocard record` reads back as an incident's faults (the ECC and
-# XID alerts) and as its SLO burn (the TTFT alert), from the ALERTS series; no Alertmanager needed.
+# XID alerts) and as its symptoms (the TTFT alert, the model down), from the ALERTS series; no
+# Alertmanager needed.
 _TTFT = '{__name__=~"vllm:time_to_first_token_seconds_bucket|vllm_time_to_first_token_seconds_bucket"}'
 ALERTS = {"groups": [{"name": "kilocard-testbed", "rules": [
     {"alert": "GpuDoubleBitEccErrors", "expr": dcgm.DBE_QUERY, "labels": {"severity": "critical"}},
@@ -34,6 +35,11 @@ ALERTS = {"groups": [{"name": "kilocard-testbed", "rules": [
     {"alert": "NpuChipUnhealthy", "expr": ascend.FATAL_QUERY, "labels": {"severity": "critical"}},
     {"alert": "ReplicaTtftP95High", "labels": {"severity": "page"},
      "expr": f"histogram_quantile(0.95, sum by (le, namespace, model_name, pod) (rate({_TTFT}[10s]))) > 0.5"},
+    # The gateway answering a model's requests with no Ready replica to send them to (a 503 at the
+    # front door): the model is down, whatever its pods say.
+    {"alert": "ModelUnavailable", "labels": {"severity": "page"},
+     "expr": 'sum by (namespace, model_name) (rate(kilocard_sim_requests_failed_total{reason="no_ready_replica"}'
+             '[10s])) > 0'},
 ]}]}
 
 

@@ -114,7 +114,8 @@ def _release(run: Run) -> str:
 
 
 def _replay(run: Run) -> list[str]:
-    """A replay's faults at the recorded offsets and the replayed ones; the two recoveries."""
+    """A replay's verdict on its symptoms (reproduced, or fixed) with recorded against observed; its
+    faults at the recorded offsets and the replayed ones; the two recoveries."""
     replay = run.replay
     if replay is None:
         return []
@@ -128,7 +129,17 @@ def _replay(run: Run) -> list[str]:
     alerts = [(escape(a.get("name", "?")), escape(json.dumps(a.get("labels") or {}, sort_keys=True)),
                f"{a['firing_at']:.1f} s", "-" if a.get("resolved_at") is None else f"{a['resolved_at']:.1f} s")
               for a in recorded.get("alerts") or []]
-    return ["<h2>Replay against the incident</h2>", f"<p>timeline {escape(replay['timeline'])}</p>",
+    judged = replay["symptoms"]
+    if judged is None:
+        verdict = f'<p class="muted">symptoms not judged ({escape(replay["expect"])} was expected)</p>'
+    else:
+        said = escape(str(judged.get("judgement", "failed")))
+        word = '<span class="ok">ok</span>' if judged.get("ok") else f'<span class="bad">{said}</span>'
+        verdict = (f"<p>{word} {escape(str(judged.get('reason', '')))}</p>"
+                   + _table(("symptom", "recorded", "observed", "judgement", "why"),
+                            [tuple(escape(str(r.get(k, ""))) for k in ("symptom", "recorded", "observed", "judgement",
+                                                                        "why")) for r in judged.get("symptoms") or []]))
+    return ["<h2>Replay against the incident</h2>", f"<p>timeline {escape(replay['timeline'])}</p>", verdict,
             _table(("fault", "targets", "recorded at", "replayed at", "drift", "reverted at"), rows),
             '<div class="cols"><div><h3>the incident</h3>',
             _fig(figures.recorded_recovery(run, list(recorded.get("recovery") or [])), "no recovery recorded"),

@@ -123,16 +123,21 @@ class Run:
 
     @property
     def replay(self) -> dict[str, Any] | None:
-        """For a replay (chaos.replay): each fault's recorded and replayed offsets ("played"), and
-        what the incident recorded ("recorded": its recovery, its other alerts)."""
+        """For a replay (chaos.replay): each fault's recorded and replayed offsets ("played"), what
+        the incident recorded ("recorded": its recovery, its other alerts), what the replay was to
+        show ("expect") and its symptoms' verdict (probes.incident's output, None if not judged)."""
         extension = next((e for e in (self.raw.get("experiment") or {}).get("extensions") or []
                           if isinstance(e, dict) and e.get("name") == "kilocard-replay"), None)
         if extension is None:
             return None
         played = next((r.get("output") for r in self.raw.get("run") or []
                        if (r.get("activity") or {}).get("name") == "replay-timeline"), None)
+        judged = next((r.get("output") for r in self.raw.get("run") or []
+                       if ((r.get("activity") or {}).get("provider") or {}).get("func") == "incident_symptoms"
+                       and isinstance(r.get("output"), dict)), None)
         return {"played": played if isinstance(played, list) else [], "recorded": extension.get("recorded") or {},
-                "timeline": extension.get("timeline", "")}
+                "timeline": extension.get("timeline", ""), "expect": extension.get("expect", "reproduced"),
+                "symptoms": judged}
 
     @property
     def when(self) -> float:

@@ -193,6 +193,11 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     (evicted,) = recorded["recorded"]["recovery"]
     assert evicted["pod"] == sick and evicted["replacement"] and 5 < evicted["deleted"] < 25, evicted
     assert any(a["name"] == "ReplicaTtftP95High" for a in recorded["recorded"]["alerts"])  # the SLO burn, kept
+    # ... and as the symptoms a replay must show again: the alert by its stable labels, the replica by its owner.
+    symptoms = recorded["symptoms"]
+    assert [a["alert"] for a in symptoms["alerts"]] == ["ReplicaTtftP95High"] and "pod" not in symptoms["alerts"][0][
+        "labels"], symptoms
+    assert [r["pod"] for r in symptoms["replicas"]] == [sick] and symptoms["tolerance"] == 15
     # Before the replay, the pre-incident placement: the replica back on the node the incident hit
     # (its replacement's node cordoned meanwhile; the remediator has released the healed node).
     spare = evicted["node"]
@@ -202,7 +207,6 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     back = per_node(wait_ready(kube, p.namespace, TP8, 2, timeout=90))
     kube.patch_node(spare, {"spec": {"unschedulable": False}})
     assert back[fault["target"]["node"]] == 1, back
-    recorded["observe"] = 10
     recorded["faults"][0]["for"] = 30  # replayed for 30 s: long past the remediation, shorter than the run held it
     incident.write_text(yaml.safe_dump(recorded))
     done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--prometheus-url", testbed.prometheus_url,
@@ -215,8 +219,15 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     assert played["targets"] == [fault["target"]]
     (moved,) = replayed["kilocard"]["recovery"]  # the remediator took the replica out again
     assert moved["node"] != fault["target"]["node"] and moved["deleted"] < ecc["for"], moved
+    # Reproduced: the TTFT alert fired again and the replica was replaced, each near its recorded offset.
+    judged = probe(replayed, "incident-reproduced")
+    assert judged["ok"] and judged["reason"].startswith("reproduced: "), judged
+    rows = {r["symptom"].split("{")[0]: r for r in judged["symptoms"]}
+    assert rows["alert ReplicaTtftP95High"]["judgement"] == "ok" and rows[f"replica of {evicted['pod'].rsplit('-', 1)[0]}"][
+        "judgement"] == "ok", judged["symptoms"]
     page = (tmp_path / "reports" / replayed["kilocard"]["run_id"] / "index.html").read_text()
     assert "Replay against the incident" in page and "recovery the incident recorded" in page
+    assert "reproduced: " in page and "ReplicaTtftP95High" in page  # the symptoms' table
 
 
 def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
@@ -228,10 +239,24 @@ def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
         objects = fleet.scaled(fleet.only(fleet.load("default", tb.config.card_resource), TP8), {TP8: 2})
         fleet.deploy(kube, timing.stamp(objects, "default"), timeout=90, say=lambda _m: None)
         kube.close()
-        serving(PrometheusConnect(tb.prometheus_url), fleet.DEFAULT_NAMESPACE, {TP8: 2})
+        prom = PrometheusConnect(tb.prometheus_url)
+        serving(prom, fleet.DEFAULT_NAMESPACE, {TP8: 2})
         code, journal, _ = kilocard_run(tb, tmp_path, experiment("s3-ecc-one-tp-member.yaml"))
+        # The field account's ECC incident, replayed as the regression test of its fix (remediation):
+        # here there is none, and the alert it was about comes back and outlasts the fix's budget.
+        assert eventually(lambda: not prom.custom_query('ALERTS{alertname="ReplicaTtftP95High"}'), 60)
+        done = subprocess.run([*KILOCARD, "replay", str(CATALOG / "incidents" / "ecc-one-card.yaml"), "--expect",
+                               "fixed", "--kubeconfig", str(tb.paths.kubeconfig), "--prometheus-url",
+                               tb.prometheus_url, "--ledger-dir", str(tmp_path / "ledger"), "--journal",
+                               str(tmp_path / "fixed.json"), "--reports", str(tmp_path / "reports"), "--no-report"],
+                              capture_output=True, text=True, timeout=300)
     finally:
         tb.down(say=lambda _m: None)
+    assert "Traceback" not in done.stderr and done.returncode == 1, done.stdout + done.stderr
+    fix = json.loads((tmp_path / "fixed.json").read_text())["kilocard"]["reason"]
+    assert fix.startswith("probe 'incident-fixed' failed: not fixed: alert ReplicaTtftP95High{model_name=llama-3-70b,"
+                          "namespace=kilocard-fleet,severity=page} came back and lasted "), fix
+    assert "over the fix's 25 s" in fix
     # One cause changed (no remediator), the budget as in the catalog: the node is never quarantined.
     assert code == 1
     reason = journal["kilocard"]["reason"]

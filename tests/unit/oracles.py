@@ -349,3 +349,85 @@ def guard_refusals(pods_taken: dict[tuple[str, str], Any], nodes: set[str], card
     if limits.require_opt_in and {ns for ns, _ in pods_taken} - opted_in:
         refused.add("require_opt_in")
     return refused
+
+
+# --- incident_symptoms ---------------------------------------------------------------------------------
+_IDENTITY = {"pod", "pod_name", "instance", "container", "endpoint", "uid", "alertstate", "alertname"}
+
+
+def _same_alert(symptom: dict[str, Any], firing: Any) -> bool:
+    wanted = {k: str(v) for k, v in (symptom.get("labels") or {}).items() if k not in _IDENTITY}
+    return firing.name == symptom["alert"] and all(firing.labels.get(k) == v for k, v in wanted.items())
+
+
+def _worst(outcomes: list[str]) -> str:
+    judged = [o for o in outcomes if o != "not judged"]
+    if not judged:
+        return "unknown"
+    return "failed" if "failed" in judged else "unknown" if "unknown" in judged else "ok"
+
+
+def incident_reproduced(symptoms: dict[str, Any], firings: list[Any], replaced: list[Any], until: float) -> str:
+    """ok | failed | unknown, by the contract of incident_symptoms with expect reproduced."""
+    tol = float(symptoms.get("tolerance", 15.0))
+    outcomes = []
+    for s in symptoms.get("alerts") or []:
+        at = float(s["firing_at"])
+        ours = [f for f in firings if _same_alert(s, f)]
+        if any(f.firing_at >= 0 and at - tol <= f.firing_at <= at + tol for f in ours):
+            outcomes.append("ok")
+        elif any(f.firing_at < 0 for f in ours) or until < at + tol:
+            outcomes.append("unknown")  # firing before the replay, or its window not passed yet
+        else:
+            outcomes.append("failed")
+    used: set[int] = set()
+    for s in sorted(symptoms.get("replicas") or [], key=lambda s: float(s["deleted"])):
+        at = float(s["deleted"])
+        pick = None
+        for i in sorted(range(len(replaced)), key=lambda i: (replaced[i].deleted, i)):
+            r = replaced[i]
+            if i not in used and r.owner == s["owner"] and at - tol <= r.deleted <= at + tol:
+                pick = i
+                break
+        if pick is None:
+            outcomes.append("unknown" if until < at + tol else "failed")
+            continue
+        used.add(pick)
+        started = replaced[pick].started
+        if s.get("started") is None or (started is not None and abs(started - float(s["started"])) <= tol):
+            outcomes.append("ok")
+        elif started is None and until < float(s["started"]) + tol:
+            outcomes.append("unknown")
+        else:
+            outcomes.append("failed")
+    return _worst(outcomes)
+
+
+def incident_fixed(symptoms: dict[str, Any], fix: dict[str, Any], firings: list[Any], replaced: list[Any],
+                   until: float) -> str:
+    """ok | failed | unknown, by the contract of incident_symptoms with expect fixed."""
+    outcomes = []
+    for s in symptoms.get("alerts") or []:
+        ours = [f for f in firings if _same_alert(s, f)]
+        budget = ((fix.get("alerts") or {}).get(s["alert"]) or {}).get("resolved_within")
+        if any(f.firing_at < 0 for f in ours):
+            outcomes.append("unknown")
+        elif not ours:
+            outcomes.append("ok")
+        elif budget is None:
+            outcomes.append("failed")
+        else:
+            spans = [((f.resolved_at if f.resolved_at is not None else until) - f.firing_at, f.resolved_at is None)
+                     for f in ours]
+            outcomes.append("failed" if any(d > budget for d, _ in spans) else
+                            "unknown" if any(open_ for _, open_ in spans) else "ok")
+    budget = (fix.get("replicas") or {}).get("started_within")
+    for s in symptoms.get("replicas") or []:
+        ours = [r for r in replaced if r.owner == s["owner"]]
+        if budget is None:
+            outcomes.append("not judged")
+            continue
+        spans = [((r.started if r.started is not None else until) - r.deleted, r.started is None) for r in ours]
+        outcomes.append("failed" if any(d > budget for d, _ in spans) else
+                        "unknown" if any(open_ for _, open_ in spans) else "ok")
+    return _worst(outcomes)

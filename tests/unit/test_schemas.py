@@ -442,7 +442,7 @@ WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per")}
 def _returned() -> dict[str, list[dict[str, Any]]]:
     """Each probe's outputs from its pure judge, over small fixtures that reach every branch with a
     key of its own (a budgeted probe's judge is probes.budget over the cluster's moments)."""
-    from probes import budget, capacity, device_taints, hung, placement, remediation, slo, tp_groups
+    from probes import budget, capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
     from probes.slo import Indicator, Sample
     from probes.snapshot import Moment
 
@@ -459,6 +459,7 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
     one = Indicator("m", "q", "1m", "pod")
     breach_then_back = [Sample(NOW + t, {"pod-a": 2.0 if 5 <= t < 20 else 0.1}) for t in range(0, 61)]
     xid = device_taints.XidFault("a", 3, NOW)
+    symptoms = {"alerts": [{"alert": "A", "labels": {}, "firing_at": 2.0}]}
     return {
         "placement_holds": [placement.anti_affinity(APART, "m").to_json(), placement.anti_affinity(PILED, "m").to_json(),
                             placement.anti_affinity(PILED, "m", guaranteed=True).to_json()],
@@ -485,6 +486,8 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
             remediation.out_of_service(ClusterSnapshot((_pod("1", "a"),), ()), "a", ("m",)).to_json()],
         "devices_tainted_within": [device_taints.judge([], [xid], 10, NOW + 30).to_json(),
                                    device_taints.judge([], [], 10, NOW).to_json()],
+        "incident_symptoms": [incident.reproduced(symptoms, [incident.Firing("A", {}, 3.0, 9.0)], [], 60).to_json(),
+                              incident.fixed(symptoms, {}, [], [], 60).to_json()],
     }
 
 

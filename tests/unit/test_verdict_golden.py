@@ -20,7 +20,7 @@ import pytest
 from chaos import guards, run, stop
 from chaos.errors import Exit
 from chaos.vocabulary import TP_SIZE_LABEL
-from probes import budget, capacity, device_taints, hung, placement, remediation, slo, tp_groups
+from probes import budget, capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
 from probes.errors import ProbeError
 from probes.hung import Figures, Progress
 from probes.slo import Recovery, Sample
@@ -565,6 +565,43 @@ def _() -> Any:
     return [list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
                 "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}})),
             list(run.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}}))]
+
+
+# --- incident -------------------------------------------------------------------------------------------
+SICK = {"alert": "Slow", "labels": {"model_name": "m", "pod": "old-1"}, "firing_at": 10.0, "resolved_at": 30.0}
+LOST = {"owner": "rs", "pod": "rs-a", "deleted": 12.0, "started": 20.0}
+
+
+def firing(at: float, lasted: float | None, **labels: str) -> incident.Firing:
+    return incident.Firing("Slow", {"model_name": "m", "pod": "new-1", **labels}, at,
+                           None if lasted is None else at + lasted)
+
+
+@case("incident: reproduced")
+def _() -> Any:
+    both = {"tolerance": 5.0, "alerts": [SICK], "replicas": [LOST, {**LOST, "pod": "rs-b", "deleted": 30.0,
+                                                                    "started": 38.0}]}
+    replaced = [incident.Replacement("rs", "rs-x", 7.0, 15.0), incident.Replacement("rs", "rs-y", 35.0, 43.0)]
+    return [out(incident.reproduced(both, [firing(15.0, 3.0)], replaced, 48.0)),  # every edge exactly at tolerance
+            out(incident.reproduced(both, [firing(15.0001, 3.0)], replaced, 48.0)),
+            out(incident.reproduced(both, [firing(5.0, None), firing(-1.0, 2.0)], replaced[:1], 48.0)),
+            out(incident.reproduced(both, [firing(9.0, 1.0, model_name="other")], replaced, 14.9)),
+            out(incident.reproduced(both, [firing(9.0, 1.0)], [incident.Replacement("rs", "rs-x", 12, None)], 24.9)),
+            out(incident.reproduced(both, [firing(9.0, 1.0)], [incident.Replacement("rs", "rs-x", 12, None)], 25.0)),
+            out(incident.reproduced({"alerts": [SICK]}, [firing(-3.0, None)], [], 60.0))]
+
+
+@case("incident: fixed")
+def _() -> Any:
+    symptoms = {"alerts": [SICK], "replicas": [LOST]}
+    fix = {"alerts": {"Slow": {"resolved_within": 10.0}}, "replicas": {"started_within": 8.0}}
+    return [out(incident.fixed(symptoms, fix, [firing(4.0, 10.0)], [incident.Replacement("rs", "x", 12, 20)], 60)),
+            out(incident.fixed(symptoms, fix, [firing(4.0, 10.0001)], [], 60)),
+            out(incident.fixed(symptoms, fix, [], [incident.Replacement("rs", "x", 12, 20.0001)], 60)),
+            out(incident.fixed(symptoms, fix, [firing(52.0, None)], [incident.Replacement("rs", "x", 52, None)], 60)),
+            out(incident.fixed(symptoms, fix, [firing(50.0, None)], [], 60)),
+            out(incident.fixed(symptoms, {}, [firing(4.0, 1.0)], [], 60)),
+            out(incident.fixed(symptoms, {}, [], [incident.Replacement("rs", "x", 12, 50)], 60))]
 
 
 def _jsonable(value: Any) -> Any:

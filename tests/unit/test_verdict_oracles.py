@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from chaos import run, stop
-from probes import budget, device_taints, hung, slo, tp_groups
+from probes import budget, device_taints, hung, incident, slo, tp_groups
 from probes.hung import Figures, Progress
 from probes.slo import Recovery, Sample
 from probes.snapshot import ClusterSnapshot, Moment, NodeView, PodView
@@ -389,3 +389,48 @@ def test_the_guards_agree_with_their_oracle(snapshot, data):
                if any(line.startswith(name) or f"'s {name} " in line for line in said)}
     refused |= {"require_opt_in"} if any("opted in" in line for line in said) else set()
     assert refused == oracles.guard_refusals(taken, r.nodes, r.cards, snapshot, lim, opted, room_ok, context), said
+
+
+# --- incident_symptoms --------------------------------------------------------------------------------
+OFFSETS = st.sampled_from([-5.0, 0.0, 3.0, 10.0, 14.0, 15.0, 16.0, 30.0, 44.0, 45.0, 60.0])
+OWNERS = ("rs-a", "rs-b")
+
+
+@st.composite
+def incidents(draw: st.DrawFn) -> tuple[dict, dict, list, list, float]:
+    """Symptoms as record writes them, a replay's firings and replacements, how long it watched."""
+    alerts = draw(st.lists(st.fixed_dictionaries({
+        "alert": st.sampled_from(["Slow", "Down"]), "labels": st.sampled_from([{}, {"model_name": "m"}]),
+        "firing_at": OFFSETS.filter(lambda x: x >= 0)}), max_size=2))
+    replicas = draw(st.lists(st.builds(
+        lambda owner, deleted, took: {"owner": owner, "pod": f"{owner}-x", "deleted": deleted,
+                                      **({} if took is None else {"started": deleted + took})},
+        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0), st.one_of(st.none(), st.sampled_from([5.0, 20.0]))),
+        max_size=4))
+    symptoms = {"tolerance": draw(st.sampled_from([0.0, 5.0, 15.0])), "alerts": alerts, "replicas": replicas}
+    firings = draw(st.lists(st.builds(
+        lambda name, labels, at, lasted: incident.Firing(name, labels, at, None if lasted is None else at + lasted),
+        st.sampled_from(["Slow", "Down", "Other"]),
+        st.sampled_from([{}, {"model_name": "m", "pod": "p1"}, {"model_name": "n"}]), OFFSETS,
+        st.one_of(st.none(), st.sampled_from([1.0, 20.0, 40.0]))), max_size=3))
+    replaced = draw(st.lists(st.builds(
+        lambda owner, deleted, took: incident.Replacement(owner, f"{owner}-y", deleted,
+                                                          None if took is None else deleted + took),
+        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0), st.one_of(st.none(), st.sampled_from([4.0, 12.0,
+                                                                                                        30.0]))),
+        max_size=4))
+    # Budgets that equal the spans drawn above: the boundaries are where a verdict flips.
+    fix = {"alerts": draw(st.dictionaries(st.sampled_from(["Slow", "Down"]), st.builds(
+        lambda s: {"resolved_within": s}, st.sampled_from([1.0, 10.0, 20.0, 40.0])), max_size=2)),
+           **draw(st.sampled_from([{}, *({"replicas": {"started_within": b}} for b in (4.0, 10.0, 12.0, 30.0))]))}
+    return symptoms, fix, firings, replaced, draw(st.sampled_from([10.0, 30.0, 35.0, 45.0, 61.0, 90.0]))
+
+
+@EXAMPLES
+@given(incidents())
+def test_incident_symptoms_agree_with_their_oracle(case):
+    symptoms, fix, firings, replaced, until = case
+    assert incident.reproduced(symptoms, firings, replaced, until).judgement == oracles.incident_reproduced(
+        symptoms, firings, replaced, until)
+    assert incident.fixed(symptoms, fix, firings, replaced, until).judgement == oracles.incident_fixed(
+        symptoms, fix, firings, replaced, until)

@@ -1,0 +1,73 @@
+"""Postmortem reproduction on the real control plane: the commonest incident, a pod deleted by
+hand (a plain DELETE, as `kubectl delete pod` sends it), recorded from the apiserver's audit log
+and the controllers' Events, and replayed: reproduced, its replacement started within the
+tolerance of the recorded one; and not reproduced once the record says the replacement started
+much later than the testbed starts one. (tests/testbed/test_catalog.py records and replays S3's ECC
+incident, and replays the field account's ECC incident under --expect fixed on a testbed with no
+remediation.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.testbed.helpers import deploy, serving, wait_ready
+from tests.testbed.test_runner import KILOCARD
+
+pytestmark = pytest.mark.testbed
+FRAGILE = "llama-2-7b-fragile"  # TP=1: a replica starts in a few seconds
+
+
+def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_reproduced_and_its_twin_is_not(kube, testbed, pool, prom,
+                                                                                          tmp_path):
+    p = pool(1)
+    deploy(kube, p, {FRAGILE: 2})
+    serving(prom, p.namespace, {FRAGILE: 2})
+    victim = sorted(x.metadata.name for x in wait_ready(kube, p.namespace, FRAGILE, 2))[0]
+    since = time.time() - 1
+    kube.delete_pod(p.namespace, victim)  # what `kubectl delete pod` sends: one DELETE, no kilocard anywhere
+    wait_ready(kube, p.namespace, FRAGILE, 2, timeout=60)
+    cluster = ["--kubeconfig", str(testbed.paths.kubeconfig)]
+    incident = tmp_path / "deleted.yaml"
+    done = subprocess.run([*KILOCARD, "record", "--since", str(since), "--until", str(time.time()), "--namespace",
+                           p.namespace, "--audit-log", str(testbed.paths.audit_log), *cluster, "--title",
+                           "a replica deleted by hand", "-o", str(incident)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = yaml.safe_load(incident.read_text())
+    (kill,) = recorded["faults"]
+    assert kill["fault"] == {"kind": "pod-kill", "namespace": p.namespace, "label_selector":
+                             f"kilocard.io/model={FRAGILE}", "count": 1}, kill
+    assert kill["at"] == 0 and kill["note"].startswith("recorded as deleted by ")
+    (lost,) = recorded["symptoms"]["replicas"]
+    assert lost["pod"] == victim and lost["owner"] == victim.rsplit("-", 1)[0] and lost["deleted"] == 0, lost
+    assert 0 < lost["started"] < 30, lost  # the ReplicaSet's replacement, started
+    # Replayed: the kill lands at once, and a replica of that ReplicaSet is deleted and started again.
+    done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--ledger-dir", str(tmp_path / "ledger"),
+                           "--journal", str(tmp_path / "replay.json"), "--reports", str(tmp_path / "reports"),
+                           "--no-report"], capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in done.stderr and done.returncode == 0, done.stdout + done.stderr
+    replayed = json.loads((tmp_path / "replay.json").read_text())
+    judged = next(r for r in replayed["run"] if r["activity"]["name"] == "incident-reproduced")["output"]
+    assert judged["reason"] == "reproduced: 1 of 1 symptom(s) seen again within tolerance", judged
+    (row,) = judged["symptoms"]
+    assert row["judgement"] == "ok" and row["recorded"] == f"deleted +0.0 s, started +{lost['started']:.1f} s", row
+    assert replayed["kilocard"]["reason"].startswith("the method's probes passed: incident-reproduced: reproduced")
+    assert "incident: reproduced: 1 of 1 symptom(s)" in done.stdout  # the summary's table
+    # Its negative twin, one cause changed: the incident's replacement took 40 s more to start (a cold
+    # image pull) than the testbed's does. The same replay is "not reproduced", naming the start.
+    recorded["symptoms"]["replicas"][0]["started"] = lost["started"] + 40
+    incident.write_text(yaml.safe_dump(recorded))
+    done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--ledger-dir", str(tmp_path / "ledger"),
+                           "--journal", str(tmp_path / "twin.json"), "--reports", str(tmp_path / "reports"),
+                           "--no-report"], capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in done.stderr and done.returncode == 1, done.stdout + done.stderr
+    reason = json.loads((tmp_path / "twin.json").read_text())["kilocard"]["reason"]
+    owner = lost["owner"]
+    assert reason.startswith(f"probe 'incident-reproduced' failed: not reproduced: replica of {owner}'s replacement "
+                             "started +"), reason
+    assert reason.endswith(f"not within 15 s of +{lost['started'] + 40:.1f} s"), reason

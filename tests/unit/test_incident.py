@@ -1,0 +1,289 @@
+"""An incident's symptoms judged against a replay (probes.incident): reproduced or not, fixed or
+not, each symptom's row saying recorded against observed; the symptoms record writes (alerts,
+replicas, pods deleted from outside through the audit log or the kubelet's events); the replay
+experiment that judges them, and the summary that shows them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from chaos import record, replay, timeline
+from chaos.errors import Exit, SpecError
+from chaos.run import Result
+from probes.incident import Firing, Replacement, fixed, problems, reproduced
+
+SLOW = {"alert": "ReplicaTtftP95High", "labels": {"namespace": "fleet", "model_name": "m"}, "firing_at": 3.0,
+        "resolved_at": 25.0, "pod": "m-7f-abc"}
+LOST = {"owner": "m-7f", "pod": "m-7f-abc", "deleted": 12.0, "started": 30.0}
+SYMPTOMS = {"tolerance": 10.0, "alerts": [SLOW], "replicas": [LOST]}
+
+
+def fired(at: float, lasted: float | None, pod: str = "m-7f-new", **labels: str) -> Firing:
+    return Firing("ReplicaTtftP95High", {"namespace": "fleet", "model_name": "m", "pod": pod, **labels}, at,
+                  None if lasted is None else at + lasted)
+
+
+def test_an_incident_seen_again_within_tolerance_is_reproduced_on_another_replica_name() -> None:
+    v = reproduced(SYMPTOMS, [fired(5.0, 20.0)], [Replacement("m-7f", "m-7f-qqq", 15.0, 36.0)], until=70)
+    assert v.ok and v.reason == "reproduced: 2 of 2 symptom(s) seen again within tolerance"
+    alert, replica = v.details["symptoms"]
+    assert alert == {"symptom": "alert ReplicaTtftP95High{model_name=m,namespace=fleet}", "recorded": "fired +3.0 s",
+                     "observed": "fired +5.0 s", "judgement": "ok", "why": "within 10 s of +3.0 s"}
+    assert replica["observed"] == "m-7f-qqq deleted +15.0 s, started +36.0 s" and replica["judgement"] == "ok"
+
+
+@pytest.mark.parametrize("firings, replaced, until, judgement, reason", [
+    ([], [Replacement("m-7f", "x", 15, 36)], 70, "failed",
+     "not reproduced: alert ReplicaTtftP95High{model_name=m,namespace=fleet} did not fire within 10 s of +3.0 s "
+     "(watched to +70.0 s)"),
+    ([fired(40.0, 5.0)], [Replacement("m-7f", "x", 15, 36)], 70, "failed",
+     "not reproduced: alert ReplicaTtftP95High{model_name=m,namespace=fleet} fired +40.0 s, not within 10 s of +3.0 s"),
+    ([fired(4.0, 5.0, model_name="other")], [Replacement("m-7f", "x", 15, 36)], 70, "failed",
+     "not reproduced: alert ReplicaTtftP95High{model_name=m,namespace=fleet} did not fire"),  # another model's
+    ([fired(4.0, 5.0)], [], 70, "failed", "not reproduced: no replica of m-7f was deleted within 10 s of +12.0 s"),
+    ([fired(4.0, 5.0)], [Replacement("m-7g", "x", 12, 30)], 70, "failed", "not reproduced: no replica of m-7f"),
+    ([fired(4.0, 5.0)], [Replacement("m-7f", "x", 12, 55)], 70, "failed",
+     "not reproduced: replica of m-7f's replacement started +55.0 s, not within 10 s of +30.0 s"),
+    ([fired(-2.0, None)], [Replacement("m-7f", "x", 12, 30)], 70, "unknown",
+     "reproduced? alert ReplicaTtftP95High{model_name=m,namespace=fleet} was already firing before the replay's "
+     "first fault: cannot judge, not healthy"),
+    ([fired(4.0, 5.0)], [Replacement("m-7f", "x", 12, None)], 35, "unknown",
+     "reproduced? replica of m-7f: its replacement had not started when the replay ended at +35.0 s"),
+    ([fired(4.0, 5.0)], [], 20, "unknown", "reproduced? replica of m-7f: the replay ended at +20.0 s, before +22.0 s"),
+])
+def test_what_is_not_reproduced_says_which_symptom_and_what_was_seen(firings, replaced, until, judgement,
+                                                                       reason) -> None:
+    v = reproduced(SYMPTOMS, firings, replaced, until)
+    assert v.judgement == judgement and v.reason.startswith(reason), v.reason
+
+
+def test_one_owners_deletions_are_matched_in_order_each_to_its_own() -> None:
+    two = {"tolerance": 10.0, "replicas": [{**LOST, "deleted": 12.0, "started": 30.0},
+                                           {**LOST, "pod": "m-7f-def", "deleted": 20.0, "started": 40.0}]}
+    both = [Replacement("m-7f", "a", 14.0, 33.0), Replacement("m-7f", "b", 21.0, 41.0)]
+    assert reproduced(two, [], both, until=80).ok
+    # One deletion cannot stand for two.
+    v = reproduced(two, [], both[:1], until=80)
+    assert not v.ok and "no replica of m-7f was deleted within 10 s of +20.0 s" in v.reason
+
+
+def test_a_timeline_with_no_symptom_cannot_be_judged_reproduced() -> None:
+    v = reproduced({"alerts": [], "replicas": []}, [fired(3.0, 1.0)], [], until=60)
+    assert v.judgement == "unknown" and "no symptom to judge" in v.reason
+
+
+FIX = {"alerts": {"ReplicaTtftP95High": {"resolved_within": 15}}, "replicas": {"started_within": 25}}
+
+
+@pytest.mark.parametrize("fix, firings, replaced, judgement, reason", [
+    ({}, [], [], "ok", "fixed: 1 of 1 symptom(s) held by the fix"),  # the replica is not judged without a budget
+    ({}, [fired(4.0, 3.0)], [], "failed", "not fixed: alert ReplicaTtftP95High{model_name=m,namespace=fleet} came "
+                                          "back: fired +4.0 s, resolved after 3.0 s"),
+    (FIX, [fired(4.0, 12.0)], [Replacement("m-7f", "x", 10, 30)], "ok", "fixed: 2 of 2 symptom(s) held by the fix"),
+    (FIX, [fired(4.0, 12.0), fired(30.0, 16.0)], [], "failed",
+     "not fixed: alert ReplicaTtftP95High{model_name=m,namespace=fleet} came back and lasted 16.0 s, over the fix's "
+     "15 s (fired +30.0 s, resolved after 16.0 s)"),
+    (FIX, [fired(50.0, None)], [], "unknown", "fixed? alert ReplicaTtftP95High{model_name=m,namespace=fleet} still "
+                                              "firing when the replay ended, 10.0 s of the fix's 15 s"),
+    (FIX, [fired(4.0, None)], [], "failed", "not fixed: alert ReplicaTtftP95High{model_name=m,namespace=fleet} came "
+                                            "back and lasted 56.0 s, over the fix's 15 s (fired +4.0 s, still firing"),
+    (FIX, [], [Replacement("m-7f", "x", 10, 40)], "failed",
+     "not fixed: replica of m-7f x took 30.0 s to start again, over the fix's 25 s"),
+    (FIX, [], [Replacement("m-7f", "x", 50, None)], "unknown",
+     "fixed? replica of m-7f x not started when the replay ended, 10.0 s of the fix's 25 s"),
+    (FIX, [fired(-1.0, 3.0)], [], "unknown", "fixed? alert ReplicaTtftP95High{model_name=m,namespace=fleet} was "
+                                             "already firing before the replay's first fault"),
+])
+def test_a_fix_holds_when_no_symptom_comes_back_or_each_within_its_budget(fix, firings, replaced, judgement,
+                                                                          reason) -> None:
+    v = fixed(SYMPTOMS, fix, firings, replaced, until=60)
+    assert v.judgement == judgement and v.reason.startswith(reason), v.reason
+    assert v.details["expect"] == "fixed" and len(v.details["symptoms"]) == 2
+
+
+@pytest.mark.parametrize("symptoms, fix, message", [
+    ([], None, "t: symptoms: expected a mapping"),
+    ({"alert": []}, None, "t: symptoms.alert: unknown field"),
+    ({"tolerance": -1}, None, "t: symptoms.tolerance: expected seconds (0 or more), got -1"),
+    ({"alerts": [{"alert": "A", "labels": {}}]}, None, "t: symptoms.alerts[0].firing_at: required, seconds"),
+    ({"alerts": [{"alert": "", "labels": {}, "firing_at": 1}]}, None, "t: symptoms.alerts[0].alert: required, a name"),
+    ({"alerts": [{"alert": "A", "labels": {}, "firing_at": 1, "resolved_at": "soon"}]}, None,
+     "t: symptoms.alerts[0].resolved_at: expected seconds (0 or more) or null, got 'soon'"),
+    ({"replicas": [{"owner": "o", "pod": "p", "deleted": 1, "when": 2}]}, None, "t: symptoms.replicas[0].when: unknown"),
+    ({"replicas": [{"owner": "o", "pod": "p", "deleted": True}]}, None, "t: symptoms.replicas[0].deleted: required"),
+    (SYMPTOMS, {"alerts": {"Typo": {"resolved_within": 5}}}, "t: fixed.alerts.Typo: no such symptom; expected one of "
+                                                             "ReplicaTtftP95High"),
+    (SYMPTOMS, {"alerts": {"ReplicaTtftP95High": {"resolved_within": 0}}},
+     "t: fixed.alerts.ReplicaTtftP95High: expected {resolved_within: seconds above 0}, got"),
+    (SYMPTOMS, {"replicas": {"ready_within": 5}}, "t: fixed.replicas: expected {started_within: seconds above 0}"),
+    (SYMPTOMS, {"slo": {}}, "t: fixed.slo: unknown field; expected alerts or replicas"),
+    (SYMPTOMS, [], "t: fixed: expected a mapping"),
+])
+def test_bad_symptoms_and_fixes_name_the_entry_and_field(symptoms, fix, message) -> None:
+    found = problems(symptoms, fix, "t")
+    assert any(p.startswith(message) for p in found), found
+    assert problems(SYMPTOMS, FIX, "t") == []
+
+
+# --- recording ---------------------------------------------------------------------------------------
+def audit(verb: str, pod: str, at: str, user: str = "kubernetes-admin", code: int = 200, subresource: str = "",
+          stage: str = "ResponseComplete") -> str:
+    ref = {"resource": "pods", "namespace": "fleet", "name": pod, **({"subresource": subresource} if subresource
+                                                                      else {})}
+    return json.dumps({"kind": "Event", "stage": stage, "verb": verb, "objectRef": ref, "user": {"username": user},
+                       "responseStatus": {"code": code}, "stageTimestamp": at})
+
+
+def test_the_audit_log_gives_each_completed_pod_delete_and_eviction_in_the_range() -> None:
+    lines = [audit("delete", "m-7f-abc", "2026-12-01T10:00:10.000000Z"),
+             audit("create", "m-7f-def", "2026-12-01T10:00:11.000000Z", subresource="eviction"),
+             audit("delete", "m-7f-ghi", "2026-12-01T10:00:12.000000Z", code=404),  # already gone: not a deletion
+             audit("delete", "m-7f-jkl", "2026-12-01T10:00:12.000000Z", stage="RequestReceived"),
+             audit("delete", "m-7f-mno", "2026-12-01T09:00:00.000000Z"),  # before the range
+             "not json", json.dumps(["a list"])]
+    t0 = 1796119200.0  # 2026-12-01T10:00:00Z
+    assert record.audit_deletions(lines, t0, t0 + 60) == [(t0 + 10, "fleet/m-7f-abc", "kubernetes-admin"),
+                                                          (t0 + 11, "fleet/m-7f-def", "kubernetes-admin")]
+
+
+def test_a_deletion_nothing_explains_is_a_pod_kill_and_a_remediators_or_controllers_is_not() -> None:
+    t0 = 1796119200.0
+    deletions = [(t0 + 10, "fleet/m-7f-abc", "kubernetes-admin"), (t0 + 11, "fleet/m-7f-abc", "the kubelet"),
+                 (t0 + 12, "fleet/m-7f-evi", "kubernetes-admin"),  # the remediator's: an Evicted event says so
+                 (t0 + 13, "fleet/m-7f-gc", "system:serviceaccount:kube-system:replicaset-controller"),
+                 (t0 + 14, "fleet/n-1-nos", "kubernetes-admin")]  # nothing selects its siblings: left out
+    events = [{"involvedObject": {"kind": "Pod", "name": "m-7f-evi", "namespace": "fleet"}, "reason": "Evicted",
+               "eventTime": "2026-12-01T10:00:11.500000Z"}]
+    selectors = {"fleet/m-7f-abc": "kilocard.io/model=m", "fleet/m-7f-evi": "kilocard.io/model=m",
+                 "fleet/m-7f-gc": "kilocard.io/model=m", "fleet/n-1-nos": None}
+    (kill,) = record.faults_from_deletions(deletions, events, selectors)
+    assert kill == record.Sighting("deleted by kubernetes-admin", {"kind": "pod-kill", "namespace": "fleet",
+                                                                   "label_selector": "kilocard.io/model=m",
+                                                                   "count": 1}, t0 + 10, None)
+    assert record.selector_for({"kilocard.io/model": "m", "pod-template-hash": "7f"}) == "kilocard.io/model=m"
+    assert record.selector_for({"pod-template-hash": "7f"}) == "pod-template-hash=7f"
+    assert record.selector_for({"app": "x"}) is None
+
+
+def test_a_pod_deleted_by_hand_is_recorded_with_its_replacement_as_the_symptom(tmp_path: Path) -> None:
+    t0 = 1796119200.0
+    events = [
+        {"involvedObject": {"kind": "ReplicaSet", "name": "m-7f", "namespace": "fleet"}, "reason": "SuccessfulCreate",
+         "message": "Created pod: m-7f-new", "eventTime": "2026-12-01T10:00:00.300000Z"},
+        {"involvedObject": {"kind": "Pod", "name": "m-7f-new", "namespace": "fleet"}, "reason": "Started",
+         "eventTime": "2026-12-01T10:00:25.000000Z"}]
+    kill = record.faults_from_deletions([(t0, "fleet/m-7f-abc", "kubernetes-admin")], events,
+                                        {"fleet/m-7f-abc": "kilocard.io/model=m"})
+    data = record.timeline("by hand", kill, events, [], {}, {"namespace": "fleet"}, [(t0, "fleet/m-7f-abc")], 10)
+    (fault,) = data["faults"]
+    assert fault["fault"] == {"kind": "pod-kill", "namespace": "fleet", "label_selector": "kilocard.io/model=m",
+                              "count": 1} and "for" not in fault
+    assert data["symptoms"] == {"tolerance": 10, "alerts": [], "replicas": [
+        {"owner": "m-7f", "pod": "m-7f-abc", "deleted": 0.0, "started": 25.0}]}
+    assert data["observe"] == 35  # to the last symptom (+25 s) and its 10 s tolerance: the kill itself takes no time
+    replay.load(write(tmp_path, data))
+
+
+def test_record_writes_each_alert_symptom_once_by_its_stable_labels_and_watches_long_enough() -> None:
+    ecc = record.Sighting("GpuDoubleBitEccErrors", {"kind": "gpu-ecc", "nodes": ["gpu-070"], "card": 3}, 1000.0,
+                          1010.0)
+    alerts = [{"name": "ReplicaTtftP95High", "labels": {"alertname": "ReplicaTtftP95High", "model_name": "m",
+                                                        "pod": p, "severity": "page"}, "firing_at": at,
+               "resolved_at": at + 20} for p, at in (("a", 1003.0), ("b", 1090.0))]
+    early = {"name": "Noise", "labels": {"alertname": "Noise"}, "firing_at": 990.0, "resolved_at": None}
+    data = record.timeline("t", [ecc], [], [*alerts, early], {}, tolerance=15)
+    assert data["symptoms"]["alerts"] == [{"alert": "ReplicaTtftP95High", "labels": {"model_name": "m",
+                                                                                     "severity": "page"},
+                                           "firing_at": 3.0, "resolved_at": 23.0, "pod": "a"}]
+    assert data["observe"] == 15  # the last symptom (+3 s) and its 15 s end inside the tolerance after the fault
+
+
+# --- the replay --------------------------------------------------------------------------------------
+ECC = {"kind": "gpu-ecc", "nodes": ["gpu-070"], "card": 3, "params": {"type": "dbe"}, "ttl_seconds": 600}
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "incident.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_the_replay_judges_the_symptoms_after_the_faults_as_it_is_asked(tmp_path: Path) -> None:
+    t = replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "for": 30, "fault": ECC}],
+                                     "symptoms": SYMPTOMS, "fixed": FIX, "configuration": {"namespace": "fleet"}}))
+    action, judge = replay.experiment(t)["method"]
+    assert judge["name"] == "incident-reproduced" and judge["provider"]["func"] == "incident_symptoms"
+    assert judge["provider"]["arguments"] == {"symptoms": SYMPTOMS, "expect": "reproduced", "fixed": FIX,
+                                              "namespaces": ["fleet"], "first_at": 0.0}
+    assert judge["tolerance"] == {"type": "regex", "target": "verdict", "pattern": "^ok$"}
+    _, judge = replay.experiment(t, "fixed")["method"]
+    assert judge["name"] == "incident-fixed" and judge["provider"]["arguments"]["expect"] == "fixed"
+
+
+def test_a_replay_with_nothing_to_judge_or_a_fix_without_symptoms_is_refused(tmp_path: Path) -> None:
+    bare = replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}]}))
+    with pytest.raises(SpecError, match="nothing to judge the replay by: the timeline records no symptom"):
+        replay.experiment(bare)
+    with pytest.raises(SpecError, match="fixed: a fix is judged against the symptoms, and the timeline has none"):
+        replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}], "fixed": FIX}))
+    with pytest.raises(SpecError, match=r"incident\.yaml: fixed\.alerts\.Typo: no such symptom"):
+        replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}], "symptoms": SYMPTOMS,
+                                     "fixed": {"alerts": {"Typo": {"resolved_within": 3}}}}))
+
+
+def test_the_summary_sets_each_symptom_recorded_against_observed(tmp_path: Path) -> None:
+    verdict = fixed(SYMPTOMS, FIX, [fired(4.0, 30.0)], [], until=60).to_json()
+    journal = {"run": [{"activity": {"type": "probe", "name": "incident-fixed", "provider": {
+        "type": "python", "module": "probes.chaostoolkit", "func": "incident_symptoms"}}, "status": "succeeded",
+        "output": verdict}], "kilocard": {"faults": [], "recovery": []}}
+    console = Console(width=200, record=True)
+    console.print(timeline.summary(Result(tmp_path / "t.yaml", "r1", Exit.FAILED, "probe 'incident-fixed' failed: "
+                                          + verdict["reason"], journal)))
+    text = console.export_text()
+    assert "incident: not fixed: alert ReplicaTtftP95High{model_name=m,namespace=fleet} came back and lasted 30.0 s" \
+        in text
+    assert "fired +3.0 s, resolved +25.0 s" in text and "fired +4.0 s, resolved after 30.0 s" in text
+    assert "not judged" not in text  # both judged: the fix has a replica budget
+
+
+def test_a_replay_that_passes_says_what_its_probes_said_not_that_nothing_was_checked() -> None:
+    from chaos.run import verdict
+
+    said = reproduced(SYMPTOMS, [fired(5.0, 20.0)], [Replacement("m-7f", "x", 15.0, 36.0)], until=70).to_json()
+    action = {"activity": {"type": "action", "name": "replay-timeline"}, "status": "succeeded", "output": []}
+    probe = {"activity": {"type": "probe", "name": "incident-reproduced", "provider": {
+        "type": "python", "module": "probes.chaostoolkit", "func": "incident_symptoms"}}, "status": "succeeded",
+        "output": said}
+    bare = {"activity": {"type": "probe", "name": "plain"}, "status": "succeeded", "output": 3}
+    journal = {"status": "completed", "steady_states": {"before": None, "after": None}, "run": [action, probe, bare]}
+    assert verdict(journal)[:2] == (Exit.PASSED, "the method's probes passed: incident-reproduced: reproduced: 2 of 2 "
+                                                 "symptom(s) seen again within tolerance; plain: within tolerance")
+    assert verdict({**journal, "run": [action]})[:2] == (Exit.PASSED, "method ran; no steady-state hypothesis to check")
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "experiments" / "incidents").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_the_field_accounts_incidents_load_and_judge_their_symptoms(path: Path) -> None:
+    t = replay.load(path)
+    assert t.symptoms["alerts"] and t.description and t.source["from"].startswith("../shared/reference/")
+    expects = ["reproduced", "fixed"]
+    for expect in expects:
+        *_, judge = replay.experiment(t, expect)["method"]
+        assert judge["provider"]["arguments"]["expect"] == expect
+        assert judge["provider"]["arguments"]["namespaces"] == ["kilocard-fleet"]
+
+
+def test_a_timeline_sets_its_replays_guards_and_a_bad_limit_is_named(tmp_path: Path) -> None:
+    t = replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}], "symptoms": SYMPTOMS,
+                                     "guards": {"max_nodes": 16}}))
+    (control,) = replay.experiment(t)["controls"]
+    assert control == {"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                      "arguments": {"max_nodes": 16}}}
+    with pytest.raises(SpecError, match=r"incident\.yaml: guards.*max_nodes"):
+        replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}], "symptoms": SYMPTOMS,
+                                     "guards": {"max_nodes": -1}}))
