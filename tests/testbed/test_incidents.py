@@ -60,14 +60,14 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
     assert "incident: reproduced: 1 of 1 symptom(s)" in done.stdout  # the summary's table
     # Its negative twin, one cause changed: the incident's replacement took 40 s more to start (a cold
     # image pull) than the testbed's does. The same replay is "not reproduced", naming the start.
-    recorded["symptoms"]["replicas"][0]["started"] = lost["started"] + 40
+    late = lost["started"] + 40  # `lost` is the record's own entry: taken before it changes
+    recorded["symptoms"]["replicas"][0]["started"] = late
     incident.write_text(yaml.safe_dump(recorded))
     done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--ledger-dir", str(tmp_path / "ledger"),
                            "--journal", str(tmp_path / "twin.json"), "--reports", str(tmp_path / "reports"),
                            "--no-report"], capture_output=True, text=True, timeout=180)
     assert "Traceback" not in done.stderr and done.returncode == 1, done.stdout + done.stderr
     reason = json.loads((tmp_path / "twin.json").read_text())["kilocard"]["reason"]
-    owner = lost["owner"]
-    assert reason.startswith(f"probe 'incident-reproduced' failed: not reproduced: replica of {owner}'s replacement "
-                             "started +"), reason
-    assert reason.endswith(f"not within 15 s of +{lost['started'] + 40:.1f} s"), reason
+    assert reason.startswith(f"probe 'incident-reproduced' failed: not reproduced: replica of {lost['owner']}'s "
+                             "replacement started +"), reason
+    assert reason.endswith(f"not within 15 s of +{late:.1f} s"), reason
