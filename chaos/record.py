@@ -23,7 +23,7 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -176,10 +176,12 @@ def audit_deletions(lines: Iterable[str], start: float, end: float) -> list[tupl
 
 def kubelet_deletions(events: list[dict[str, Any]]) -> list[tuple[float, str, str]]:
     """(epoch, namespace/pod, who) from the kubelet's Killing events: a DELETE's trace where no audit log is."""
-    return [(_when(e), f"{(e.get('involvedObject') or {}).get('namespace', '')}/{e['involvedObject']['name']}",
-             "the kubelet's Killing event") for e in events
-            if e.get("reason") == "Killing" and (e.get("involvedObject") or {}).get("kind") == "Pod"
-            and _when(e) is not None]  # type: ignore[misc]
+    found = []
+    for e in events:
+        involved, at = e.get("involvedObject") or {}, _when(e)
+        if e.get("reason") == "Killing" and involved.get("kind") == "Pod" and at is not None:
+            found.append((at, f"{involved.get('namespace', '')}/{involved.get('name')}", "the kubelet's Killing event"))
+    return found
 
 
 def selector_for(labels: dict[str, str]) -> str | None:
@@ -210,7 +212,7 @@ def faults_from_deletions(deletions: list[tuple[float, str, str]], events: list[
 
 
 def recovery_from_events(events: list[dict[str, Any]], t0: float,
-                         deletions: list[tuple[float, str]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+                         deletions: Sequence[tuple[float, str]] = ()) -> list[dict[str, Any]]:
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
     created), when that was created, scheduled and started; seconds after `t0`. `deletions`
     (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger)."""
@@ -272,7 +274,7 @@ def symptoms(recovery: list[dict[str, Any]], other_alerts: list[dict[str, Any]],
 
 def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]],
              other_alerts: list[dict[str, Any]], source: dict[str, Any],
-             configuration: dict[str, Any] | None = None, deletions: list[tuple[float, str]] = (),  # type: ignore[assignment]
+             configuration: dict[str, Any] | None = None, deletions: Sequence[tuple[float, str]] = (),
              tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
     """The timeline file's data: faults at offsets from the first, the symptoms a replay checks,
     and what the incident recorded."""

@@ -271,8 +271,7 @@ def test_a_replay_that_passes_says_what_its_probes_said_not_that_nothing_was_che
 def test_the_field_accounts_incidents_load_and_judge_their_symptoms(path: Path) -> None:
     t = replay.load(path)
     assert t.symptoms["alerts"] and t.description and t.source["from"].startswith("../shared/reference/")
-    expects = ["reproduced", "fixed"]
-    for expect in expects:
+    for expect in ("reproduced", "fixed"):
         *_, judge = replay.experiment(t, expect)["method"]
         assert judge["provider"]["arguments"]["expect"] == expect
         assert judge["provider"]["arguments"]["namespaces"] == ["kilocard-fleet"]
@@ -287,3 +286,11 @@ def test_a_timeline_sets_its_replays_guards_and_a_bad_limit_is_named(tmp_path: P
     with pytest.raises(SpecError, match=r"incident\.yaml: guards.*max_nodes"):
         replay.load(write(tmp_path, {"title": "t", "faults": [{"at": 0, "fault": ECC}], "symptoms": SYMPTOMS,
                                      "guards": {"max_nodes": -1}}))
+
+
+def test_without_an_audit_log_the_kubelets_killing_event_is_the_deletion() -> None:
+    events = [{"involvedObject": {"kind": "Pod", "name": "m-7f-abc", "namespace": "fleet"}, "reason": "Killing",
+               "eventTime": "2026-12-01T10:00:10.000000Z"},
+              {"involvedObject": {"kind": "Node", "name": "gpu-1"}, "reason": "Killing",
+               "eventTime": "2026-12-01T10:00:11.000000Z"}]
+    assert record.kubelet_deletions(events) == [(1796119210.0, "fleet/m-7f-abc", "the kubelet's Killing event")]
