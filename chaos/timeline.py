@@ -34,6 +34,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from chaos import replay
 from chaos.errors import Exit
 from chaos.events import Event, subscribe
 from chaos.run import Result, why
@@ -282,7 +283,7 @@ def summary(result: Result) -> RenderableType:
                        _since(f.get("applied_at") or None, start), _since(reverted, start))
     if faults.rows:
         parts.append(faults)
-    judged = symptoms(journal)
+    judged = replay.judged(journal.get("run") or [])
     if judged is not None:
         table = Table("symptom", "recorded", "observed", "judgement", box=box.SIMPLE,
                       title=f"incident: {judged['reason']}", title_justify="left")
@@ -300,15 +301,6 @@ def summary(result: Result) -> RenderableType:
         parts.append(table)
     title = " ".join(p for p in ("kilocard run", result.run_id, result.path.name) if p)
     return Panel(Group(*parts), title=Text(title), title_align="left", border_style=COLOUR[result.exit])
-
-
-def symptoms(journal: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A replay's judgement of its incident's symptoms (probes.incident's output), if it has one."""
-    for _, run in _activities(journal):
-        provider = (run.get("activity") or {}).get("provider") or {}
-        if provider.get("func") == "incident_symptoms" and isinstance(run.get("output"), dict):
-            return dict(run["output"])
-    return None
 
 
 def _activities(journal: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

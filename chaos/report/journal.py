@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos import replay
 from chaos.errors import SpecError
 from chaos.run import passes, why
 from chaos.vocabulary import epoch
@@ -132,12 +133,9 @@ class Run:
             return None
         played = next((r.get("output") for r in self.raw.get("run") or []
                        if (r.get("activity") or {}).get("name") == "replay-timeline"), None)
-        judged = next((r.get("output") for r in self.raw.get("run") or []
-                       if ((r.get("activity") or {}).get("provider") or {}).get("func") == "incident_symptoms"
-                       and isinstance(r.get("output"), dict)), None)
         return {"played": played if isinstance(played, list) else [], "recorded": extension.get("recorded") or {},
                 "timeline": extension.get("timeline", ""), "expect": extension.get("expect", "reproduced"),
-                "symptoms": judged}
+                "symptoms": replay.judged(self.raw.get("run") or [])}
 
     @property
     def when(self) -> float:
