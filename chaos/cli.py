@@ -141,20 +141,28 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rec = commands.add_parser("record", help="record an incident's timeline and its symptoms from firing alerts "
                                              "(Prometheus ALERTS), Kubernetes Events and the audit log, for kilocard "
                                              "replay")
-    rec.add_argument("--since", required=True, help="start of the incident's range: RFC 3339, or epoch seconds")
-    rec.add_argument("--until", required=True, help="end of the range: RFC 3339, or epoch seconds")
+    rec.add_argument("--since", help="start of the incident's range: RFC 3339, or epoch seconds (required without "
+                                     "--journal)")
+    rec.add_argument("--until", help="end of the range: RFC 3339, or epoch seconds (required without --journal)")
+    rec.add_argument("--journal", type=Path, help="a kilocard run's journal (or a game day's, with "
+                                                  "--gameday-step): its faults as applied and reverted, its "
+                                                  "recovery; alerts from --prometheus-url over its range")
+    rec.add_argument("--gameday-step", help="with a game day's journal: the step (its id, e.g. step-5, or its "
+                                            "number)")
     rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
     rec.add_argument("--prometheus-url", help="where the ALERTS series are (default: no alerts read)")
     _prometheus_token_flag(rec)
     rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
-    rec.add_argument("--mapping", type=Path, help="YAML: alert or event name -> {lead, fault template}, added to "
-                                                 "(or replacing) the built-in mapping")
+    rec.add_argument("--mapping", type=Path, help="YAML: sections alerts, events, conditions (a node condition's "
+                                                 "type) and device_taints (a taint's key): name -> {lead, fault "
+                                                 "template}, added to (or replacing) the built-in mapping")
     rec.add_argument("--audit-log", type=Path, action="append", default=[],
                      help="the apiserver's audit log (JSON lines), where readable: pods deleted or evicted from "
                           "outside become pod-kill faults")
     rec.add_argument("--tolerance", type=float, default=15.0,
                      help="seconds either side of each recorded symptom a replay accepts (default %(default)s)")
-    rec.add_argument("--title", default="recorded incident", help="the timeline's title")
+    rec.add_argument("--title", help="the timeline's title (default: a journal's experiment and run id, else "
+                                     "'recorded incident')")
     rec.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     rec.add_argument("--context", help="kubeconfig context")
     rec.add_argument("-o", "--output", type=Path, required=True, help="the timeline file to write")
@@ -473,23 +481,26 @@ def _moment(value: str, flag: str) -> float:
 def cmd_record(args: argparse.Namespace) -> int:
     from chaos import record
 
+    if args.tolerance < 0:
+        raise SpecError(f"--tolerance: expected seconds (0 or more), got {args.tolerance:g}")
+    maps = {"alerts": dict(record.ALERT_FAULTS), "events": dict(record.EVENT_FAULTS),
+            "conditions": dict(record.CONDITION_FAULTS), "device_taints": dict(record.DEVICE_TAINT_FAULTS)}
+    for section, extra in (_mapping(args.mapping) if args.mapping else {}).items():
+        maps[section].update(extra or {})
+    alert_map, event_map, condition_map, taint_map = maps.values()
+    if args.journal is not None:
+        return _record_journal(args, alert_map)
+    if args.gameday_step is not None:
+        raise SpecError("--gameday-step: names a step of a game day's journal; give the journal with --journal")
+    if args.since is None or args.until is None:
+        raise SpecError("--since and --until: required, the incident's range (or --journal: a past run's journal)")
     start, end = _moment(args.since, "--since"), _moment(args.until, "--until")
     if end <= start:
         raise SpecError(f"--until: {args.until} is not after --since {args.since}")
     end = min(end, time.time())  # an alert firing now has no end yet, whatever --until says
-    if args.tolerance < 0:
-        raise SpecError(f"--tolerance: expected seconds (0 or more), got {args.tolerance:g}")
-    alert_map, event_map = dict(record.ALERT_FAULTS), dict(record.EVENT_FAULTS)
-    if args.mapping:
-        extra = _mapping(args.mapping)
-        alert_map.update(extra.get("alerts") or {})
-        event_map.update(extra.get("events") or {})
     sightings, others = [], []
     if args.prometheus_url:
-        from probes import slo
-
-        _prometheus_token(args)
-        series = record.alert_series(slo.connect(args.prometheus_url), start, end, args.step)
+        series = _alert_series(args, start, end)
         sightings, others = record.faults_from_alerts(series, args.step, end, alert_map)
     from chaos.kube import Kube
     from chaos.vocabulary import local_testbed_kubeconfig
@@ -500,21 +511,108 @@ def cmd_record(args: argparse.Namespace) -> int:
         events = record.events(kube, args.namespace, start, end)
         deletions += record.kubelet_deletions(events)
         selectors = _sibling_selectors(kube, {pod for _, pod, _ in deletions})
+        nodes = kube.list_nodes_raw()
+        rules, slices, unread = _device_taints(kube)
     finally:
         kube.close()
     sightings += record.faults_from_events(events, event_map)
     sightings += record.faults_from_deletions(deletions, events, selectors)
+    marked, skipped = record.faults_from_conditions(nodes, condition_map, start, end)
+    tainted, untold = record.faults_from_device_taints(rules, slices, taint_map, start, end)
     source = {"since": args.since, "until": args.until, "namespaces": args.namespace,
-              "alerts": bool(args.prometheus_url), "events": len(events), "deletions": len(deletions)}
-    data = record.timeline(args.title, sightings, events, others, source,
+              "alerts": bool(args.prometheus_url), "events": len(events), "deletions": len(deletions),
+              "conditions": len(marked), "device_taints": len(tainted),
+              **({"not_replayed": skipped + untold} if skipped or untold else {}),
+              **({"not_read": unread} if unread else {})}
+    data = record.timeline(args.title or "recorded incident", sightings + marked + tainted, events, others, source,
                            {"namespace": args.namespace[0]} if args.namespace else None,
-                           [(at, pod) for at, pod, _ in deletions], args.tolerance)
-    args.output.write_text(yaml.safe_dump(data, sort_keys=False))
+                           [(at, pod) for at, pod, _ in deletions], args.tolerance,
+                           remediated=record.remediation(nodes, start, end))
+    return _recorded(args.output, data)
+
+
+def _recorded(output: Path, data: dict[str, Any]) -> int:
+    output.write_text(yaml.safe_dump(data, sort_keys=False))
     found = data["symptoms"]
-    print(f"timeline {args.output}: {len(data['faults'])} fault(s), {len(data['recorded']['recovery'])} replica(s) "
+    print(f"timeline {output}: {len(data['faults'])} fault(s), {len(data['recorded']['recovery'])} replica(s) "
           f"recovering, {len(data['recorded']['alerts'])} other alert(s); symptoms to reproduce: "
-          f"{len(found['alerts'])} alert(s), {len(found['replicas'])} replica(s), within {found['tolerance']:g} s")
+          f"{len(found['alerts'])} alert(s), {len(found['replicas'])} replica(s), within {found['tolerance']:g} s"
+          + ("" if data["source"].get("alerts", True) else " (no --prometheus-url: no alert read)"))
     return Exit.PASSED
+
+
+def _alert_series(args: argparse.Namespace, start: float, end: float) -> list[dict[str, Any]]:
+    from chaos import record
+    from probes import slo
+
+    _prometheus_token(args)
+    return record.alert_series(slo.connect(args.prometheus_url), start, end, args.step)
+
+
+def _device_taints(kube: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """(DeviceTaintRules, ResourceSlices, what could not be read and why): a cluster without DRA
+    serves neither; an account without the right reads neither, and the timeline says so."""
+    from chaos.errors import KubeError
+
+    found, unread = [], []
+    for what, path in (("devicetaintrules", "/apis/resource.k8s.io/v1beta2/devicetaintrules"),
+                       ("resourceslices", "/apis/resource.k8s.io/v1/resourceslices")):
+        try:
+            found.append(kube.list_raw(f"list {what}", path))
+        except KubeError as exc:
+            if exc.status not in (403, 404):
+                raise
+            found.append([])
+            unread.append(f"{what}: {exc}")
+    return found[0], found[1], unread
+
+
+def _record_journal(args: argparse.Namespace, alert_map: dict[str, Any]) -> int:
+    """`record --journal`: a past run (or a game day's step) as a timeline; alerts over its range."""
+    from chaos import record
+    from chaos.vocabulary import epoch
+
+    if args.since is not None or args.until is not None:
+        raise SpecError("--since/--until: a journal's run sets the range; give one or the other")
+    where, journal = _run_journal(args.journal, args.gameday_step)
+    others = None
+    if args.prometheus_url:
+        start, end = epoch(journal.get("start")), epoch(journal.get("end"))
+        if start is None or end is None:
+            raise SpecError(f"{where}: no start or end: not a finished run's journal")
+        _, others = record.faults_from_alerts(_alert_series(args, start, end), args.step, end, alert_map)
+    return _recorded(args.output, record.from_journal(journal, where, args.title, others, args.tolerance))
+
+
+def _run_journal(path: Path, step: str | None) -> tuple[str, dict[str, Any]]:
+    """(where, journal) of one run: the file itself, or the step's journal of a game day's."""
+    journal = _json_file(path)
+    if "steps" not in journal:
+        if step is not None:
+            raise SpecError(f"--gameday-step: {path} is one run's journal, not a game day's")
+        return str(path), journal
+    ran = [s for s in journal["steps"] if isinstance(s, dict) and s.get("journal")]
+    names = ", ".join(f"{i} ({s.get('id')})" for i, s in enumerate(journal["steps"], 1) if s in ran) or "none"
+    chosen = next((s for i, s in enumerate(journal["steps"], 1) if step in (s.get("id"), str(i))), None)
+    if step is None or chosen not in ran:
+        raise SpecError(f"--gameday-step: {path} is a game day's journal; name one of its steps that ran an experiment "
+                        f"({names}), got {step!r}")
+    found = Path(chosen["journal"])
+    if not found.is_file():  # written relative to where the game day ran; else beside its journal
+        found = path.parent / found.name
+    return str(found), _json_file(found)
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"{path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise SpecError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a journal (a JSON object), got {type(data).__name__}")
+    return data
 
 
 def _lines(path: Path) -> list[str]:
@@ -546,9 +644,10 @@ def _mapping(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict) or set(data) - {"alerts", "events"}:
-        raise SpecError(f"{path}: expected a mapping with 'alerts' and/or 'events' (name -> {{lead, fault}})")
-    for section in ("alerts", "events"):
+    sections = ("alerts", "events", "conditions", "device_taints")
+    if not isinstance(data, dict) or set(data) - set(sections):
+        raise SpecError(f"{path}: expected a mapping with any of {', '.join(sections)} (name -> {{lead, fault}})")
+    for section in sections:
         for name, entry in (data.get(section) or {}).items():
             if not isinstance(entry, dict) or not isinstance(entry.get("fault"), dict):
                 raise SpecError(f"{path}: {section}.{name}.fault: expected a fault template (a mapping)")

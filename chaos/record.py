@@ -9,11 +9,13 @@ the fault began before the alert could fire. The recovery the incident showed co
 events (deleted, replacement created, scheduled, started), and every alert that is not a fault
 (an SLO burn) is kept as it fired and resolved. A pod deleted from outside (a plain DELETE or
 eviction, by a person or a tool: the audit log, else the kubelet's Killing event) that no
-remediation explains is a pod-kill fault. The symptoms a replay checks (probes.incident) are
-written beside the faults: the alerts and the replicas replaced. Offsets count from the first fault.
+remediation explains is a pod-kill fault. A past kilocard run (its journal: a game day's step,
+a CI run) is a timeline too: its faults as its ledger applied and reverted them, its recovery as it
+watched it. The symptoms a replay checks (probes.incident) are written beside the faults: the
+alerts and the replicas replaced. Offsets count from the first fault.
 
-    pure:    faults_from_alerts, faults_from_events, faults_from_deletions, recovery_from_events,
-             symptoms, timeline, audit_deletions, kubelet_deletions
+    pure:    faults_from_alerts, faults_from_events, faults_from_deletions, faults_from_journal,
+             from_journal, recovery_from_events, symptoms, timeline, audit_deletions, kubelet_deletions
     fetch:   alert_series (one range query), events (one LIST per namespace)
 """
 
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.errors import SpecError
 from chaos.faults import kind_module
-from chaos.vocabulary import MODEL_LABEL, epoch
+from chaos.vocabulary import MODEL_LABEL, RUN_LABEL, STATE_LABEL, epoch
 from probes.incident import DEFAULT_TOLERANCE, owner, stable
 
 if TYPE_CHECKING:
@@ -52,6 +54,25 @@ EVENT_FAULTS: dict[str, dict[str, Any]] = {
     # The node lifecycle controller's event when a node's kubelet stops reporting; it ends at NodeReady.
     "NodeNotReady": {"lead": 40, "ends": "NodeReady", "fault": {"kind": "node-kubelet-stop", "nodes": ["{node}"]}},
 }
+# A remediator's health conditions on the node, as NVIDIA NVSentinel's platform connector writes
+# them: type = the check, status "True" while unhealthy (since lastTransitionTime), and per failure
+# "ErrorCode:<code> GPU:<index> PCI:<bus> GPU_UUID:<uuid> <text> Recommended Action=<action>;"
+# (its syslog monitor names no GPU index: such a failure is not a card fault, and says so).
+CONDITION_FAULTS: dict[str, dict[str, Any]] = {
+    "GpuMemWatch": {"lead": 0, "fault": {"kind": "gpu-ecc", "nodes": ["{node}"], "card": "{GPU}",
+                                         "params": {"type": "dbe", "speed": 0.5}}},
+    "SysLogsXIDError": {"lead": 0, "fault": {"kind": "gpu-xid", "nodes": ["{node}"], "card": "{GPU}",
+                                             "xid": "{ErrorCode}"}},
+    "SysLogsGPUFallenOff": {"lead": 0, "fault": {"kind": "gpu-xid", "nodes": ["{node}"], "card": "{GPU}", "xid": 79}},
+}
+# DRA device taints (a DeviceTaintRule's, or a driver's in its ResourceSlice) by key: the health
+# a driver reports (NVIDIA's DRA driver taints a device with the XID it saw). A NoSchedule or
+# NoExecute taint of another key is replayed as what it did: the card taken away (dra-card-isolate).
+DEVICE_TAINT_FAULTS: dict[str, dict[str, Any]] = {
+    "gpu.nvidia.com/xid": {"lead": 0, "fault": {"kind": "gpu-xid", "nodes": ["{node}"], "card": "{card}",
+                                                 "xid": "{value}"}},
+}
+CORDON_TIMESTAMP = "k8saas.nvidia.com/cordon-timestamp"  # NVSentinel's, as 2006-01-02T15-04-05Z
 DELETED = ("Killing", "Evicted", "TaintManagerEviction", "Drained")
 TTL_MARGIN = 300.0
 _FIELD = re.compile(r"\{([^{}]+)\}")
@@ -211,6 +232,189 @@ def faults_from_deletions(deletions: list[tuple[float, str, str]], events: list[
     return found
 
 
+_ENTITY = re.compile(r"(ErrorCode|GPU|PCI|GPU_UUID):(\S+)")
+
+
+def failures(message: str) -> list[dict[str, str]]:
+    """Each failure a health condition's message lists, as labels (ErrorCode, GPU, PCI, GPU_UUID)."""
+    return [dict(_ENTITY.findall(part)) for part in message.split(";") if _ENTITY.search(part)]
+
+
+def faults_from_conditions(nodes: list[dict[str, Any]], mapping: dict[str, dict[str, Any]], start: float,
+                           end: float) -> tuple[list[Sighting], list[str]]:
+    """(faults, what could not be replayed) from the health conditions a remediator set on the
+    nodes and that turned unhealthy in the range: one fault per failure the message lists."""
+    found, skipped = [], []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        for c in (node.get("status") or {}).get("conditions") or []:
+            entry, at = mapping.get(c.get("type", "")), epoch(c.get("lastTransitionTime"))
+            if entry is None or c.get("status") != "True" or at is None or not start - 1 <= at <= end + 1:
+                continue
+            for labels in failures(c.get("message") or "") or [{}]:
+                try:
+                    fault = fill(entry["fault"], {**labels, "node": name}, f"node {name} condition {c['type']}")
+                except SpecError as exc:
+                    skipped.append(str(exc))
+                    continue
+                found.append(Sighting(f"node condition {c['type']}", fault, at - float(entry.get("lead", 0)), None))
+    return found, skipped
+
+
+def faults_from_device_taints(rules: list[dict[str, Any]], slices: list[dict[str, Any]],
+                              mapping: dict[str, dict[str, Any]], start: float,
+                              end: float) -> tuple[list[Sighting], list[str]]:
+    """(faults, what could not be replayed) from DRA device taints added in the range: the
+    DeviceTaintRules' (one device each, not kilocard's own) and those drivers publish in their
+    ResourceSlices. A device is its slice's node and the index its name ends with (gpu-3)."""
+    nodes = {(s["spec"].get("driver"), (s["spec"].get("pool") or {}).get("name")): s["spec"].get("nodeName")
+             for s in slices}
+    tainted = [(r["spec"].get("deviceSelector") or {}, r["spec"].get("taint") or {}) for r in rules
+               if RUN_LABEL not in ((r.get("metadata") or {}).get("labels") or {})]
+    tainted += [({"driver": s["spec"].get("driver"), "pool": (s["spec"].get("pool") or {}).get("name"),
+                  "device": d.get("name")}, t) for s in slices for d in s["spec"].get("devices") or []
+                for t in d.get("taints") or []]
+    found, skipped = [], []
+    for device, taint in tainted:
+        at = epoch(taint.get("timeAdded"))
+        if at is None or not start - 1 <= at <= end + 1 or taint.get("effect") == "None":
+            continue  # outside the range, or informational
+        where = f"device taint {taint.get('key')} on {device.get('driver')}/{device.get('pool')}/{device.get('device')}"
+        card = re.search(r"(\d+)$", str(device.get("device") or ""))
+        node = nodes.get((device.get("driver"), device.get("pool"))) or device.get("pool")
+        if card is None or not node:
+            skipped.append(f"{where}: no node and card index to replay it on")
+            continue
+        entry = mapping.get(str(taint.get("key")))
+        if entry is None:  # the card taken away, as the taint did
+            found.append(Sighting(where, {"kind": "dra-card-isolate", "nodes": [str(node)], "cards": [int(card[1])],
+                                          "driver": str(device.get("driver")), "effect": taint.get("effect"),
+                                          "device_name": re.sub(r"\d+$", "{card}", str(device["device"]))}, at, None))
+            continue
+        try:
+            fault = fill(entry["fault"], {"node": str(node), "card": card[1], "value": str(taint.get("value") or "")},
+                         where)
+        except SpecError as exc:
+            skipped.append(str(exc))
+            continue
+        found.append(Sighting(where, fault, at - float(entry.get("lead", 0)), None))
+    return found, skipped
+
+
+def merged(sightings: list[Sighting]) -> list[Sighting]:
+    """One fault seen by several sources (an ECC alert and the remediator's condition for that
+    card) is one fault: same fault, overlapping windows -> the earliest start, the latest end."""
+    out: list[Sighting] = []
+    for s in sorted(sightings, key=lambda s: s.start):
+        same = next((i for i, o in enumerate(out) if o.fault == s.fault and (o.end is None or s.start <= o.end)), None)
+        if same is None:
+            out.append(s)
+            continue
+        o = out[same]
+        names = o.name if s.name in o.name.split(", ") else f"{o.name}, {s.name}"
+        out[same] = Sighting(names, o.fault, o.start, None if o.end is None or s.end is None else max(o.end, s.end))
+    return out
+
+
+def remediation(nodes: list[dict[str, Any]], start: float, end: float) -> list[dict[str, Any]]:
+    """The nodes a remediator cordoned in the range (NVSentinel's cordon timestamp) and the state
+    it holds each in now (its state label): (epoch cordoned, node, state), the remediation the
+    incident showed."""
+    found = []
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        try:
+            at = dt.datetime.strptime(labels.get(CORDON_TIMESTAMP, ""), "%Y-%m-%dT%H-%M-%SZ").replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue  # none (not a remediator's cordon), or not its format
+        if STATE_LABEL in labels and start - 1 <= at.timestamp() <= end + 1:
+            found.append({"node": node["metadata"]["name"], "cordoned": at.timestamp(), "state": labels[STATE_LABEL]})
+    return found
+
+
+def faults_from_journal(journal: dict[str, Any], where: str) -> list[Sighting]:
+    """A past kilocard run's faults (its journal: the method's actions and the ledger's records),
+    each at the moment it was applied until it was reverted. Nodes are pinned to the ones the run
+    hit (a selector resolves elsewhere today); pods stay chosen by their selector (a replica has
+    another name now). A record is the fault of the action of its kind that was running when it
+    was applied (and listed it, if the action said what it applied)."""
+    from chaoslib import substitute
+
+    from chaos import actions
+
+    state = journal.get("kilocard")
+    experiment = journal.get("experiment")
+    if not isinstance(state, dict) or not isinstance(experiment, dict):
+        raise SpecError(f"{where}: not a kilocard run's journal (no 'kilocard' or 'experiment' section)")
+    # Plain values only: one read from the environment at run time is not in the journal.
+    configuration = {k: v for k, v in (experiment.get("configuration") or {}).items()
+                     if not isinstance(v, (dict, list)) and not k.startswith("kilocard_")}
+    records = sorted((r for r in state.get("faults") or [] if r.get("applied_at")), key=lambda r: r["applied_at"])
+    if not records:
+        raise SpecError(f"{where}: the run applied no fault: nothing to replay")
+    claimed: set[int] = set()
+    found = []
+    for run in [*(journal.get("run") or []), *(journal.get("rollbacks") or [])]:
+        activity = run.get("activity") or {}
+        provider = activity.get("provider") or {}
+        func = getattr(actions, str(provider.get("func")), None) if provider.get("module") == actions.__name__ else None
+        if func is None:
+            continue
+        arguments = substitute(dict(provider.get("arguments") or {}), configuration, {})
+        faults = actions.faults_of(func, arguments)
+        told = [o for o in run["output"] if isinstance(o, dict)] if isinstance(run.get("output"), list) else []
+        start, end = epoch(run.get("start")), epoch(run.get("end"))
+        for i, fault in enumerate(faults):
+            listed = _listed(told, i)
+            mine = [j for j, r in enumerate(records) if j not in claimed and r.get("kind") == fault.get("kind")
+                    and start is not None and start - 1 <= r["applied_at"] <= (end or math.inf) + 1
+                    and (not listed or r.get("target") in listed)]
+            if not mine:
+                continue
+            claimed.update(mine)
+            name = f"{where}: {activity.get('name', provider.get('func'))!r}"
+            left = str(fault).find("${")
+            if left >= 0:
+                raise SpecError(f"{name}: the journal does not hold the value of {str(fault)[left:].split('}')[0]}}} "
+                                "(its configuration reads it from the environment, or a secret)")
+            hit = [records[j] for j in mine]
+            found.append(Sighting(f"{state.get('run_id', 'the run')}'s action {activity.get('name')!r}",
+                                  _pinned(fault, hit), hit[0]["applied_at"], _reverted(hit, journal)))
+    unclaimed = [r for j, r in enumerate(records) if j not in claimed]
+    if unclaimed:
+        raise SpecError(f"{where}: {len(unclaimed)} applied fault(s) match no action of the journal's method, "
+                        f"first {unclaimed[0].get('kind')} on {unclaimed[0].get('target')}")
+    return found
+
+
+def _listed(told: list[dict[str, Any]], i: int) -> list[Any]:
+    """The targets an action's output says its fault `i` hit (the replay action's, per entry; the
+    others', one record each), or [] when it said nothing (it failed)."""
+    if i < len(told) and "targets" in told[i]:
+        return list(told[i]["targets"])
+    return [o["target"] for o in told if "target" in o]
+
+
+def _pinned(fault: dict[str, Any], hit: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fault on the nodes the run hit (its node choice replaced), else as it was written."""
+    if not any(k in fault for k in ("nodes", "node_selector", "nodes_of")):
+        return dict(fault)
+    chosen = {k: v for k, v in fault.items() if k not in ("nodes", "node_selector", "nodes_of", "count", "percent",
+                                                          "seed")}
+    return {**chosen, "nodes": sorted({str(r["target"]["node"]) for r in hit})}
+
+
+def _reverted(hit: list[dict[str, Any]], journal: dict[str, Any]) -> float | None:
+    """When the last of a fault's targets was reverted (the ledger's transitions); a kill has no
+    end, and one never reverted lasted to the end of the run."""
+    if not kind_module(hit[0].get("kind"), "journal").REVERTIBLE:
+        return None
+    ends = [epoch(t.get("at")) for r in hit for t in r.get("transitions") or [] if t.get("state") == "reverted"]
+    if len(ends) < len(hit) or None in ends:
+        return epoch(journal.get("end"))
+    return max(e for e in ends if e is not None)
+
+
 def recovery_from_events(events: list[dict[str, Any]], t0: float,
                          deletions: Sequence[tuple[float, str]] = ()) -> list[dict[str, Any]]:
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
@@ -275,12 +479,15 @@ def symptoms(recovery: list[dict[str, Any]], other_alerts: list[dict[str, Any]],
 def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]],
              other_alerts: list[dict[str, Any]], source: dict[str, Any],
              configuration: dict[str, Any] | None = None, deletions: Sequence[tuple[float, str]] = (),
-             tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+             tolerance: float = DEFAULT_TOLERANCE, recovery: list[dict[str, Any]] | None = None,
+             guards: dict[str, Any] | None = None, remediated: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The timeline file's data: faults at offsets from the first, the symptoms a replay checks,
-    and what the incident recorded."""
+    and what the incident recorded. The recovery is read from the events, unless it is given
+    (a journal's own, already counted from its first fault)."""
     if not sightings:
         raise SpecError("no fault found in the range: no alert, event or deletion the mapping knows (see --mapping; "
                         "a pod deleted by hand needs --audit-log, or the kubelet's Killing event)")
+    sightings = merged(sightings)
     t0 = min(s.start for s in sightings)
     last = max(s.end or s.start for s in sightings)
     faults = []
@@ -294,8 +501,11 @@ def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]]
     alerts = [{**a, "firing_at": round(a["firing_at"] - t0, 3),
                "resolved_at": None if a["resolved_at"] is None else round(a["resolved_at"] - t0, 3)}
               for a in other_alerts]
-    recovery = recovery_from_events(events, t0, deletions)
-    recorded = {"started_at": t0, "recovery": recovery, "alerts": alerts}
+    if recovery is None:
+        recovery = recovery_from_events(events, t0, deletions)
+    recorded = {"started_at": t0, "recovery": recovery, "alerts": alerts,
+                **({"remediation": [{**r, "cordoned": round(r["cordoned"] - t0, 3)} for r in remediated]}
+                   if remediated else {})}
     checks = symptoms(recovery, alerts, tolerance)
     # Watched after the last fault long enough for the last symptom to show within its tolerance
     # (and no less than the tolerance: what the faults' end sets off shows too).
@@ -304,7 +514,34 @@ def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]]
     length = max(f["at"] + f.get("for", 0) for f in faults)
     observe = max(float(tolerance), math.ceil(latest + tolerance - length))
     return {"title": title, "source": source, **({"configuration": configuration} if configuration else {}),
-            "faults": faults, "observe": observe, "symptoms": checks, "recorded": recorded}
+            **({"guards": guards} if guards is not None else {}), "faults": faults, "observe": observe,
+            "symptoms": checks, "recorded": recorded}
+
+
+def from_journal(journal: dict[str, Any], where: str, title: str | None, other_alerts: list[dict[str, Any]] | None,
+                 tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+    """A past run as a timeline: its faults (faults_from_journal), the recovery it watched, the
+    guards it ran under, and the alerts of its range that are not faults as symptoms (None: no
+    Prometheus was read)."""
+    from chaoslib import substitute
+
+    from chaos import guards
+
+    state, experiment = journal.get("kilocard") or {}, journal.get("experiment") or {}
+    sightings = faults_from_journal(journal, where)
+    configuration = {k: v for k, v in (experiment.get("configuration") or {}).items() if isinstance(v, (str, int))}
+    control = next((c for c in experiment.get("controls") or [] if isinstance(c, dict)
+                    and (c.get("provider") or {}).get("module") == guards.MODULE), None)
+    limits = substitute(dict((control or {}).get("provider", {}).get("arguments") or {}), configuration, {}) \
+        if control else None
+    namespace = configuration.get("namespace")
+    source = {"journal": where, "run_id": state.get("run_id"), "experiment": state.get("experiment_file"),
+              "verdict": state.get("verdict"), "reason": state.get("reason"), "alerts": other_alerts is not None}
+    return timeline(title or f"{experiment.get('title', 'a run')} ({state.get('run_id', where)})", sightings, [],
+                    other_alerts or [], source, {"namespace": namespace} if isinstance(namespace, str) else None,
+                    tolerance=tolerance, guards=limits,
+                    recovery=[{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+                              for row in state.get("recovery") or []])
 
 
 def alert_series(prom: Any, start: float, end: float, step: float) -> list[dict[str, Any]]:

@@ -5,15 +5,20 @@ Loop, every `--interval` seconds:
      (dcgm-exporter metrics, the same signal a production remediator alerts on), or on Ascend
      (`--accelerator ascend`) for chips npu-exporter reports unhealthy, and keep those that have
      been failing for `--for-seconds` (an alert's `for:`: a blip is not a verdict);
-  2. quarantine each such node not yet quarantined (nodes labelled
+  2. at once (before that grace, as NVSentinel's monitors report before it quarantines), write
+     the failing cards' health conditions on their nodes as its platform connector does
+     (GpuMemWatch, SysLogsXIDError: status True, "ErrorCode:<code> GPU:<index> ...;"; False,
+     "No Health Failures", once healthy);
+  3. quarantine each such node not yet quarantined (nodes labelled
      `k8saas.nvidia.com/ManagedByNVSentinel=false` opt out): cordon, taint `nvidia.com/gpu-error=fatal:NoSchedule`,
-     label `dgxc.nvidia.com/nvsentinel-state=quarantined`, annotate the health event, unless the
+     label `dgxc.nvidia.com/nvsentinel-state=quarantined` and its cordon-by/-reason/-timestamp
+     labels (`k8saas.nvidia.com/`), annotate the health event, unless the
      circuit breaker is open (more than `--max-fraction` of the nodes already quarantined);
-  3. drain quarantined nodes through the Eviction API (PodDisruptionBudgets are honoured: a 429
+  4. drain quarantined nodes through the Eviction API (PodDisruptionBudgets are honoured: a 429
      is retried on the next round); when empty, label `drain-succeeded`;
-  4. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
+  5. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
      (as after a successful reboot) and label `remediation-succeeded`;
-  5. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
+  6. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
      device-info ConfigMap has listed as Unhealthy (separated by hand or by policy, or faulty) for
      `--for-seconds`, found by the chips the plugin annotated on it (`huawei.com/AscendReal`), so
      it is rescheduled on healthy chips; the node's other chips keep serving.
@@ -59,6 +64,24 @@ def fatal_cards(prom: Any, accelerator: str = "nvidia") -> dict[str, list[str]]:
     return found
 
 
+CORDON_LABELS = ("k8saas.nvidia.com/cordon-by", "k8saas.nvidia.com/cordon-reason", "k8saas.nvidia.com/cordon-timestamp")
+
+
+def health_conditions(prom: Any) -> dict[str, dict[str, str]]:
+    """Node -> condition type -> message, for the cards failing now (NVIDIA only): a failure per
+    card, in NVSentinel's message format."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for query, check, code, text, action in dcgm.HEALTH_CHECKS:
+        for sample in prom.custom_query(query):
+            labels = sample["metric"]
+            host = labels.get("Hostname") or labels.get("hostname")
+            if host:
+                failure = (f"ErrorCode:{code.format(**labels)} GPU:{labels['gpu']} {text.format(**labels)} "
+                           f"Recommended Action={action};")
+                found.setdefault(host, {}).setdefault(check, []).append(failure)
+    return {node: {check: "".join(sorted(parts)) for check, parts in checks.items()} for node, checks in found.items()}
+
+
 def _taints_but_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
     """The node's taints (plain JSON, `timeAdded` kept) without the remediator's own."""
     return [t for t in (node.get("spec") or {}).get("taints") or [] if t["key"] != TAINT["key"]]
@@ -75,10 +98,13 @@ class Remediator:
         self.say = say
         self.failing_since: dict[str, float] = {}
         self.chips_since: dict[tuple[str, str], float] = {}  # Ascend: (node, chip) Unhealthy since
+        self.reported: dict[str, dict[str, str]] = {}  # node -> the health conditions written on it
 
     def round(self) -> None:
         now = time.monotonic()
         failing = fatal_cards(self.prom, self.accelerator)
+        if self.accelerator == "nvidia":
+            self.report_health(health_conditions(self.prom))
         self.failing_since = {n: self.failing_since.get(n, now) for n in failing}
         fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
         # Only the quarantined nodes each round (a selector: the apiserver filters); every node
@@ -104,6 +130,28 @@ class Remediator:
                 self.drain(name)
         if self.accelerator == "ascend":
             self.reschedule_off_unhealthy_chips(quarantined)
+
+    def report_health(self, now: dict[str, dict[str, str]]) -> None:
+        """Write each node's health conditions when they change: unhealthy (True, the failures), and
+        healthy again (False, "No Health Failures") once its checks pass."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for node in sorted(set(now) | set(self.reported)):
+            was, checks = self.reported.get(node, {}), now.get(node, {})
+            changed = [{"type": check, "status": "True", "reason": f"{check}IsNotHealthy", "message": message,
+                        "lastTransitionTime": stamp, "lastHeartbeatTime": stamp}
+                       for check, message in checks.items() if was.get(check) != message]
+            changed += [{"type": check, "status": "False", "reason": f"{check}IsHealthy",
+                         "message": "No Health Failures", "lastTransitionTime": stamp, "lastHeartbeatTime": stamp}
+                        for check in was if check not in checks]
+            if changed:
+                try:
+                    self.kube.patch_node_status(node, {"status": {"conditions": changed}})
+                except NotFound:
+                    pass  # a node gone: nothing to say on it
+            if checks:
+                self.reported[node] = checks
+            else:
+                self.reported.pop(node, None)
 
     def reschedule_off_unhealthy_chips(self, quarantined: dict[str, Any]) -> None:
         now = time.monotonic()
@@ -145,11 +193,15 @@ class Remediator:
         return True
 
     def quarantine(self, name: str, cards: list[str]) -> None:
-        event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        now = time.gmtime()
+        event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now)}
+        cordon = dict(zip(CORDON_LABELS, (COMPONENT, "fatal-card-error", time.strftime("%Y-%m-%dT%H-%M-%SZ", now)),
+                          strict=True))
         # Read-modify-write with the node's resourceVersion: a taint someone adds meanwhile stays.
         self.kube.update_node(name, lambda node: {
             "spec": {"unschedulable": True, "taints": _taints_but_ours(node) + [TAINT]},
-            "metadata": {"labels": {STATE_LABEL: "quarantined"}, "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
+            "metadata": {"labels": {STATE_LABEL: "quarantined", **cordon},
+                         "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
         })
         self.kube.record_event("Node", name, "default", "Quarantined", f"fatal card error on cards {', '.join(cards)}: "
                                "cordoned, tainted, to be drained", COMPONENT)
@@ -169,7 +221,8 @@ class Remediator:
         name = node.metadata.name
         self.kube.update_node(name, lambda current: {
             "spec": {"unschedulable": False, "taints": _taints_but_ours(current)},
-            "metadata": {"labels": {STATE_LABEL: "remediation-succeeded"}, "annotations": {EVENT_ANNOTATION: None}},
+            "metadata": {"labels": {STATE_LABEL: "remediation-succeeded", **dict.fromkeys(CORDON_LABELS)},
+                         "annotations": {EVENT_ANNOTATION: None}},
         })
         self.say(f"released {name}: its cards are healthy again")
 

@@ -54,6 +54,11 @@ _CRITICAL_XID = f'DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL
 DBE_QUERY = "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0"
 XID_QUERY = f"max by (Hostname, hostname, gpu, err_code) ({_CRITICAL_XID}) > 0"
 FATAL_QUERY = f"{DBE_QUERY} or max by (Hostname, hostname, gpu) ({_CRITICAL_XID})"
+# The health conditions NVIDIA NVSentinel's monitors and platform connector write on a node for
+# these (the remediator writes them as it does): (query, condition type, error code, text, action).
+HEALTH_CHECKS = ((DBE_QUERY, "GpuMemWatch", "DCGM_FR_VOLATILE_DBE_DETECTED", "volatile double-bit ECC errors",
+                  "RESTART_VM"),
+                 (XID_QUERY, "SysLogsXIDError", "{err_code}", "XID {err_code}", "RESTART_BM"))
 
 
 # The counters faults move and probes, the remediator and the alerts read: what a fleet of

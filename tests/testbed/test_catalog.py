@@ -179,6 +179,8 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     cluster = ["--kubeconfig", str(testbed.paths.kubeconfig)]
     prom = PrometheusConnect(testbed.prometheus_url)
     assert eventually(lambda: not prom.custom_query('ALERTS{alertname="GpuDoubleBitEccErrors"}'), 30)  # resolved
+    assert eventually(lambda: not [c for c in kube.read_node_raw(fault["target"]["node"])["status"]["conditions"]
+                                   if c["type"] == "GpuMemWatch" and c["status"] == "True"], 30)  # and its condition
     since, until = fault["applied_at"] - 5, time.time()
     incident = tmp_path / "incident.yaml"
     done = subprocess.run([*KILOCARD, "record", "--since", str(since), "--until", str(until), "--namespace",

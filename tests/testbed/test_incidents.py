@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from tests.testbed.helpers import deploy, serving, wait_ready
+from tests.testbed.helpers import agent_call, deploy, eventually, serving, wait_ready
 from tests.testbed.test_runner import KILOCARD
 
 pytestmark = pytest.mark.testbed
@@ -71,3 +71,59 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
     assert reason.startswith(f"probe 'incident-reproduced' failed: not reproduced: replica of {lost['owner']}'s "
                              "replacement started +"), reason
     assert reason.endswith(f"not within 15 s of +{late:.1f} s"), reason
+
+
+def test_a_remediators_health_condition_and_cordon_are_recorded_as_the_card_fault_and_its_remediation(
+        kube, testbed, pool, tmp_path):
+    """No Prometheus: what the remediator wrote on the node (NVSentinel's GpuMemWatch condition,
+    its state and cordon labels) and the DRA driver's device taint alone say which card failed and
+    when, and what was done."""
+    from chaos.record import CORDON_TIMESTAMP
+    from chaos.vocabulary import STATE_LABEL
+
+    p = pool(1)
+    (node,) = p.node_names
+    since = time.time() - 1
+    status, fault = agent_call(kube, node, "POST", "/v1/faults",
+                               {"kind": "ecc", "target": {"card": 2}, "ttl_seconds": 120, "run_id": "test"})
+    assert status == 201, fault
+
+    def condition(status: str) -> dict | None:
+        found = kube.read_node_raw(node)["status"].get("conditions") or []
+        return next((c for c in found if c["type"] == "GpuMemWatch" and c["status"] == status), None)
+
+    try:
+        sick = eventually(lambda: condition("True"), 30)
+        assert sick and sick["message"].startswith("ErrorCode:DCGM_FR_VOLATILE_DBE_DETECTED GPU:2 "), sick
+        assert eventually(lambda: CORDON_TIMESTAMP in kube.read_node_raw(node)["metadata"]["labels"], 30)
+        incident = tmp_path / "card.yaml"
+        done = subprocess.run([*KILOCARD, "record", "--since", str(since), "--until", str(time.time()), "--namespace",
+                               p.namespace, "--kubeconfig", str(testbed.paths.kubeconfig), "-o", str(incident)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        recorded = yaml.safe_load(incident.read_text())
+        # Two marks, two faults on card 2: the condition's ECC, and the XID 63 (a pending row remap)
+        # the DRA driver tainted the device with (the testbed's driver does as NVIDIA's does).
+        found = {f["fault"]["kind"]: f for f in recorded["faults"]}
+        assert sorted(found) == ["gpu-ecc", "gpu-xid"], recorded["faults"]
+        ecc, xid = found["gpu-ecc"], found["gpu-xid"]
+        assert {k: v for k, v in ecc["fault"].items() if k != "ttl_seconds"} == {
+            "kind": "gpu-ecc", "nodes": [node], "card": 2, "params": {"type": "dbe", "speed": 0.5}}, ecc
+        assert ecc["note"] == "recorded as node condition GpuMemWatch" and "for" not in ecc  # still unhealthy
+        assert {k: v for k, v in xid["fault"].items() if k != "ttl_seconds"} == {
+            "kind": "gpu-xid", "nodes": [node], "card": 2, "xid": 63}, xid
+        assert xid["note"] == f"recorded as device taint gpu.nvidia.com/xid on gpu.nvidia.com/{node}/gpu-2"
+        assert min(ecc["at"], xid["at"]) == 0 and max(ecc["at"], xid["at"]) < 10, recorded["faults"]
+        (held,) = recorded["recorded"]["remediation"]  # quarantined after its 10 s grace
+        assert held["node"] == node and held["state"] in ("quarantined", "drain-succeeded") \
+            and 5 <= held["cordoned"] <= 25, held
+        assert (recorded["source"]["conditions"], recorded["source"]["device_taints"]) == (1, 1), recorded["source"]
+        assert "not_read" not in recorded["source"] and "not_replayed" not in recorded["source"], recorded["source"]
+    finally:
+        agent_call(kube, node, "DELETE", f"/v1/faults/{fault['id']}")
+    # The card reset: the condition says healthy again, the cordon labels go, the node is released.
+    healed = eventually(lambda: condition("False"), 30)
+    assert healed and healed["message"] == "No Health Failures", healed
+    released = eventually(lambda: (labels := kube.read_node_raw(node)["metadata"]["labels"]).get(
+        STATE_LABEL) == "remediation-succeeded" and labels, 30)
+    assert released and CORDON_TIMESTAMP not in released, kube.read_node_raw(node)["metadata"]["labels"]

@@ -75,6 +75,20 @@ def test_every_kilocard_option_the_workflow_gives_pytest_exists():
     assert set(given) <= options.names, set(given) - options.names
 
 
+def test_the_incident_leg_replays_every_timeline_of_the_library_as_its_file_asks():
+    from chaos import replay
+
+    (step,) = [s for s in steps() if "experiments/incidents/*.yaml" in s.get("run", "")]
+    legs = yaml.safe_load(WORKFLOW.read_text())["jobs"]["catalog"]["strategy"]["matrix"]["leg"]
+    assert "incidents" in legs and step["if"] == "matrix.leg == 'incidents'"
+    assert "grep -q '^fixed:' \"$t\"" in step["run"]  # --expect fixed where the timeline declares a fix
+    timelines = sorted((ROOT / "experiments" / "incidents").glob("*.yaml"))
+    assert len(timelines) >= 3
+    for path in timelines:  # the shell's test and the file's own fixed block agree
+        declared = any(line.startswith("fixed:") for line in path.read_text().splitlines())
+        assert declared == (replay.load(path).fixed is not None), path
+
+
 def test_the_header_explains_every_exit_code():
     header = WORKFLOW.read_text().split("\nname:")[0]
     for code in Exit:

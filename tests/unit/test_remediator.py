@@ -1,6 +1,7 @@
 """The remediator's decisions, against a stand-in for chaos.kube (its end-to-end behaviour runs on
 the testbed in tests/testbed/test_fleet_simulator.py)."""
 
+import re
 from types import SimpleNamespace
 
 from kubernetes import client
@@ -17,6 +18,7 @@ class FakeKube:
         self.blocked = set(blocked)
         self.evicted = []
         self.events = []
+        self.statuses = []
 
     def list_nodes(self, label_selector=None):
         """All nodes, or those whose label is in the set: "key in (a,b)", the remediator's one selector."""
@@ -59,13 +61,21 @@ class FakeKube:
     def record_event(self, kind, name, namespace, reason, message, component, uid=None):
         self.events.append((kind, name, reason))
 
+    def patch_node_status(self, name, patch):
+        self.statuses.append((name, patch["status"]["conditions"]))
+
 
 class FakeProm:
-    def __init__(self, failing, label="Hostname"):
-        self.failing, self.label = failing, label
+    """The fatal cards (DBE ECC or critical XID); per check, the ECC ones or the XIDs given."""
+
+    def __init__(self, failing, label="Hostname", xids=()):
+        self.failing, self.label, self.xids = failing, label, list(xids)
 
     def custom_query(self, query):
-        assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in query and "err_code" in query
+        if query == r.dcgm.XID_QUERY:
+            return [{"metric": {self.label: node, "gpu": gpu, "err_code": xid}, "value": [0, "1"]}
+                    for node, gpu, xid in self.xids]
+        assert query in (r.dcgm.FATAL_QUERY, r.dcgm.DBE_QUERY), query
         return [{"metric": {self.label: node, "gpu": gpu}, "value": [0, "1"]} for node, gpu in self.failing]
 
 
@@ -113,3 +123,39 @@ def test_opted_out_nodes_are_left_alone_and_healed_nodes_released():
     rem.round()
     assert quarantined(kube) == [] and kube.nodes["b"].spec.taints == []
     assert kube.nodes["b"].metadata.labels[r.STATE_LABEL] == "remediation-succeeded"
+
+
+def test_health_conditions_are_written_at_once_as_nvsentinel_writes_them_and_cleared_when_healthy():
+    kube = FakeKube(["a", "b"])
+    prom = FakeProm([("a", "3"), ("a", "1")], xids=[("b", "0", "79")])
+    rem = r.Remediator(kube, prom, for_seconds=60, say=lambda _m: None)  # long before its quarantine
+    rem.round()
+    assert quarantined(kube) == []
+    written = {(name, c["type"]): c for name, conditions in kube.statuses for c in conditions}
+    mem, xid = written["a", "GpuMemWatch"], written["b", "SysLogsXIDError"]
+    assert (mem["status"], mem["reason"]) == ("True", "GpuMemWatchIsNotHealthy")
+    assert mem["message"] == ("ErrorCode:DCGM_FR_VOLATILE_DBE_DETECTED GPU:1 volatile double-bit ECC errors "
+                              "Recommended Action=RESTART_VM;ErrorCode:DCGM_FR_VOLATILE_DBE_DETECTED GPU:3 volatile "
+                              "double-bit ECC errors Recommended Action=RESTART_VM;")
+    assert xid["message"] == "ErrorCode:79 GPU:0 XID 79 Recommended Action=RESTART_BM;"
+    kube.statuses.clear()
+    rem.round()
+    assert kube.statuses == []  # unchanged: not written again
+    prom.failing, prom.xids = [("a", "3")], []
+    rem.round()
+    assert [(n, c["type"], c["status"], c["message"][:28]) for n, cs in kube.statuses for c in cs] == [
+        ("a", "GpuMemWatch", "True", "ErrorCode:DCGM_FR_VOLATILE_D"),
+        ("b", "SysLogsXIDError", "False", "No Health Failures")]
+
+
+def test_a_quarantine_carries_nvsentinels_cordon_labels_and_the_release_lifts_them():
+    kube = FakeKube(["a", "b", "c"])
+    prom = FakeProm([("a", "0")])
+    rem = r.Remediator(kube, prom, for_seconds=0, say=lambda _m: None)
+    rem.round()
+    labels = kube.nodes["a"].metadata.labels
+    assert labels["k8saas.nvidia.com/cordon-by"] == "kilocard-remediator"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ", labels["k8saas.nvidia.com/cordon-timestamp"]), labels
+    prom.failing = []
+    rem.round()
+    assert all(labels.get(k) is None for k in r.CORDON_LABELS) and labels[r.STATE_LABEL] == "remediation-succeeded"
