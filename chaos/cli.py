@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -20,16 +21,17 @@ from typing import Any, NoReturn
 
 import yaml
 
-from chaos import ledger
+from chaos import __version__, failpoints, ledger
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as one line, `kilocard: <what>`, exit 2."""
+    """argparse that reports a bad flag as its usage line and `kilocard: <what>`, exit 2."""
 
     def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
         self.exit(Exit.INVALID, f"kilocard: {message}\n")
 
 
@@ -53,6 +55,7 @@ def _fault_source(p: argparse.ArgumentParser, experiments: bool = False) -> None
 
 def build_parser(with_testbed: bool = False) -> Parser:
     parser = Parser(prog="kilocard", description="Chaos engineering for thousand-card LLM inference clusters.")
+    parser.add_argument("--version", action="version", version=f"kilocard {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     f = commands.add_parser("fault", help="apply faults, hold them, revert them (Ctrl-C/SIGTERM revert early)")
@@ -77,6 +80,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
                    help="how fast the twin's replicas start (the local testbed's --timing)")
     p.add_argument("--journal", type=Path, help="with --twin: where the rehearsal's journal goes")
     _cluster_flags(p)
+    _testbed_flag(p)
     p.set_defaults(handler=cmd_plan)
 
     r = commands.add_parser("recover", help="revert every fault still open (from the ledger or in-cluster markers)")
@@ -199,7 +203,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
     ld.add_argument("--json", action="store_true", help="print the summary as JSON")
     ld.set_defaults(handler=cmd_load)
 
-    v = commands.add_parser("validate", help="check experiments without a cluster: every error at once, exit 2")
+    v = commands.add_parser("validate", help="check experiments, fault files, game-day plans and incident timelines "
+                                             "without a cluster: every error at once, exit 2")
     _experiment_flags(v)
     v.set_defaults(handler=cmd_validate)
 
@@ -224,6 +229,13 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    help="where each run's report goes (<run id>/index.html), and the trend over all of them "
                         "(trend/index.html); default %(default)s")
     p.add_argument("--no-report", action="store_true", help="write the journal only")
+    _testbed_flag(p)
+
+
+def _testbed_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--testbed", action="store_true",
+                   help="with no cluster named, start the local testbed with the default fleet if it is not running "
+                        "(without this flag, only an interactive terminal outside CI starts it; else exit 2)")
 
 
 def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
@@ -261,14 +273,20 @@ EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def _experiment_files(paths: list[Path]) -> list[Path]:
-    """Files as given; folders give their *.yaml, *.yml and *.json files, sorted."""
+    """Files as given; folders give their *.yaml, *.yml and *.json files in natural order (s2
+    before s10)."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES)
+            found += sorted((p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES), key=_natural)
         else:
             found.append(path)
     return found
+
+
+def _natural(path: Path) -> list[tuple[int, int | str]]:
+    """A name's sort key with its numbers as numbers."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", path.name) if part]
 
 
 def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -284,22 +302,40 @@ def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Every file's problems, and every path's, at once (exit 2)."""
-    from chaos import run
-
+    """Every file's problems, and every path's, at once (exit 2): experiments, fault files,
+    game-day plans and incident timelines, each known by its shape."""
     files, problems = _experiments(args.experiments)
     for problem in problems:
         print(problem, file=sys.stderr)
     worst = Exit.INVALID if problems else Exit.PASSED
     for path in files:
         try:
-            experiment = run.load(path, args.var, args.var_file)
+            print(f"{path}: valid ({_validated(path, args)})")
         except SpecError as exc:
             print(exc, file=sys.stderr)
             worst = Exit.INVALID
-        else:
-            print(f"{path}: valid ({len(experiment.faults)} kilocard fault(s))")
     return worst
+
+
+def _validated(path: Path, args: argparse.Namespace) -> str:
+    """Check one file as what it is (SpecError lists its problems); what it holds, in words."""
+    from chaos import gameday, plan, replay, run
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None  # the experiment loader says what is wrong with it, with its line
+    if isinstance(data, list) or (isinstance(data, dict) and "kind" in data and "method" not in data):
+        parsed = plan.parse_all(plan.entries(data if isinstance(data, list) else [data], str(path)))
+        return f"a fault file: {len(parsed)} fault(s)"
+    if isinstance(data, dict) and "steps" in data and "method" not in data:
+        day = gameday.load(path, args.var)
+        return f"a game-day plan: {len(day.steps)} step(s)"
+    if isinstance(data, dict) and "faults" in data and "method" not in data:
+        timeline = replay.load(path)
+        return f"an incident timeline: {len(timeline.entries)} fault(s)"
+    experiment = run.load(path, args.var, args.var_file)
+    return f"{len(experiment.faults)} kilocard fault(s)"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -308,7 +344,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chaos import actions, run, timeline
 
     files, problems = _experiments(args.experiments)
-    if problems:  # before anything starts (not even the embedded testbed)
+    for path in files:  # every file read and checked before anything starts (not even the testbed)
+        try:
+            run.load(path, args.var, args.var_file)
+        except SpecError as exc:
+            problems.append(str(exc))
+    if problems:
         raise SpecError("\n".join(problems))
     _embedded_default(args)
     variables = [*args.var, *_kilocard_vars(args)]
@@ -680,13 +721,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _embedded_default(args: argparse.Namespace) -> None:
-    """No cluster named and no local testbed running: start the local testbed with the default
-    fleet (the embedded default), and use it."""
+    """No cluster named: the local testbed, said so; not running, it is started with the default
+    fleet (the embedded default) where that was asked for (--testbed) or someone is at the
+    terminal outside CI. Anywhere else (a CI job whose kubeconfig went missing) it is refused:
+    a run against a local fake is not a check of the cluster that was meant."""
     from chaos.kube import cluster_named
     from chaos.vocabulary import local_testbed_kubeconfig
 
-    if cluster_named(args.kubeconfig) or local_testbed_kubeconfig() is not None:
+    if cluster_named(args.kubeconfig):
         return
+    if local_testbed_kubeconfig() is not None:
+        print("cluster: the local testbed (running; no --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster "
+              "account named another)", file=sys.stderr)
+        return
+    if not (args.testbed or (sys.stdin.isatty() and sys.stdout.isatty() and not os.environ.get("CI"))):
+        raise SpecError("no cluster named (no --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster account) and "
+                        "no local testbed running: name the cluster, or give --testbed to start the local testbed")
     from chaos import timeline
     from testbed import cli as testbed_cli
 
@@ -739,7 +789,9 @@ def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
     except OSError as exc:
         raise SpecError(f"{args.file}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"{args.file}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise SpecError(f"{args.file}: not valid YAML: {getattr(exc, 'problem', None) or exc}{at}") from None
     return (data if isinstance(data, list) else [data]), str(args.file)
 
 
@@ -768,6 +820,13 @@ def _shortest_ttl(faults: Iterable[tuple[Any, Any]]) -> float | None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from chaos import plan, run
+
+    if args.experiment is not None:
+        run.load(args.experiment, args.var)  # read and checked before any cluster, the testbed included
+    else:
+        raws, source = _load_faults(args)
+        plan.parse_all(plan.entries(raws, source))
     _embedded_default(args)
     if args.experiment is not None:
         return _plan_experiment(args)
@@ -924,8 +983,16 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(with_testbed=bool(argv) and argv[0] == "testbed").parse_args(argv)
+    if argv[:1] == ["help"] and len(argv) > 1:  # kilocard help gameday run = kilocard gameday run --help
+        argv = [*argv[1:], "--help"]
+    parser = build_parser(with_testbed=bool(argv) and argv[0] == "testbed")
+    if not argv or argv == ["help"]:  # as kubectl and helm: what there is to do
+        parser.print_help()
+        return Exit.PASSED if argv else Exit.INVALID
+    args = parser.parse_args(argv)
     try:
+        if failpoints.PROBLEM:
+            raise SpecError(failpoints.PROBLEM)
         return int(args.handler(args) or 0)
     except KilocardError as exc:
         print(f"kilocard: {exc}", file=sys.stderr)

@@ -33,7 +33,16 @@ def _parse(text: str) -> tuple[str, int] | None:
     return name, int(nth or "1")
 
 
-_armed: tuple[str, int] | None = _parse(os.environ.get("KILOCARD_FAILPOINT", ""))
+def _arm() -> tuple[tuple[str, int] | None, str | None]:
+    """(the armed failpoint, or the problem with the variable): a bad value is the command's input
+    error (exit 2, said by the CLI), not a traceback at import."""
+    try:
+        return _parse(os.environ.get("KILOCARD_FAILPOINT", "")), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+_armed, PROBLEM = _arm()
 
 
 def reach(name: str) -> None:

@@ -41,7 +41,7 @@ from tenacity import (
 
 from chaos import __version__, written
 from chaos.errors import Conflict, KubeError, NotFound, SpecError, TooManyRequests
-from chaos.vocabulary import quiet_thread, ready
+from chaos.vocabulary import local_testbed_kubeconfig, quiet_thread, ready
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -302,6 +302,7 @@ class Kube:
         api_client.rest_client.request = _noting_writes(api_client.rest_client.request)
         self.api_client = api_client
         self.context: str | None = None  # the kubeconfig context; None in-cluster
+        self.source = "a client made by hand"  # where the connection came from, as reports name it
         self._dynamic: DynamicClient | None = None
         self._retry_seconds = retry_seconds
         self._batch_pool: ThreadPoolExecutor | None = None
@@ -346,6 +347,10 @@ class Kube:
             _contexts, active = config.list_kube_config_contexts(config_file=str(path) if path else None)
             context = (active or {}).get("name")
         kube.context = context
+        named = Path(path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config").expanduser()
+        testbed = local_testbed_kubeconfig()
+        kube.source = "the local testbed" if testbed is not None and named.resolve() == Path(testbed).resolve() \
+            else f"kubeconfig {named}"
         return kube
 
     @classmethod
@@ -359,7 +364,9 @@ class Kube:
                 configuration)
         except config.ConfigException as exc:
             raise SpecError(f"in-cluster configuration ({account}): {exc}") from None
-        return cls(client.ApiClient(_tuned(configuration, pool)))
+        kube = cls(client.ApiClient(_tuned(configuration, pool)))
+        kube.source = "the pod's ServiceAccount (in-cluster)"
+        return kube
 
     @classmethod
     def connect(cls, kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
@@ -375,6 +382,10 @@ class Kube:
             return cls.from_kubeconfig(fallback, context)
         raise SpecError("no cluster: pass --kubeconfig, set $KUBECONFIG, create ~/.kube/config, run in a pod, "
                         "or start the local testbed ('kilocard testbed up')")
+
+    def target(self) -> dict[str, str]:
+        """Which cluster this is, as every summary, journal and report names it."""
+        return {"source": self.source, "context": self.context or "", "server": str(self.api_client.configuration.host)}
 
     def close(self) -> None:
         if self._batch_pool is not None:

@@ -93,8 +93,16 @@ def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
 
 def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any, landed.Options]]:
     """(where, kind module, spec, verification options) of every entry: all bad input found
-    before any cluster is asked."""
-    return [(where, *parse_one(raw, where)) for raw, where in items]
+    before any cluster is asked, every entry's at once."""
+    found, problems = [], []
+    for raw, where in items:
+        try:
+            found.append((where, *parse_one(raw, where)))
+        except SpecError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SpecError("\n".join(problems))
+    return found
 
 
 def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:

@@ -58,9 +58,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the cluster (configuration kilocard_kubeconfig); default as kilocard run")
     group.addoption("--kilocard-prometheus-url", dest="kilocard_prometheus_url", metavar="URL",
                     help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
+    group.addoption("--kilocard-testbed", action="store_true",
+                    help="with no cluster named, start the local testbed if it is not running (as kilocard run "
+                         "--testbed; without it, only an interactive terminal outside CI starts it)")
+
+
+_START_TESTBED = False  # --kilocard-testbed, for this session's runs
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    global _START_TESTBED
+    _START_TESTBED = bool(config.getoption("kilocard_testbed", False))
     config.stash[_LEFT_OPEN] = []
     if config.getoption("kilocard"):
         from chaos.cli import _experiment_files
@@ -118,14 +126,14 @@ def pytest_kilocard_run_file(path: Path, variables: list[str]) -> Result:
 
 
 def _session(configuration: dict[str, Any]) -> tuple[Any, Ledger]:
-    """actions.session after kilocard run's embedded default: no cluster named and none running,
-    the local testbed starts with the default fleet. Only a valid experiment gets this far."""
+    """actions.session after kilocard run's embedded default: no cluster named, the local testbed
+    (started with the default fleet only as kilocard run would). Only a valid experiment gets this far."""
     import argparse
 
     from chaos import actions
     from chaos.cli import _embedded_default
 
-    _embedded_default(argparse.Namespace(kubeconfig=configuration.get("kilocard_kubeconfig")))
+    _embedded_default(argparse.Namespace(kubeconfig=configuration.get("kilocard_kubeconfig"), testbed=_START_TESTBED))
     return actions.session(configuration)
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import math
 import re
@@ -176,13 +177,10 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         raise SpecError(f"{where}: " + "; ".join(line for line in lines if line)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected an experiment (a mapping), got {type(data).__name__}")
-    bad = next((v for v in variables or [] if "=" not in v or v.startswith(("=", ":"))), None)
-    if bad is not None:
-        raise SpecError(f"--var: expected KEY[:TYPE]=VALUE, got {bad!r}")
-    try:
-        config_vars, secret_vars = merge_vars(convert_vars(variables or []), var_files or [])
-    except (ValueError, ChaosException) as exc:
-        raise SpecError(f"--var: {_first_line(exc)}") from None
+    malformed = schemas.shape(data)  # what chaoslib would read without checking (and crash on)
+    if malformed:
+        raise SpecError("\n".join(f"{where}: {p}" for p in malformed))
+    config_vars, secret_vars = _vars(variables or [], var_files or [], data.get("configuration") or {})
     if config_vars:
         data["configuration"] = {**(data.get("configuration") or {}), **config_vars}
     experiment = Experiment(path, data, config_vars, secret_vars, hashlib.sha256(raw).hexdigest())
@@ -201,8 +199,12 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         # The schemas first (every argument of every kilocard activity and control, in one pass),
         # then, when those hold, the parsers' own checks across fields.
         texts = _texts(variables or [], configuration)
-        argued = schemas.problems(data, configuration, secrets, texts)
-        problems.extend(argued or _kilocard_faults(experiment, configuration, secrets))
+        undefined = _undefined(data, configuration, secrets)
+        problems.extend(undefined)
+        # A field holding an undefined ${var} is not blamed for it again.
+        argued = [p for p in schemas.problems(data, configuration, secrets, texts) if not undefined or "${" not in p]
+        problems.extend(argued or ([] if undefined else _kilocard_faults(experiment, configuration, secrets)))
+        problems.extend(_missing_controls(data))
         problems.extend(timeouts)
         problems.extend(_pauses(data, configuration, secrets, texts))
         try:  # the controls' arguments are input too, and so are the expected verdict and the load
@@ -319,6 +321,96 @@ def _for_chaoslib(data: dict[str, Any]) -> dict[str, Any]:
                 del activity["timeout"]
             activity.pop("pauses", None)
     return copy
+
+
+_TYPES = {"int": (int, "an integer"), "float": (float, "a number"), "str": (str, "text"), "bytes": (str, "bytes")}
+
+
+def _vars(variables: list[str], var_files: list[str], declared: dict[str, Any]
+          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(configuration, secrets) from --var and --var-file. `--var KEY:TYPE=VALUE` is typed (int,
+    float, str, bytes); an untyped one takes the type of the value the experiment declares for KEY
+    (`budget_seconds: 60` makes `--var budget_seconds=90` the number 90), else it is text."""
+    problems = [f"--var-file {f}: no such file" for f in var_files if not Path(f).is_file()]
+    typed: list[str] = []
+    for given in variables:
+        key, sep, value = given.partition("=")
+        name, _, kind = key.partition(":")
+        if not sep or not name:
+            problems.append(f"--var: expected KEY[:TYPE]=VALUE, got {given!r}")
+            continue
+        default = declared.get(name)
+        if not kind and isinstance(default, (int, float)) and not isinstance(default, bool):
+            kind = "int" if isinstance(default, int) else "float"
+        if kind and kind not in _TYPES:
+            problems.append(f"--var {given}: expected a type of {', '.join(_TYPES)}, got {kind!r}")
+            continue
+        parse, words = _TYPES[kind or "str"]
+        try:
+            parse(value)
+        except ValueError:
+            said = "" if ":" in key else f" (the experiment declares {name}: {default!r})"
+            problems.append(f"--var {given}: expected {words}{said}, got {value!r}")
+            continue
+        typed.append(f"{name}:{kind}={value}" if kind else given)
+    if problems:
+        raise SpecError("\n".join(problems))
+    try:
+        found: tuple[dict[str, Any], dict[str, Any]] = merge_vars(convert_vars(typed), var_files)
+    except (ValueError, ChaosException) as exc:
+        raise SpecError(f"--var-file: {_first_line(exc)}") from None
+    return found
+
+
+def _missing_controls(data: dict[str, Any]) -> list[str]:
+    """A control whose module is not installed: chaoslib only warns and runs on without it, and
+    a run that was to be guarded, stopped or reported by it would not be."""
+    controls = [(f"controls[{i}]", c) for i, c in enumerate(data.get("controls") or [])]
+    controls += [(f"{where}.controls[{i}]", c) for where, a in _activities(data)
+                 for i, c in enumerate(a.get("controls") or [])]
+    found = []
+    for where, control in controls:
+        module = (control.get("provider") or {}).get("module")
+        try:
+            present = isinstance(module, str) and importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            present = False
+        if not present:
+            found.append(f"{_named(where, control)}: no Python module {module!r}: install it, or remove the control")
+    return found
+
+
+_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}|\$\{")
+
+
+def _undefined(data: dict[str, Any], configuration: dict[str, Any], secrets: dict[str, Any]) -> list[str]:
+    """Every `${name}` in an activity or a control that no configuration key or secret defines
+    (chaoslib would leave it as text, and the field would be blamed for it)."""
+    known = set(configuration) | {k for scope in secrets.values() if isinstance(scope, dict) for k in scope}
+    found = []
+    places = [(where, a) for where, a in _activities(data)]
+    places += [(f"controls[{i}]", c) for i, c in enumerate(data.get("controls") or [])]
+    for where, item in places:
+        for place, text in _strings((item.get("provider") or {}).get("arguments") if isinstance(item, dict) else None):
+            for match in _PLACEHOLDER.finditer(text):
+                name = match.group(1)
+                if name is None:
+                    found.append(f"{_named(where, item)}: {place}: '${{' without its closing '}}' in {text!r}")
+                elif name not in known:
+                    found.append(f"{_named(where, item)}: {place}: ${{{name}}} is not defined: the configuration has "
+                                 f"{', '.join(sorted(configuration)) or 'nothing'} (or give --var {name}=...)")
+    return found
+
+
+def _strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{path}[{i}]")
 
 
 def _texts(variables: list[str], configuration: dict[str, Any]) -> dict[str, str]:
@@ -591,7 +683,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason, "basis": basis,
         "expected": experiment.expect.to_json() if experiment.expect else None,
         "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
-        "kilocard_version": __version__, "finished_at": time.time(), "plan": planned,
+        "kilocard_version": __version__, "finished_at": time.time(), "cluster": ctx.kube.target(), "plan": planned,
         "release": redact(released),
         "faults": [{**json.loads(r.to_json()), "transitions": history.get(r.fault_id, [])} for r in records],
         # Each target's effect read back after its apply (chaos.landed), counted by what it said.

@@ -563,6 +563,60 @@ PROBES = {name: arguments_schema(func, _PROBE_ARGUMENTS, {}) for name, func in _
 CALLS = {actions.__name__: ACTIONS, chaostoolkit.__name__: PROBES}
 
 
+# --- the Chaos Toolkit document's shape -------------------------------------------------------------
+# What chaoslib reads without checking its type first (an activity as text, a provider as a list,
+# the configuration as a list crash it with a traceback): checked before it reads anything. What
+# is missing, and the values themselves, stay chaoslib's and the kilocard schemas' to judge.
+def _typed(kind: str | list[str], description: str) -> Schema:
+    return {"type": kind, "description": description}
+
+
+_PROVIDER = {
+    "type": "object", "description": "a provider", "required": ["type"],
+    "properties": {"type": choice(("python", "process", "http"), "the provider's type"),
+                   "module": text("the Python module"), "func": text("the function"),
+                   "path": text("the program"), "url": text("the URL"),
+                   "arguments": _typed(["object", "array", "string", "null"], "the arguments")},
+    "allOf": [{"if": {"properties": {"type": {"const": kind}}, "required": ["type"]}, "then": then} for kind, then in (
+        ("python", {"required": ["module", "func"],
+                    "properties": {"arguments": _typed(["object", "null"], "the function's arguments")}}),
+        ("process", {"required": ["path"]}), ("http", {"required": ["url"]}))]}
+_ACTIVITY = {
+    "type": "object", "description": "an activity", "if": {"required": ["ref"]},
+    "then": {"properties": {"ref": text("the name of an activity declared before")}},
+    "else": {"required": ["type", "name", "provider"], "properties": {
+        "type": choice(("action", "probe"), "the activity's type"), "name": text("the activity's name"),
+        "provider": _PROVIDER, "background": boolean("run beside the next activities", False),
+        "controls": {"type": "array", "items": _typed("object", "a control"), "description": "controls"}}}}
+_ACTIVITIES = {"type": "array", "items": _ACTIVITY, "description": "activities"}
+_CONTROL = {"type": "object", "description": "a control", "required": ["name", "provider"],
+            "properties": {"name": text("the control's name"), "provider": {
+                "type": "object", "description": "a control's provider", "required": ["type", "module"],
+                "properties": {"type": {"const": "python"}, "module": text("the control's Python module"),
+                               "arguments": _typed(["object", "null"], "the control's arguments")}}}}
+ENVELOPE = {
+    "type": "object", "description": "a Chaos Toolkit experiment",
+    "properties": {
+        "title": text("the experiment's title"), "description": _typed("string", "what it rehearses"),
+        "tags": {"type": "array", "items": _typed("string", "a tag"), "description": "tags"},
+        "configuration": _typed("object", "configuration values"),
+        "secrets": {**_typed("object", "secrets, by scope"), "additionalProperties": _typed("object", "a scope's")},
+        "contributions": _typed("object", "contributions"), "runtime": _typed("object", "runtime settings"),
+        "extensions": {"type": "array", "items": {"type": "object", "required": ["name"], "description":
+                                                  "an extension", "properties": {"name": text("its name")}},
+                       "description": "extensions"},
+        "controls": {"type": "array", "items": _CONTROL, "description": "controls"},
+        "steady-state-hypothesis": {"type": "object", "description": "a steady-state hypothesis",
+                                    "properties": {"title": text("its title"), "probes": _ACTIVITIES}},
+        "method": _ACTIVITIES, "rollbacks": _ACTIVITIES}}
+
+
+def shape(experiment: Any) -> list[str]:
+    """What is wrong with the document's shape (every problem, each with its path), before
+    chaoslib reads it."""
+    return errors(ENVELOPE, experiment)
+
+
 # --- errors in plain English ----------------------------------------------------------------------
 def _types(schema: Schema) -> list[str]:
     found = schema.get("type", [])
@@ -607,7 +661,12 @@ def expected(schema: Schema) -> str:
 def _path(parts: Iterable[str | int]) -> str:
     found = ""
     for part in parts:
-        found += f"[{part}]" if isinstance(part, int) else f"{'.' if found else ''}{part}"
+        if isinstance(part, int):
+            found += f"[{part}]"
+        elif not part or any(c.isspace() or c in ".[]'\"" for c in part) or not part.isprintable():
+            found += f"[{part!r}]"  # a key that would not read as one: quoted
+        else:
+            found += f"{'.' if found else ''}{part}"
     return found
 
 

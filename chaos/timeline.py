@@ -38,6 +38,7 @@ from chaos import replay
 from chaos.errors import Exit
 from chaos.events import Event, subscribe
 from chaos.run import Result, why
+from chaos.vocabulary import cluster_line
 
 _log = logging.getLogger(__name__)
 COLOUR = {Exit.PASSED: "green", Exit.FAILED: "red", Exit.INVALID: "yellow", Exit.ABORTED: "magenta",
@@ -264,6 +265,8 @@ def summary(result: Result) -> RenderableType:
     parts: list[RenderableType] = [Text.assemble(
         (f"{result.exit.name.lower()}", f"bold {COLOUR[result.exit]}"), f" (exit {int(result.exit)}): ",
         result.reason)]
+    if kilocard.get("cluster"):
+        parts.append(Text(f"cluster: {cluster_line(kilocard['cluster'])}"))
     probes = Table("stage", "activity", "verdict", "reason", box=box.SIMPLE, title="probes", title_justify="left")
     for stage, run in _activities(journal):
         activity = run.get("activity") or {}

@@ -125,6 +125,13 @@ def epoch(value: str | None) -> float | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+def cluster_line(target: dict[str, str]) -> str:
+    """Which cluster a run ran against (chaos.kube.Kube.target), in a line: where the connection
+    came from, its context and its server."""
+    context = f", context {target['context']}" if target.get("context") else ""
+    return f"{target.get('source', '?')}{context}, {target.get('server', '?')}"
+
+
 def quiet_thread() -> None:
     """Leave Ctrl-C and SIGTERM to the main thread (call it first thing in a thread kilocard
     starts): a signal the kernel hands to another thread does not wake a main thread blocked in a

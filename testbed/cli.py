@@ -52,8 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.set_defaults(handler=cmd_build)
 
     up = sub.add_parser("up", help="start the testbed (no-op when running)")
-    up.add_argument("--nodes", type=_int_in(1, MAX_NODES), default=128)
-    up.add_argument("--cards-per-node", type=_int_in(1, MAX_CARDS_PER_NODE), default=8)
+    up.add_argument("--nodes", type=_int_in(1, MAX_NODES), default=128,
+                    help=f"kwok GPU nodes (1 to {MAX_NODES}; default %(default)s)")
+    up.add_argument("--cards-per-node", type=_int_in(1, MAX_CARDS_PER_NODE), default=8,
+                    help=f"cards on each node (1 to {MAX_CARDS_PER_NODE}; default %(default)s)")
     up.add_argument("--accelerator", choices=sorted(accelerators.PROFILES), default=accelerators.NVIDIA.name,
                     help="whose cards to fake: nvidia (device plugin, dcgm-exporter) or ascend (huawei.com/Ascend910, "
                          "MindX DL's device-info ConfigMaps, ClusterD's public faults, npu-exporter)")
@@ -65,8 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--timing", choices=timing.NAMES, default="default",
                     help="how long the --fleet's replicas take to start and stop: fast (at once), default "
                          f"(production's timeline {timing.DEFAULT_FACTOR:g}x faster) or production")
-    up.add_argument("--not-ready-toleration-seconds", type=_int_in(1, 3600), default=15)
-    up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15)
+    up.add_argument("--not-ready-toleration-seconds", type=_int_in(1, 3600), default=15,
+                    help="seconds a pod tolerates its node NotReady before the taint manager evicts it "
+                         "(default %(default)s; Kubernetes' own is 300)")
+    up.add_argument("--unreachable-toleration-seconds", type=_int_in(1, 3600), default=15,
+                    help="the same for an unreachable node (default %(default)s; Kubernetes' own is 300)")
     up.add_argument("--no-remediation", action="store_true",
                     help="do not run the reference remediator (ECC/XID -> quarantine)")
     up.add_argument("--no-dra-health", action="store_true",
@@ -174,11 +179,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(json.dumps({"running": False, "state_dir": str(args.state_dir)}))
         else:
             _say(f"no testbed running (state folder {args.state_dir})")
-        return 3
+        return 1
     status = testbed.status()
     if args.json:
         print(json.dumps(status, indent=2))
-        return 0 if status["running"] else 3
+        return 0 if status["running"] else 1
     table = Table("process", "pid", "state", "cpu s", "rss MiB")
     for p in status["processes"]:
         state = "[green]healthy[/]" if p["healthy"] else ("[yellow]unhealthy[/]" if p["alive"] else "[red]dead[/]")
@@ -193,7 +198,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                       f"{c['allocatable']} allocatable of {c['capacity']}")
     else:
         console.print("[red]testbed not running[/]: some processes are dead; 'kilocard testbed down' clears it")
-    return 0 if status["running"] else 3
+    return 0 if status["running"] else 1
 
 
 

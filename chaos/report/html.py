@@ -62,7 +62,7 @@ def _header(run: Run) -> str:
         f" with a reason starting {expected['reason']!r}" if expected.get("reason") else "")
     rows = [("verdict", f"{_badge(run)} <b>{escape(run.verdict)}</b>"), ("reason", escape(run.reason)),
             ("expectation", escape(expect)), ("run id", escape(run.run_id or "-")),
-            ("experiment", escape(run.experiment_file)),
+            ("experiment", escape(run.experiment_file)), ("cluster", escape(run.cluster)),
             ("sha256", escape(str(run.raw["kilocard"].get("experiment_sha256", "-")))),
             ("started", escape(time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(run.when))) if run.when else "-"),
             ("duration", f"{run.duration:.1f} s" if run.duration else "-"),

@@ -17,7 +17,7 @@ from typing import Any
 from chaos import replay
 from chaos.errors import SpecError
 from chaos.run import passes, why
-from chaos.vocabulary import epoch
+from chaos.vocabulary import cluster_line, epoch
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
 # Each phase of a replica's recovery, and the phase it is timed from.
@@ -95,6 +95,12 @@ class Run:
     def scenario(self) -> str:
         """What runs of the same experiment share: its file's stem (s3-ecc-one-tp-member)."""
         return Path(self.experiment_file).stem or self.title
+
+    @property
+    def cluster(self) -> str:
+        """The cluster the run ran against, in a line ("-" for a journal from before it was kept)."""
+        target = self.raw.get("kilocard", {}).get("cluster")
+        return cluster_line(target) if isinstance(target, dict) else "-"
 
     @property
     def key(self) -> str:

@@ -12,7 +12,7 @@ def _cell(text: str) -> str:
 
 def summary(run: Run) -> str:
     lines = [f"# {run.title}", "", f"**{run.verdict}** (exit {run.exit_code}): {run.reason}", "",
-             f"run `{run.run_id or '-'}`, experiment `{run.experiment_file}`", ""]
+             f"run `{run.run_id or '-'}`, experiment `{run.experiment_file}`, cluster {run.cluster}", ""]
     if run.faults:
         lines += ["| fault | target | state |", "|---|---|---|"]
         lines += [f"| {f.kind} | {_cell(f.target)} | {f.state} |" for f in run.faults]

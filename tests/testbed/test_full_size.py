@@ -43,8 +43,8 @@ def test_run_with_no_cluster_named_starts_the_thousand_card_testbed_with_its_fle
     plan.parent.mkdir()
     plan.write_text(yaml.safe_dump({**catalog, "steps": [{**s7, "experiment": str(CATALOG / s7["experiment"][3:])}]}))
     try:
-        run = kilocard("gameday", "run", str(plan), "--journal", str(tmp_path / "journals"),
-                       "--reports", str(tmp_path / "reports"), env=env)
+        run = kilocard("gameday", "run", str(plan), "--testbed", "--journal", str(tmp_path / "journals"),
+                       "--reports", str(tmp_path / "reports"), env=env)  # as README's first command asks
         assert "starting the local testbed with the default fleet" in run.stdout + run.stderr, run.stdout
         assert run.returncode == 0, run.stdout + run.stderr
         last = run.stdout.strip().splitlines()[-1]

@@ -94,6 +94,21 @@ def broken(draw: st.DrawFn) -> tuple[str, dict | str, str]:
     return name, data, key
 
 
+def refused(path: Path, data: dict | str) -> tuple[Path, str]:
+    """The file written and loaded: refused with a SpecError that names the file on every line,
+    in words (no traceback, no Python internals). Returns (path, message)."""
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    try:
+        run.load(path)
+    except SpecError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError(f"accepted: {path.read_text()[:400]}")
+    assert all(line.startswith(f"{path}: ") for line in message.splitlines()), message  # the file, on every line
+    assert not re.search(r"Traceback|Error\(|object at 0x|indices must be", message), message
+    return path, message
+
+
 def plan_kinds() -> set[str]:
     return set(registry())
 
@@ -103,17 +118,59 @@ def plan_kinds() -> set[str]:
 @given(broken())
 def test_every_broken_experiment_is_refused_with_its_file_and_field(tmp_path_factory, case) -> None:
     name, data, field = case
-    path = tmp_path_factory.mktemp("fuzz") / name
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
-    try:
-        run.load(path)
-    except SpecError as exc:
-        message = str(exc)
-    else:
-        raise AssertionError(f"accepted: {path.read_text()[:400]}")
-    first = message.splitlines()[0]
-    assert first.startswith(f"{path}: "), first  # the file, on every line
-    assert all(line.startswith(f"{path}: ") for line in message.splitlines()), message
+    path, message = refused(tmp_path_factory.mktemp("fuzz") / name, data)
     assert field in message, (field, message)
-    assert not re.search(r"Traceback|Error\(|object at 0x", message), message
     figures.record("fuzz-files", {"experiment": name, "field": field or "(not YAML)"})
+
+
+SECTIONS = ("configuration", "secrets", "steady-state-hypothesis", "method", "rollbacks", "controls", "extensions",
+            "tags", "title", "description")
+ODD = st.one_of(TEXT, NEGATIVE, st.booleans(), BOXED, st.floats(allow_nan=False))
+
+
+@st.composite
+def misshapen(draw: st.DrawFn) -> tuple[str, dict, str]:
+    """(file name, a document whose shape is wrong in one place, the place)."""
+    name = draw(st.sampled_from(sorted(EXPERIMENTS)))
+    data = copy.deepcopy(EXPERIMENTS[name])
+    how = draw(st.sampled_from(("section", "activity", "provider", "arguments", "probes")))
+    i = draw(st.integers(0, len(data["method"]) - 1))
+    if how == "section":
+        key = draw(st.sampled_from(SECTIONS))
+        expected_type = type(data[key]) if key in data else None
+        data[key] = draw(ODD.filter(lambda v: not isinstance(v, expected_type or ()) and v != data.get(key)))
+        return name, data, key
+    if how == "activity":
+        data["method"][i] = draw(st.one_of(TEXT, NEGATIVE, st.lists(st.integers(), min_size=1, max_size=2)))
+        return name, data, f"method[{i}]"
+    if how == "provider":
+        data["method"][i]["provider"] = draw(st.one_of(TEXT, NEGATIVE, st.lists(TEXT, min_size=1, max_size=2)))
+        return name, data, f"method[{i}].provider"
+    if how == "arguments" and data["method"][i]["provider"].get("type") == "python":
+        data["method"][i]["provider"]["arguments"] = draw(st.one_of(NEGATIVE, st.lists(TEXT, min_size=1, max_size=2)))
+        return name, data, f"method[{i}].provider.arguments"
+    data["steady-state-hypothesis"] = {"title": "h", "probes": draw(st.one_of(TEXT, st.dictionaries(
+        TEXT, st.integers(), min_size=1, max_size=2)))}
+    return name, data, "steady-state-hypothesis.probes"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(misshapen())
+def test_a_document_of_the_wrong_shape_anywhere_is_refused_naming_the_place_never_a_traceback(tmp_path_factory,
+                                                                                            case) -> None:
+    name, data, place = case
+    _path, message = refused(tmp_path_factory.mktemp("shape") / name, data)
+    assert place in message or place in ("title", "description"), (place, message)
+    figures.record("fuzz-shapes", {"experiment": name, "place": place})
+
+
+def test_a_bad_failpoint_in_the_environment_is_input_refused_by_the_command_not_a_traceback(monkeypatch, capsys):
+    from chaos import cli, failpoints
+
+    monkeypatch.setenv("KILOCARD_FAILPOINT", "bogus@0")
+    armed, problem = failpoints._arm()
+    assert armed is None and problem.startswith("KILOCARD_FAILPOINT: expected one of fault-recorded")
+    monkeypatch.setattr(failpoints, "PROBLEM", problem)
+    assert cli.main(["validate", str(CATALOG[0])]) == 2
+    assert capsys.readouterr().err == f"kilocard: {problem}\n"

@@ -66,8 +66,6 @@ def test_every_problem_of_pauses_probes_and_targets_is_said_at_once(tmp_path):
     assert str(err.value).splitlines() == [f"{path}: {line}" for line in [
         "steady-state-hypothesis.probes[0] ('whole'): tolerance.target: expected a key tp_groups_whole returns: one "
         f"of {', '.join((*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS['tp_groups_whole']))}, got 'verdcit'",
-        "method[1] ('back'): deadline: expected a number above 0, got '90' (text from --var budget_seconds: give --var "
-        "budget_seconds:int=90 or budget_seconds:float=90)",
         "method[1] ('back'): hold: expected a number from 0, got -1",
         "method[1] ('back'): window: expected a Prometheus duration above 0 like 30s, 1m or 1m30s, got '10 secs'",
         "method[0] ('kill'): pauses: unknown field 'during'; expected before or after",
@@ -75,6 +73,60 @@ def test_every_problem_of_pauses_probes_and_targets_is_said_at_once(tmp_path):
         "method[0] ('kill'): pauses.after: expected seconds from 0, got -2",
         "method[1] ('back'): pauses: expected a mapping of before and/or after (seconds), got 10",
     ]]
+
+
+def test_an_untyped_var_takes_the_type_the_experiment_declares_and_text_where_it_declares_none(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text(EVERYTHING_AT_ONCE)
+    with pytest.raises(SpecError) as err:  # `budget_seconds: 60` declared: "90" is the number 90
+        run.load(path, ["budget_seconds=90", "pause:int=2"])
+    assert "deadline" not in str(err.value)
+    with pytest.raises(SpecError) as err:
+        run.load(path, ["budget_seconds=ninety"])
+    assert str(err.value) == "--var budget_seconds=ninety: expected an integer (the experiment declares " \
+                             "budget_seconds: 60), got 'ninety'"
+    path.write_text(EVERYTHING_AT_ONCE.replace("  budget_seconds: 60\n", ""))  # declared nowhere: text, and said so
+    with pytest.raises(SpecError) as err:
+        run.load(path, ["budget_seconds=90"])
+    assert "method[1] ('back'): deadline: expected a number above 0, got '90' (text from --var budget_seconds: give " \
+           "--var budget_seconds:int=90 or budget_seconds:float=90)" in str(err.value)
+
+
+@pytest.mark.parametrize(("variables", "files", "said"), [
+    (["budget_seconds:int=abc"], [], "--var budget_seconds:int=abc: expected an integer, got 'abc'"),
+    (["budget_seconds:decimal=9"], [], "--var budget_seconds:decimal=9: expected a type of int, float, str, bytes, "
+                                       "got 'decimal'"),
+    (["=9", "x"], [], "--var: expected KEY[:TYPE]=VALUE, got '=9'\n--var: expected KEY[:TYPE]=VALUE, got 'x'"),
+    ([], ["/nonexistent/vars.yaml"], "--var-file /nonexistent/vars.yaml: no such file"),
+])
+def test_bad_vars_and_var_files_are_refused_every_one_by_name(tmp_path, variables, files, said):
+    path = tmp_path / "e.yaml"
+    path.write_text(EVERYTHING_AT_ONCE)
+    with pytest.raises(SpecError) as err:
+        run.load(path, variables, files)
+    assert str(err.value) == said
+
+
+def test_an_undefined_variable_and_a_missing_control_are_named_as_such(tmp_path):
+    path = tmp_path / "e.yaml"
+    path.write_text("""title: t
+description: d
+configuration: {namespace: ns}
+controls:
+- {name: slack, provider: {type: python, module: chaosslack.control}}
+method:
+- type: action
+  name: kill
+  provider: {type: python, module: chaos.actions, func: kill_pods,
+             arguments: {namespace: "${namespace}", label_selector: "m=${modell}", count: "${count"}}
+""")
+    with pytest.raises(SpecError) as err:
+        run.load(path)
+    assert str(err.value).splitlines() == [f"{path}: {line}" for line in [
+        "method[0] ('kill'): label_selector: ${modell} is not defined: the configuration has namespace (or give "
+        "--var modell=...)",
+        "method[0] ('kill'): count: '${' without its closing '}' in '${count'",
+        "controls[0] ('slack'): no Python module 'chaosslack.control': install it, or remove the control"]]
 
 
 def test_pauses_are_checked_even_where_chaoslib_refuses_the_file(tmp_path):

@@ -71,16 +71,31 @@ def test_the_page_is_self_contained_and_draws_the_slo_with_its_fault_window(tmp_
     assert {p.name for p in page.parent.iterdir()} == {"index.html", "summary.md", "junit.xml", "journal.json"}
 
 
-def test_junit_of_s8_has_exactly_one_failing_testcase_the_placement_probe(tmp_path: Path) -> None:
+def test_junit_of_s8_met_has_no_failure_its_finding_an_expected_failure_and_unmet_exactly_its_own(
+        tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
-    path.write_text(junit.render([run_of(journal("s8"))]))
-    cases = [case for suite in JUnitXml.fromfile(str(path)) for case in suite]
-    failing = [c for c in cases if any(isinstance(r, Failure) for r in c.result)]
-    assert [c.name for c in failing] == ["method: replicas-kept-apart"]
-    (failure,) = failing[0].result
-    assert failure.message.startswith("llama-2-7b-fragile: nothing keeps its replicas apart")
-    assert "requiredDuringSchedulingIgnoredDuringExecution" in failure.text  # the fix rides along
-    assert next(c for c in cases if c.name == "verdict").is_passed  # S8 expects that failure: its verdict passes
+    path.write_text(junit.render([run_of(journal("s8"))]))  # S8 declares that failure as its finding, and met it
+    xml = JUnitXml.fromfile(str(path))
+    assert (xml.failures, xml.errors, xml.skipped) == (0, 0, 1)
+    cases = [case for suite in xml for case in suite]
+    (xfail,) = [c for c in cases if c.is_skipped]
+    assert xfail.name == "method: replicas-kept-apart"
+    (skip,) = xfail.result
+    assert skip.message.startswith("expected failure: llama-2-7b-fragile: nothing keeps its replicas apart")
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in skip.text  # the fix rides along
+    verdict = next(c for c in cases if c.name == "verdict")
+    assert verdict.is_passed and verdict.system_out.startswith("as expected (failed): probe 'replicas-kept-apart'")
+    # A green game day (S3 passed, S7 aborted as it expects, S8 failed as it expects): not one failure.
+    path.write_text(junit.render([run_of(journal(name)) for name in ("s3", "s7", "s8")]))
+    assert (JUnitXml.fromfile(str(path)).failures, JUnitXml.fromfile(str(path)).errors) == (0, 0)
+    # Its expectation not met (the run went red on it): exactly its own failures, the probe and the verdict.
+    unmet = copy.deepcopy(journal("s8"))
+    unmet["kilocard"].update(exit_code=1, reason="expected failed, got failed for another reason")
+    path.write_text(junit.render([run_of(unmet), run_of(journal("s3"))]))
+    xml = JUnitXml.fromfile(str(path))
+    assert (xml.failures, xml.errors, xml.skipped) == (2, 0, 0)
+    failing = [c.name for suite in xml for c in suite if any(isinstance(r, Failure) for r in c.result)]
+    assert failing == ["method: replicas-kept-apart", "verdict"]
 
 
 def test_junit_counts_an_invalid_run_as_an_error_and_a_failed_verdict_as_a_failure(tmp_path: Path) -> None:
@@ -186,3 +201,29 @@ def test_html_escapes_what_the_journal_says() -> None:
     data = copy.deepcopy(journal("s8"))
     data["kilocard"]["reason"] = "<script>alert(1)</script>"
     assert "<script>alert" not in html.run_page(run_of(data))
+
+
+def test_every_summary_and_report_names_the_cluster_the_run_ran_against(tmp_path: Path) -> None:
+    import yaml
+
+    from chaos.kube import Kube
+
+    kubeconfig = tmp_path / "staging.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "staging",
+        "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "staging", "context": {"cluster": "c", "user": "u"}}]}))
+    kube = Kube.from_kubeconfig(kubeconfig)
+    target = kube.target()
+    kube.close()
+    assert target == {"source": f"kubeconfig {kubeconfig}", "context": "staging", "server": "https://10.0.0.1:6443"}
+    data = copy.deepcopy(journal("s3"))
+    data["kilocard"]["cluster"] = target
+    run = run_of(data)
+    line = f"kubeconfig {kubeconfig}, context staging, https://10.0.0.1:6443"
+    assert run.cluster == line and run_of(journal("s3")).cluster == "-"  # a journal from before it was kept
+    assert f"cluster {line}" in markdown.summary(run)
+    assert f"<td>cluster</td><td>{line}</td>" in html.run_page(run).replace("\n", "")
+    (suite,) = JUnitXml.fromstring(junit.render([run]).split("\n", 1)[1])
+    assert {p.name: p.value for p in suite.properties()}["cluster"] == line

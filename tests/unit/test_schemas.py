@@ -24,7 +24,7 @@ ABOUT_ARGUMENTS = {"guard-negative", "guard-typo", "stop-no-conditions", "stop-w
                    "window-not-a-duration", "zero-deadline", "zero-qps"}
 # Of those, the ones whose `# expect:` the schemas' messages word otherwise (the parser's, or chaoslib's).
 WORDED_OTHERWISE = {"duplicate-cards", "ecc-unknown-param", "fault-not-a-mapping", "guard-typo", "stop-without-limit",
-                    "unknown-argument", "unknown-kind"}
+                    "unknown-argument", "unknown-kind", "unresolved-var"}
 # Where a schema is deliberately stricter than its parser (the parser's to fix; see the report).
 KNOWN_DISAGREEMENTS = {"fault gpu-xid: params.xid = 1.5"}
 
