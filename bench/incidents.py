@@ -15,6 +15,7 @@ keeps each journal and report under --out. Not a test: about 15 minutes on 2 cor
       replay --twin of ecc-one-card (the twin copies this testbed): reproduced, exit 0
     no remediation (3 nodes, two llama-3-70b replicas)
       ecc-one-card          reproduced: exit 0         fixed: exit 1, naming the alert that came back
+      its replay's journal, recorded (record --journal) and replayed: reproduced, exit 0
     packed (2 nodes, the fragile model's two replicas piled on one, as the account found them)
       machine-loss-every-replica  reproduced: exit 0
       with required anti-affinity (the fix; replicas on both nodes): fixed, exit 0
@@ -72,6 +73,18 @@ def replay(tb: Testbed, out: Path, name: str, timeline: Path, expect: str, wante
     mark = "as wanted" if done.returncode == wanted else f"WANTED exit {wanted}"
     print(f"{name:<44} {expect:<11} exit {done.returncode} ({mark}) {seconds:5.0f} s  {row['reason'][:160]}",
           flush=True)
+
+
+def recorded(tb: Testbed, out: Path, source: str, name: str, wanted: int) -> None:
+    """A past run as an incident: `record --journal` of the replay `source` (its faults as applied,
+    the alerts of its range from Prometheus), replayed as a timeline of its own."""
+    if PICKED and not any(word in name for word in PICKED):
+        return
+    timeline = out / f"{name.replace('/', '-').replace(' ', '-')}.yaml"
+    done = subprocess.run([*KILOCARD, "record", "--journal", str(out / source / "journal.json"), "--prometheus-url",
+                           tb.prometheus_url, "-o", str(timeline)], capture_output=True, text=True, timeout=120)
+    print(f"{name}: {(done.stdout + done.stderr).strip()}", flush=True)
+    replay(tb, out, name, timeline, "reproduced", wanted)
 
 
 def settle(tb: Testbed, seconds: float = 30) -> None:
@@ -169,6 +182,8 @@ def no_remediation(args: argparse.Namespace, out: Path) -> None:
     tb = up(config, fleet.scaled(fleet.only(fleet.load("default", config.card_resource), TP8), {TP8: 2}))
     try:
         replay(tb, out, "no-remediation/ecc-one-card", ecc, "reproduced", 0)
+        settle(tb)
+        recorded(tb, out, "no-remediation/ecc-one-card", "no-remediation/its replay's journal, recorded", 0)
         settle(tb)
         replay(tb, out, "no-remediation/ecc-one-card", ecc, "fixed", 1)
     finally:

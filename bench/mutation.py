@@ -8,7 +8,10 @@ and the mutated line) or marked unexplained. Not part of the pass/fail run.
     .venv/bin/python bench/mutation.py [--max-children 2] [--no-write]
 
 Configuration: [tool.mutmut] in pyproject.toml (the unit tests only, one process per mutant).
-mutmut keeps its work in mutants/ (ignored by git); a second run reuses what it can.
+mutmut keeps its work in mutants/ (ignored by git). Each run starts afresh: mutmut keeps which test
+reaches which function from its first run and re-learns it only for tests it has not seen, so a test
+that changed would keep its old reach and a mutant it now kills would be counted as surviving.
+`--reuse` keeps mutants/ (only when no test changed since).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import fnmatch
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -135,12 +139,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print the section, leave docs/verdicts.md alone")
+    parser.add_argument("--reuse", action="store_true", help="keep mutants/ from the last run (no test changed)")
     args = parser.parse_args()
     patterns = globs()
     started = time.monotonic()
+    if not args.reuse:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     subprocess.run([str(MUTMUT), "run", "--max-children", str(args.max_children), *patterns.values()], cwd=ROOT,
                    check=False)
-    text = section(results(patterns), time.monotonic() - started, "bench/mutation.py")
+    found = results(patterns)
+    if not any(status == "killed" for mutants in found.values() for status in mutants.values()):
+        print("bench/mutation.py: not one mutant killed: the unit tests did not pass unmutated (mutmut's output "
+              "above says which); docs/verdicts.md left as it was", file=sys.stderr)
+        return 1
+    text = section(found, time.monotonic() - started, "bench/mutation.py")
     print(text)
     if not args.no_write:
         page = PAGE.read_text()

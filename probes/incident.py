@@ -204,8 +204,8 @@ def _replica_seen(symptom: dict[str, Any], replaced: list[Replacement], taken: s
     deleted, started = float(symptom["deleted"]), symptom.get("started")
     name = _name(symptom)
     said = f"deleted {_at(deleted)}, started {_at(started)}"
-    mine = sorted(((r.deleted, i, r) for i, r in enumerate(replaced) if r.owner == symptom["owner"]
-                   and i not in taken), key=lambda m: (m[0], m[1]))
+    # By deletion, then place in the list: (deleted, i) is unique, so the replacements are never compared.
+    mine = sorted((r.deleted, i, r) for i, r in enumerate(replaced) if r.owner == symptom["owner"] and i not in taken)
     close = [m for m in mine if abs(m[0] - deleted) <= tolerance]
     if not close:
         if until < deleted + tolerance:

@@ -564,7 +564,11 @@ def _() -> Any:
                 "exception": ["KeyError: 'x'"]}
     return [list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
                 "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}})),
-            list(run.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}}))]
+            list(run.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}})),
+            # No hypothesis, a method probe that passed without a name: said as "?", not dropped.
+            list(run.verdict({"status": "completed", "deviated": False, "steady_states": {"before": None, "after": None},
+                              "run": [{"activity": {"type": "probe"}, "output": {"ok": True, "reason": "fine"},
+                                       "status": "succeeded", "tolerance_met": True}]}))]
 
 
 # --- incident -------------------------------------------------------------------------------------------
@@ -602,6 +606,41 @@ def _() -> Any:
             out(incident.fixed(symptoms, fix, [firing(50.0, None)], [], 60)),
             out(incident.fixed(symptoms, {}, [firing(4.0, 1.0)], [], 60)),
             out(incident.fixed(symptoms, {}, [], [incident.Replacement("rs", "x", 12, 50)], 60))]
+
+
+@case("incident: every row")
+def _() -> Any:
+    """Each row a symptom can end in, once: what the table says, not only the verdict."""
+    at_zero = {"alert": "Slow", "labels": {"model_name": "m"}, "firing_at": 0.0, "resolved_at": None}
+    unstarted = {"owner": "rs", "pod": "rs-a", "deleted": 30.0}  # recorded before its replacement started
+    far = {"tolerance": 5.0, "replicas": [{**LOST, "deleted": 30.0}]}
+    return [
+        # A firing at exactly time zero counts as the replay's; an alert nobody fired did not fire.
+        out(incident.reproduced({"tolerance": 5.0, "alerts": [at_zero, {**SICK, "alert": "Other"}]},
+                                [firing(0.0, 2.0)], [], 60.0)),
+        # A firing at exactly time zero, far from its recorded offset: the replay's own, off its
+        # offset (not "already firing"); nothing fired, watched to exactly the offset plus the tolerance.
+        out(incident.reproduced({"tolerance": 5.0, "alerts": [{**at_zero, "firing_at": 20.0}]}, [firing(0.0, 2.0)],
+                                [], 60.0)),
+        out(incident.reproduced({"tolerance": 5.0, "alerts": [SICK]}, [], [], 15.0)),
+        # A replica with no recorded start: deleted near its offset is enough. Two deleted within
+        # the tolerance: the earlier one (the later in the list) is matched.
+        out(incident.reproduced({"tolerance": 5.0, "replicas": [{**unstarted, "deleted": 12.0}]},
+                                [], [incident.Replacement("rs", "rs-late", 14.0, 20.0),
+                                     incident.Replacement("rs", "rs-early", 11.0, 19.0)], 60.0)),
+        # Its replacement started off the recorded start.
+        out(incident.reproduced({"tolerance": 5.0, "replicas": [LOST]}, [],
+                                [incident.Replacement("rs", "rs-x", 12.0, 40.0)], 60.0)),
+        # None deleted within the tolerance: the closest (not the first) is named.
+        out(incident.reproduced(far, [], [incident.Replacement("rs", "rs-far", 45.0, 50.0),
+                                          incident.Replacement("rs", "rs-farther", 10.0, 18.0)], 60.0)),
+        # Fixed: already firing before the replay; a recorded alert never resolved; two firings as
+        # long as each other (the first is named); only replica symptoms with no budget: nothing judged.
+        out(incident.fixed({"alerts": [at_zero]}, {}, [firing(-2.0, None)], [], 60.0)),
+        out(incident.fixed({"alerts": [at_zero]}, {"alerts": {"Slow": {"resolved_within": 9.0}}},
+                           [firing(20.0, 5.0), firing(4.0, 5.0)], [], 60.0)),
+        out(incident.fixed({"replicas": [LOST]}, {}, [], [incident.Replacement("rs", "x", 12, 20)], 60.0)),
+    ]
 
 
 def _jsonable(value: Any) -> Any:
