@@ -38,7 +38,8 @@ class Parser(argparse.ArgumentParser):
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
+    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(),
+                   help="where the run's ledger is kept ($KILOCARD_LEDGER, else ~/.local/state/kilocard/ledger)")
     p.add_argument("--card-resource",
                    help="extended resource of a card (huawei.com/Ascend910, amd.com/gpu); default: the one the "
                         "nodes' capacity offers")
@@ -95,6 +96,10 @@ def build_parser(with_testbed: bool = False) -> Parser:
                                           "2 invalid, 3 aborted, 4 revert incomplete)")
     _experiment_flags(run)
     _run_flags(run)
+    run.add_argument("--settle-timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="between experiments, wait up to this long for the models the last one touched to be "
+                          "whole again (every TP group Ready, as many pods as asked for); 0: do not wait "
+                          "(default %(default)g)")
     run.set_defaults(handler=cmd_run)
 
     replay = commands.add_parser("replay", help="replay an incident's timeline of faults at their offsets and judge "
@@ -137,7 +142,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
     ds.add_argument("--storage-size", default="1Gi", help="with --storage pvc (default %(default)s)")
     ds.add_argument("--storage-class", help="with --storage pvc (default: the cluster's)")
     ds.add_argument("--starting-deadline", type=int, default=300, help="seconds (default %(default)s)")
-    ds.add_argument("--prometheus-url", help="the cluster's Prometheus, for the SLO probes")
+    ds.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
+                    help="the cluster's Prometheus, for the SLO probes (else $KILOCARD_PROMETHEUS_URL)")
     ds.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
                     help="configuration value for every experiment")
     ds.set_defaults(handler=cmd_gameday_schedule)
@@ -154,7 +160,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rec.add_argument("--gameday-step", help="with a game day's journal: the step (its id, e.g. step-5, or its "
                                             "number)")
     rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
-    rec.add_argument("--prometheus-url", help="where the ALERTS series are (default: no alerts read)")
+    rec.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
+                     help="where the ALERTS series are (else $KILOCARD_PROMETHEUS_URL; neither: no alerts read)")
     _prometheus_token_flag(rec)
     rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
     rec.add_argument("--mapping", type=Path, help="YAML: sections alerts, events, conditions (a node condition's "
@@ -203,9 +210,16 @@ def build_parser(with_testbed: bool = False) -> Parser:
     ld.add_argument("--json", action="store_true", help="print the summary as JSON")
     ld.set_defaults(handler=cmd_load)
 
+    comp = commands.add_parser("completion", help="print the shell's completion for kilocard: "
+                                                  "eval \"$(kilocard completion bash)\"")
+    comp.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    comp.set_defaults(handler=cmd_completion)
+
     v = commands.add_parser("validate", help="check experiments, fault files, game-day plans and incident timelines "
                                              "without a cluster: every error at once, exit 2")
     _experiment_flags(v)
+    v.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="json: one object per file (file, valid, what, problems) on stdout, for CI annotations")
     v.set_defaults(handler=cmd_validate)
 
     testbed = commands.add_parser("testbed", help="the local thousand-card testbed (build, up, down, status)")
@@ -220,14 +234,17 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     """What a command that runs experiments takes besides them (run, replay, gameday run)."""
     p.add_argument("--journal", type=Path, default=None,
                    help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
-    p.add_argument("--prometheus-url", help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
+    p.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
+                   help="Prometheus of the SLO probes (configuration kilocard_prometheus_url; else "
+                        "$KILOCARD_PROMETHEUS_URL)")
     _prometheus_token_flag(p)
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(), help="default %(default)s")
-    p.add_argument("--reports", type=Path, default=Path("reports"),
+    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(),
+                   help="where the run's ledger is kept ($KILOCARD_LEDGER, else ~/.local/state/kilocard/ledger)")
+    p.add_argument("--reports", type=Path, default=Path(os.environ.get("KILOCARD_REPORTS", "reports")),
                    help="where each run's report goes (<run id>/index.html), and the trend over all of them "
-                        "(trend/index.html); default %(default)s")
+                        "(trend/index.html); default $KILOCARD_REPORTS, else reports")
     p.add_argument("--no-report", action="store_true", help="write the journal only")
     _testbed_flag(p)
 
@@ -241,6 +258,12 @@ def _testbed_flag(p: argparse.ArgumentParser) -> None:
 def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-token-file", type=Path, metavar="FILE",
                    help="a bearer token for Prometheus (else $KILOCARD_PROMETHEUS_TOKEN); it is sent, never written")
+    p.add_argument("--prometheus-ca", type=Path, metavar="FILE",
+                   help="the CA bundle that signed Prometheus's certificate (else $KILOCARD_PROMETHEUS_CA, else the "
+                        "system's CAs); TLS is always verified")
+    p.add_argument("--prometheus-insecure", action="store_true",
+                   help="do not verify Prometheus's certificate, and allow its token over plain http (else "
+                        "$KILOCARD_PROMETHEUS_INSECURE=1)")
 
 
 def _prometheus_token(args: argparse.Namespace) -> None:
@@ -254,6 +277,13 @@ def _prometheus_token(args: argparse.Namespace) -> None:
             os.environ[slo.TOKEN_ENV] = path.read_text().strip()
         except OSError as exc:
             raise SpecError(f"--prometheus-token-file: cannot read {path}: {exc.strerror}") from None
+    ca = getattr(args, "prometheus_ca", None)
+    if ca is not None:
+        if not ca.is_file():
+            raise SpecError(f"--prometheus-ca: no such file {ca}")
+        os.environ[slo.CA_ENV] = str(ca.resolve())
+    if getattr(args, "prometheus_insecure", False):
+        os.environ[slo.INSECURE_ENV] = "1"
 
 
 def _experiment_flags(p: argparse.ArgumentParser) -> None:
@@ -284,6 +314,29 @@ def _experiment_files(paths: list[Path]) -> list[Path]:
     return found
 
 
+def _settle(args: argparse.Namespace, journal: dict[str, Any], console: Any) -> None:
+    """Before the next experiment of a folder run: the models the last one touched whole again
+    (chaos.settle), or said plainly that they are not when the timeout runs out."""
+    from chaos import settle
+    from chaos.kube import Kube
+    from chaos.vocabulary import local_testbed_kubeconfig
+
+    models = settle.touched(journal)
+    if not models:
+        return
+    kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    try:
+        took, left = settle.settle(kube, models, args.settle_timeout)
+    finally:
+        kube.close()
+    names = ", ".join(f"{ns}/{m}" for ns, m in models)
+    if left:
+        console.print(f"settle: not whole after {took:.0f} s ({'; '.join(left)}); the next experiment runs on that",
+                      soft_wrap=True)
+    else:
+        console.print(f"settle: {names} whole again after {took:.1f} s", soft_wrap=True)
+
+
 def _natural(path: Path) -> list[tuple[int, int | str]]:
     """A name's sort key with its numbers as numbers."""
     return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", path.name) if part]
@@ -301,20 +354,33 @@ def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
     return _experiment_files([p for p in paths if p.is_dir() or p.is_file()]), problems
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """The completion script shtab writes from this very parser (the testbed's commands included)."""
+    import shtab
+
+    print(shtab.complete(build_parser(with_testbed=True), shell=args.shell))
+    return Exit.PASSED
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every file's problems, and every path's, at once (exit 2): experiments, fault files,
     game-day plans and incident timelines, each known by its shape."""
     files, problems = _experiments(args.experiments)
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    worst = Exit.INVALID if problems else Exit.PASSED
+    found = [{"file": None, "valid": False, "what": None, "problems": [p]} for p in problems]
     for path in files:
         try:
-            print(f"{path}: valid ({_validated(path, args)})")
+            found.append({"file": str(path), "valid": True, "what": _validated(path, args), "problems": []})
         except SpecError as exc:
-            print(exc, file=sys.stderr)
-            worst = Exit.INVALID
-    return worst
+            found.append({"file": str(path), "valid": False, "what": None, "problems": str(exc).splitlines()})
+    if args.output == "json":
+        print(json.dumps(found, indent=2))
+    else:
+        for entry in found:
+            if entry["valid"]:
+                print(f"{entry['file']}: valid ({entry['what']})")
+            else:
+                print("\n".join(entry["problems"]), file=sys.stderr)
+    return Exit.INVALID if any(not e["valid"] for e in found) else Exit.PASSED
 
 
 def _validated(path: Path, args: argparse.Namespace) -> str:
@@ -356,6 +422,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     results = []
     for path in files:
+        if results and args.settle_timeout > 0:
+            _settle(args, results[-1].journal, console)
         console.rule(str(path))
         result = run.run_file(path, variables, args.var_file, actions.session, view=timeline.Timeline(console))
         results.append(result)
@@ -1000,6 +1068,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kilocard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of its output went away (| head): no traceback, as Python's docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -29,11 +29,12 @@ import math
 import os
 import re
 import time
-import urllib.request
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import requests
 import yaml
 from prometheus_api_client import PrometheusConnect
 
@@ -69,8 +70,30 @@ def _auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+CA_ENV = "KILOCARD_PROMETHEUS_CA"  # a CA bundle (a file) for a Prometheus whose certificate a private CA signed
+INSECURE_ENV = "KILOCARD_PROMETHEUS_INSECURE"  # "1": no TLS verification, and a token may go in cleartext
+
+
+def session(url: str) -> requests.Session:
+    """One HTTP session for every call to Prometheus: TLS verified (against $KILOCARD_PROMETHEUS_CA
+    if set, else the system's CAs) unless $KILOCARD_PROMETHEUS_INSECURE=1, and the bearer token,
+    which is never sent in cleartext beyond this machine unless that same switch allows it."""
+    insecure = os.environ.get(INSECURE_ENV, "") == "1"
+    ca = os.environ.get(CA_ENV, "").strip()
+    headers = _auth()
+    where = urllib.parse.urlsplit(url)
+    if headers and where.scheme != "https" and where.hostname not in ("127.0.0.1", "::1", "localhost") \
+            and not insecure:
+        raise SloError(f"refusing to send the Prometheus token in cleartext to {url}: use https://, or allow it "
+                       "with --prometheus-insecure")
+    found = requests.Session()
+    found.verify = False if insecure else (ca or True)
+    found.headers.update(headers)
+    return found
+
+
 def connect(url: str) -> PrometheusConnect:
-    return PrometheusConnect(url, disable_ssl=True, headers=_auth() or None)
+    return PrometheusConnect(url, headers=_auth() or None, session=session(url))
 
 
 def seconds(duration: str) -> float:
@@ -485,9 +508,13 @@ def _peak(samples: list[Sample]) -> tuple[str, float] | None:
 def scrape_interval(url: str, job: str | None = None, timeout: float = 5.0) -> float:
     """Seconds between scrapes of `job` (else the global interval), from Prometheus's own config."""
     try:
-        request = urllib.request.Request(f"{url.rstrip('/')}/api/v1/status/config", headers=_auth())
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            config = yaml.safe_load(json.loads(reply.read())["data"]["yaml"])
+        with session(url) as http:
+            # verify given outright: requests would let $REQUESTS_CA_BUNDLE override the session's
+            reply = http.get(f"{url.rstrip('/')}/api/v1/status/config", timeout=timeout, verify=http.verify)
+            reply.raise_for_status()
+            config = yaml.safe_load(reply.json()["data"]["yaml"])
+    except SloError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell": say so
         raise metric_names.query_failed(f"reading the scrape interval from {url} (else give scrape_interval)", exc,
                                         SloError) from None

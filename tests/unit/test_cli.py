@@ -125,3 +125,81 @@ def test_no_cluster_named_outside_a_terminal_is_refused_and_nothing_is_built(tmp
     bad.write_text(experiment.read_text().replace("count: 1", "count: one"))
     assert cli.main(["run", str(bad)]) == 2
     assert "fault.count: expected an integer" in capsys.readouterr().err
+
+
+def test_shell_completion_comes_from_the_parser_itself():
+    for shell in ("bash", "zsh"):
+        done = kilocard("completion", shell)
+        assert done.returncode == 0 and "gameday" in done.stdout and "--prometheus-ca" in done.stdout, done.stderr
+    assert "--cards-per-node" in kilocard("completion", "bash").stdout  # the testbed's commands too
+    assert kilocard("completion", "fish").returncode == 2
+
+
+def test_the_url_and_folders_have_environment_equivalents_for_ci(monkeypatch):
+    monkeypatch.setenv("KILOCARD_PROMETHEUS_URL", "https://prometheus.monitoring:9090")
+    monkeypatch.setenv("KILOCARD_REPORTS", "/srv/reports")
+    monkeypatch.setenv("KILOCARD_LEDGER", "/srv/ledger")
+    from chaos import cli
+
+    for argv in (["run", "x.yaml"], ["replay", "t.yaml"], ["gameday", "run", "p.yaml"]):
+        args = cli.build_parser().parse_args(argv)
+        assert (args.prometheus_url, str(args.reports), str(args.ledger_dir)) == (
+            "https://prometheus.monitoring:9090", "/srv/reports", "/srv/ledger"), argv
+    assert cli.build_parser().parse_args(["record", "--journal", "j.json", "-o", "t.yaml"]).prometheus_url == \
+        "https://prometheus.monitoring:9090"
+    flag = cli.build_parser().parse_args(["run", "x.yaml", "--prometheus-url", "http://127.0.0.1:9090"])
+    assert flag.prometheus_url == "http://127.0.0.1:9090"  # the flag wins
+
+
+def test_validate_speaks_json_for_ci_annotations_every_problem_with_its_file(tmp_path, capsys):
+    import json
+
+    from chaos import cli
+
+    good = Path(__file__).parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("- {kind: pod-kill, namespace: ns, label_selector: a=b}\n- {kind: gpu-ecc, nodes: [n], card: 1}\n")
+    assert cli.main(["validate", "-o", "json", str(good), str(faults), str(tmp_path / "missing")]) == 2
+    said = json.loads(capsys.readouterr().out)
+    assert said == [
+        {"file": None, "valid": False, "what": None, "problems": [f"{tmp_path / 'missing'}: no such file or folder"]},
+        {"file": str(good), "valid": True, "what": "1 kilocard fault(s)", "problems": []},
+        {"file": str(faults), "valid": False, "what": None,
+         "problems": [f"{faults}[1].ttl_seconds: required (every fault expires; at most 86400)"]}]
+
+
+def test_a_folder_run_settles_the_models_the_last_experiment_touched_before_the_next(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from chaos import cli, run, settle
+    from chaos.errors import Exit
+
+    assert settle.touched({"kilocard": {"plan": {"blast_radius": {"models": ["ns/b", "ns/a", "other/a"]}}}}) == [
+        ("ns", "a"), ("ns", "b"), ("other", "a")]
+    assert settle.touched({"kilocard": {"exit_code": 2}}) == []
+    order: list[str] = []
+
+    def ran(path, *_args, **_kwargs):
+        order.append(path.name)
+        journal = {"kilocard": {"run_id": "r", "exit_code": 0, "verdict": "passed", "reason": "ok",
+                                "plan": {"blast_radius": {"models": [f"ns/{path.stem}"]}}}}
+        return run.Result(path, "r", Exit.PASSED, "ok", journal)
+
+    monkeypatch.setattr(cli, "_embedded_default", lambda _args: None)
+    monkeypatch.setattr(run, "run_file", ran)
+    monkeypatch.setattr(run, "load", lambda *_a, **_k: None)
+    import chaos.kube
+
+    monkeypatch.setattr(chaos.kube.Kube, "connect", classmethod(lambda cls, *a, **k: SimpleNamespace(close=lambda: None)))
+    monkeypatch.setattr(settle, "settle", lambda _kube, models, timeout: (
+        order.append(f"settle {models} {timeout:g}") or (1.5, [] if models != [("ns", "s2")] else ["ns/s2: 2 of 3"])))
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    for name in ("s10", "s2", "s1"):
+        (folder / f"{name}.yaml").write_text("title: t\n")
+    code = cli.main(["run", str(folder), "--no-report", "--journal", str(tmp_path / "j"), "--settle-timeout", "90"])
+    assert code == 0
+    assert order == ["s1.yaml", "settle [('ns', 's1')] 90", "s2.yaml", "settle [('ns', 's2')] 90", "s10.yaml"]
+    said = capsys.readouterr().out
+    assert "settle: ns/s1 whole again after 1.5 s" in said
+    assert "settle: not whole after 2 s (ns/s2: 2 of 3); the next experiment runs on that" in said

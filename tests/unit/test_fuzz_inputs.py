@@ -123,8 +123,8 @@ def test_every_broken_experiment_is_refused_with_its_file_and_field(tmp_path_fac
     figures.record("fuzz-files", {"experiment": name, "field": field or "(not YAML)"})
 
 
-SECTIONS = ("configuration", "secrets", "steady-state-hypothesis", "method", "rollbacks", "controls", "extensions",
-            "tags", "title", "description")
+SECTIONS = {"configuration": dict, "secrets": dict, "steady-state-hypothesis": dict, "method": list, "rollbacks": list,
+            "controls": list, "extensions": list, "tags": list, "title": str, "description": str}
 ODD = st.one_of(TEXT, NEGATIVE, st.booleans(), BOXED, st.floats(allow_nan=False))
 
 
@@ -136,9 +136,8 @@ def misshapen(draw: st.DrawFn) -> tuple[str, dict, str]:
     how = draw(st.sampled_from(("section", "activity", "provider", "arguments", "probes")))
     i = draw(st.integers(0, len(data["method"]) - 1))
     if how == "section":
-        key = draw(st.sampled_from(SECTIONS))
-        expected_type = type(data[key]) if key in data else None
-        data[key] = draw(ODD.filter(lambda v: not isinstance(v, expected_type or ()) and v != data.get(key)))
+        key = draw(st.sampled_from(sorted(SECTIONS)))
+        data[key] = draw(ODD.filter(lambda v: not isinstance(v, SECTIONS[key])))
         return name, data, key
     if how == "activity":
         data["method"][i] = draw(st.one_of(TEXT, NEGATIVE, st.lists(st.integers(), min_size=1, max_size=2)))
