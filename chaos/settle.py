@@ -35,10 +35,9 @@ def settle(kube: Kube, models: list[tuple[str, str]], timeout: float,
     left = []
     for namespace, model in models:
         wanted = tp_groups.desired(kube, model, namespace)
-        now = time.time()
-        found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", now, start + timeout)
+        found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", time.time(), start + timeout)
         whole = functools.partial(tp_groups.recovered, model=model, faulted=set(), namespace=namespace, desired=wanted)
-        verdict = budget.first_within(found, whole, now, max(start + timeout - now, 0.0), "the settle began")
+        verdict = budget.first_within(found, whole, start, timeout, "the settle began")  # one deadline for all
         if not verdict.ok:
             left.append(f"{namespace}/{model}: {verdict.reason}")
     return time.time() - start, left

@@ -34,8 +34,8 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
     kube.delete_pod(p.namespace, victim)  # what `kubectl delete pod` sends: one DELETE, no kilocard anywhere
     # What a folder run waits for before its next experiment (chaos.settle): not whole at once, then
     # whole again once the replacement is Ready (followed on the pods' watch).
-    _took, left = settle.settle(kube, [(p.namespace, FRAGILE)], 0)
-    assert len(left) == 1 and left[0].startswith(f"{p.namespace}/{FRAGILE}: 0 s after the settle began: "), left
+    _took, left = settle.settle(kube, [(p.namespace, FRAGILE)], 1)  # its replacement takes seconds to start
+    assert len(left) == 1 and left[0].startswith(f"{p.namespace}/{FRAGILE}: 1 s after the settle began: "), left
     took, left = settle.settle(kube, [(p.namespace, FRAGILE)], 60)
     assert left == [] and 0 < took < 60, (took, left)
     wait_ready(kube, p.namespace, FRAGILE, 2, timeout=5)
