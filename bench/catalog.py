@@ -78,6 +78,9 @@ def whole_catalog(tb: Testbed, state: Path, config: list[str]) -> None:
                           capture_output=True, text=True, timeout=1800)
     wall = time.time() - started
     print(f"kilocard run experiments/: exit {done.returncode}, {wall:.0f} s (goal <= 600 s)")
+    for line in done.stdout.splitlines():  # the waits between experiments, as the run said them
+        if line.startswith("settle: "):
+            print(f"  {line}")
     previous = started
     for journal in sorted(journals.glob("*.json"), key=lambda j: json.loads(j.read_text())["kilocard"].get(
             "finished_at", 0)):
