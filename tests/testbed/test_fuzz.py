@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import pytest
 import yaml
@@ -55,19 +56,31 @@ def cluster_only(folder, pool_nodes: list[str]) -> int:
 
 def test_broken_experiments_by_the_hundred_exit_2_and_write_nothing(testbed, pool, tmp_path):
     p = pool(1)
-    folder = tmp_path / "broken"
+    folder, cluster = tmp_path / "broken", tmp_path / "cluster-only"
     folder.mkdir()
+    cluster.mkdir()
     write_broken(folder)
-    files = len(list(folder.iterdir())) + cluster_only(folder, p.node_names)
+    offline = sorted(folder.iterdir())
+    files = len(offline) + cluster_only(cluster, p.node_names)
     assert files >= GENERATED
     since = time.time()
-    done = subprocess.run([*KILOCARD, "run", str(folder), "--kubeconfig", str(testbed.paths.kubeconfig),
-                           "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals"),
-                           "--no-report"], capture_output=True, text=True, timeout=900)
+
+    def run(where: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*KILOCARD, "run", str(where), "--kubeconfig", str(testbed.paths.kubeconfig),
+                               "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "journals"),
+                               "--no-report"], capture_output=True, text=True, timeout=900)
+
+    # What can be found without the cluster refuses the whole folder before anything starts, each file named.
+    done = run(folder)
+    assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+    named = {path for path in offline if str(path) in done.stderr}
+    assert named == set(offline), sorted(set(offline) - named)[:5]
+    # What only the cluster can find: each file run, and each refused with nothing applied.
+    done = run(cluster)
     out = done.stdout + done.stderr
     assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
-    assert out.count("invalid (exit 2)") == files, out[-3000:]
+    assert out.count("invalid (exit 2)") == files - len(offline), out[-3000:]
     writes = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
-    figures.record("fuzz-cluster", {"inputs": files, "exit_2": out.count("invalid (exit 2)"), "api_writes": len(writes),
-                                    "seconds": round(time.time() - since, 1)})
+    figures.record("fuzz-cluster", {"inputs": files, "exit_2": len(named) + out.count("invalid (exit 2)"),
+                                    "api_writes": len(writes), "seconds": round(time.time() - since, 1)})
     assert writes == []

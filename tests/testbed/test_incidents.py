@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from chaos import settle
-
 from tests.testbed.helpers import agent_call, deploy, eventually, serving, wait_ready
 from tests.testbed.test_runner import KILOCARD
 
