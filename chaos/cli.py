@@ -266,9 +266,9 @@ def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
                         "$KILOCARD_PROMETHEUS_INSECURE=1)")
 
 
-def _prometheus_token(args: argparse.Namespace) -> None:
-    """The token file's content into the environment, where the probes read it: never into the
-    configuration, which journals keep."""
+def _prometheus_access(args: argparse.Namespace) -> None:
+    """How to reach Prometheus, into the environment where the probes read it (the token file's
+    content, the CA, the insecure switch): never into the configuration, which journals keep."""
     from probes import slo
 
     path = getattr(args, "prometheus_token_file", None)
@@ -470,7 +470,7 @@ def _journal_files(paths: list[Path]) -> list[Path]:
 def _kilocard_vars(args: argparse.Namespace) -> list[str]:
     """The cluster flags of a command that runs experiments, as the runner's configuration (a
     Prometheus token goes to the environment instead)."""
-    _prometheus_token(args)
+    _prometheus_access(args)
     return [f"{key}={value}" for key, value in (
         ("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
         ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir))
@@ -654,7 +654,7 @@ def _alert_series(args: argparse.Namespace, start: float, end: float) -> list[di
     from chaos import record
     from probes import slo
 
-    _prometheus_token(args)
+    _prometheus_access(args)
     return record.alert_series(slo.connect(args.prometheus_url), start, end, args.step)
 
 

@@ -346,9 +346,7 @@ def faults_from_journal(journal: dict[str, Any], where: str) -> list[Sighting]:
     experiment = journal.get("experiment")
     if not isinstance(state, dict) or not isinstance(experiment, dict):
         raise SpecError(f"{where}: not a kilocard run's journal (no 'kilocard' or 'experiment' section)")
-    # Plain values only: one read from the environment at run time is not in the journal.
-    configuration = {k: v for k, v in (experiment.get("configuration") or {}).items()
-                     if not isinstance(v, (dict, list)) and not k.startswith("kilocard_")}
+    configuration = _plain_configuration(experiment)
     records = sorted((r for r in state.get("faults") or [] if r.get("applied_at")), key=lambda r: r["applied_at"])
     if not records:
         raise SpecError(f"{where}: the run applied no fault: nothing to replay")
@@ -385,6 +383,14 @@ def faults_from_journal(journal: dict[str, Any], where: str) -> list[Sighting]:
         raise SpecError(f"{where}: {len(unclaimed)} applied fault(s) match no action of the journal's method, "
                         f"first {unclaimed[0].get('kind')} on {unclaimed[0].get('target')}")
     return found
+
+
+def _plain_configuration(experiment: dict[str, Any]) -> dict[str, Any]:
+    """The run's configuration as its journal holds it (declared values and --vars), plain values
+    only: one read from the environment at run time is not in the journal, and kilocard's own
+    keys (the kubeconfig, the ledger, the run id) name the run's machine, not the incident."""
+    return {k: v for k, v in (experiment.get("configuration") or {}).items()
+            if not isinstance(v, (dict, list)) and not k.startswith("kilocard_")}
 
 
 def _listed(told: list[dict[str, Any]], i: int) -> list[Any]:
@@ -529,7 +535,7 @@ def from_journal(journal: dict[str, Any], where: str, title: str | None, other_a
 
     state, experiment = journal.get("kilocard") or {}, journal.get("experiment") or {}
     sightings = faults_from_journal(journal, where)
-    configuration = {k: v for k, v in (experiment.get("configuration") or {}).items() if isinstance(v, (str, int))}
+    configuration = _plain_configuration(experiment)
     control = next((c for c in experiment.get("controls") or [] if isinstance(c, dict)
                     and (c.get("provider") or {}).get("module") == guards.MODULE), None)
     limits = substitute(dict((control or {}).get("provider", {}).get("arguments") or {}), configuration, {}) \

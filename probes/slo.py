@@ -93,7 +93,7 @@ def session(url: str) -> requests.Session:
 
 
 def connect(url: str) -> PrometheusConnect:
-    return PrometheusConnect(url, headers=_auth() or None, session=session(url))
+    return PrometheusConnect(url, session=session(url))  # the token rides on the session's headers
 
 
 def seconds(duration: str) -> float:

@@ -115,7 +115,7 @@ def test_the_cli_flags_set_the_ca_and_the_switch_and_a_missing_ca_file_is_input(
     assert f"--prometheus-ca: no such file {tmp_path / 'none.pem'}" in capsys.readouterr().err
     args = cli.build_parser().parse_args(["replay", str(timeline), "--prometheus-ca", str(authority.ca_cert),
                                           "--prometheus-insecure"])
-    cli._prometheus_token(args)
+    cli._prometheus_access(args)
     import os
 
     assert os.environ[slo.CA_ENV] == str(authority.ca_cert.resolve()) and os.environ[slo.INSECURE_ENV] == "1"
