@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,6 +25,7 @@ import yaml
 from chaos import __version__, failpoints, ledger
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
+from chaos.output import emit, output_flag
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 
 
@@ -49,6 +51,8 @@ def _fault_source(p: argparse.ArgumentParser, experiments: bool = False) -> None
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("-f", "--file", type=Path, help="YAML/JSON: one fault or a list of faults")
     source.add_argument("--spec", help="one fault as inline JSON")
+    p.add_argument("-n", "--namespace", help="with -f/--spec: the namespace of each fault that names none and "
+                                             "takes one (pod-kill, rank-stall, network-policy-partition, ...)")
     if experiments:
         source.add_argument("-e", "--experiment", type=Path,
                             help="a Chaos Toolkit experiment: its faults, blast radius and guards")
@@ -72,7 +76,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     _fault_source(p, experiments=True)
     p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
                    help="with --experiment: configuration value, as chaos run --var")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    output_flag(p)
     p.add_argument("--twin", action="store_true",
                    help="with --experiment: copy the cluster's nodes and the targeted workloads into a fresh local "
                         "testbed and run the experiment there (the real cluster is only read)")
@@ -89,6 +93,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
     which.add_argument("--run", help="one run id")
     which.add_argument("--all", action="store_true", help="every run")
     r.add_argument("--expired-only", action="store_true", help="only faults past their TTL (what a reaper does)")
+    r.add_argument("--dry-run", action="store_true", help="say what would be reverted; revert nothing")
+    output_flag(r)
     _cluster_flags(r)
     r.set_defaults(handler=cmd_recover)
 
@@ -159,7 +165,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
                                                   "recovery; alerts from --prometheus-url over its range")
     rec.add_argument("--gameday-step", help="with a game day's journal: the step (its id, e.g. step-5, or its "
                                             "number)")
-    rec.add_argument("--namespace", action="append", default=[], help="namespaces whose pod events are the recovery")
+    rec.add_argument("-n", "--namespace", action="append", default=[],
+                     help="namespaces whose pod events are the recovery")
     rec.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
                      help="where the ALERTS series are (else $KILOCARD_PROMETHEUS_URL; neither: no alerts read)")
     _prometheus_token_flag(rec)
@@ -207,7 +214,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     token.add_argument("--token-env", metavar="NAME", help="environment variable holding a bearer token")
     token.add_argument("--token-file", metavar="PATH", help="file holding a bearer token")
     ld.add_argument("--journal", type=Path, help="write the load's record there (kilocard.load: summary, series)")
-    ld.add_argument("--json", action="store_true", help="print the summary as JSON")
+    output_flag(ld, "json, yaml: the summary, machine-readable")
     ld.set_defaults(handler=cmd_load)
 
     comp = commands.add_parser("completion", help="print the shell's completion for kilocard: "
@@ -218,9 +225,18 @@ def build_parser(with_testbed: bool = False) -> Parser:
     v = commands.add_parser("validate", help="check experiments, fault files, game-day plans and incident timelines "
                                              "without a cluster: every error at once, exit 2")
     _experiment_flags(v)
-    v.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                   help="json: one object per file (file, valid, what, problems) on stdout, for CI annotations")
+    output_flag(v, "json, yaml: one entry per file (file, valid, what, problems) on stdout, for CI annotations")
     v.set_defaults(handler=cmd_validate)
+
+    cat = commands.add_parser("catalog", help="the shipped catalog: its experiments (S1-S10), game-day plans and "
+                                              "incident timelines, with the folder they are in")
+    cat.add_argument("--path", action="store_true", help="print the folder only: kilocard validate \"$(kilocard "
+                                                         "catalog --path)\"")
+    cat.set_defaults(handler=cmd_catalog)
+
+    sch = commands.add_parser("schema", help="print the JSON Schema (draft 2020-12) of kilocard's parts of an "
+                                             "experiment, for an editor's completion and checks")
+    sch.set_defaults(handler=cmd_schema)
 
     testbed = commands.add_parser("testbed", help="the local thousand-card testbed (build, up, down, status)")
     if with_testbed:  # a separate package, loaded for this command only
@@ -232,6 +248,11 @@ def build_parser(with_testbed: bool = False) -> Parser:
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
     """What a command that runs experiments takes besides them (run, replay, gameday run)."""
+    noise = p.add_mutually_exclusive_group()
+    noise.add_argument("-q", "--quiet", action="store_true",
+                       help="no live view: one line per experiment (its verdict and reason) and the files written")
+    noise.add_argument("-v", "--verbose", action="count", default=0,
+                       help="Chaos Toolkit's own log on stderr as well (-vv: its debug log)")
     p.add_argument("--journal", type=Path, default=None,
                    help="journal file for one experiment, or folder for several (default: journal-<run id>.json)")
     p.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
@@ -302,16 +323,34 @@ def _var_flags(p: argparse.ArgumentParser) -> None:
 EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")
 
 
+ORDER_FILE = "order.yaml"  # a folder's declared order: a YAML list of its files' names
+
+
 def _experiment_files(paths: list[Path]) -> list[Path]:
-    """Files as given; folders give their *.yaml, *.yml and *.json files in natural order (s2
-    before s10)."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found += sorted((p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES), key=_natural)
-        else:
-            found.append(path)
-    return found
+    """Files as given; folders give their *.yaml, *.yml and *.json files in the order the folder
+    declares (ORDER_FILE), the rest after them in natural order (s2 before s10)."""
+    return [f for path in paths for f in (_folder(path)[0] if path.is_dir() else [path])]
+
+
+def _folder(path: Path) -> tuple[list[Path], list[str]]:
+    """A folder's experiment files in their order, and what is wrong with its ORDER_FILE."""
+    files = sorted((p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES and p.name != ORDER_FILE),
+                   key=_natural)
+    order = path / ORDER_FILE
+    if not order.is_file():
+        return files, []
+    try:
+        names = yaml.safe_load(order.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return files, [f"{order}: not readable as YAML: {exc}"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        return files, [f"{order}: expected a list of this folder's file names, in the order to run them"]
+    by_name = {p.name: p for p in files}
+    problems = [f"{order}: entry {i}: no experiment file {n!r} in {path}" for i, n in enumerate(names)
+                if n not in by_name]
+    problems += [f"{order}: entry {i}: {n!r} is named before" for i, n in enumerate(names) if n in names[:i]]
+    listed = [by_name[n] for n in dict.fromkeys(names) if n in by_name]
+    return listed + [p for p in files if p.name not in names], problems
 
 
 def _settle(args: argparse.Namespace, journal: dict[str, Any], console: Any) -> None:
@@ -347,9 +386,10 @@ def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
     give none: a folder without an experiment file, a path that is neither a file nor a folder."""
     problems = []
     for path in paths:
-        if path.is_dir() and not _experiment_files([path]):
-            problems.append(f"no experiment files in {path}: expected *.yaml, *.yml or *.json")
-        elif not path.is_dir() and not path.is_file():
+        if path.is_dir():
+            files, wrong = _folder(path)
+            problems += wrong or ([] if files else [f"no experiment files in {path}: expected *.yaml, *.yml or *.json"])
+        elif not path.is_file():
             problems.append(f"{path}: " + ("not a file or folder" if path.exists() else "no such file or folder"))
     return _experiment_files([p for p in paths if p.is_dir() or p.is_file()]), problems
 
@@ -358,7 +398,32 @@ def cmd_completion(args: argparse.Namespace) -> int:
     """The completion script shtab writes from this very parser (the testbed's commands included)."""
     import shtab
 
-    print(shtab.complete(build_parser(with_testbed=True), shell=args.shell))
+    try:
+        parser = build_parser(with_testbed=True)
+    except ModuleNotFoundError:  # without the [testbed] extra: the rest of kilocard's commands
+        parser = build_parser()
+    print(shtab.complete(parser, shell=args.shell))
+    return Exit.PASSED
+
+
+CATALOG = (Path(__file__).parent / "catalog").resolve()  # in a checkout, a link to experiments/
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    if args.path:
+        print(CATALOG)
+        return Exit.PASSED
+    print(f"the catalog, in {CATALOG} (copy it to change it; `kilocard validate` checks a copy):")
+    for path in sorted(CATALOG.rglob("*.yaml"), key=lambda p: (str(p.relative_to(CATALOG).parent), _natural(p))):
+        data = yaml.safe_load(path.read_text()) or {}
+        print(f"  {str(path.relative_to(CATALOG)):<44} {data.get('title', '') if isinstance(data, dict) else ''}")
+    return Exit.PASSED
+
+
+def cmd_schema(_args: argparse.Namespace) -> int:
+    from chaos import schemas
+
+    print(json.dumps(schemas.document(), indent=2))
     return Exit.PASSED
 
 
@@ -372,9 +437,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             found.append({"file": str(path), "valid": True, "what": _validated(path, args), "problems": []})
         except SpecError as exc:
             found.append({"file": str(path), "valid": False, "what": None, "problems": str(exc).splitlines()})
-    if args.output == "json":
-        print(json.dumps(found, indent=2))
-    else:
+    if not emit(found, args.output):
         for entry in found:
             if entry["valid"]:
                 print(f"{entry['file']}: valid ({entry['what']})")
@@ -405,9 +468,7 @@ def _validated(path: Path, args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from chaos import actions, run, timeline
+    from chaos import run
 
     files, problems = _experiments(args.experiments)
     for path in files:  # every file read and checked before anything starts (not even the testbed)
@@ -419,18 +480,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("\n".join(problems))
     _embedded_default(args)
     variables = [*args.var, *_kilocard_vars(args)]
-    console = Console(highlight=False)
+    console = _console(args)
     results = []
     for path in files:
         if results and args.settle_timeout > 0:
             _settle(args, results[-1].journal, console)
-        console.rule(str(path))
-        result = run.run_file(path, variables, args.var_file, actions.session, view=timeline.Timeline(console))
+        result = _run_one(args, console, path, variables)
         results.append(result)
         journal = _journal_path(args.journal, result, several=len(files) > 1)
         journal.parent.mkdir(parents=True, exist_ok=True)
         journal.write_text(json.dumps(result.journal, indent=2, default=str))
-        console.print(timeline.summary(result))
         console.print(f"journal {journal}", soft_wrap=True)
         if not args.no_report:
             console.print(f"report {_report(result.journal, journal, args.reports)}", soft_wrap=True)
@@ -439,6 +498,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     if results and not args.no_report:
         console.print(f"trend {_trend(args.reports)}", soft_wrap=True)
     return max((r.exit for r in results), default=Exit.PASSED)
+
+
+def _console(args: argparse.Namespace) -> Any:
+    """The console a run prints on, and with -v Chaos Toolkit's log on stderr."""
+    import logging
+
+    from rich.console import Console
+
+    if args.verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        for name in ("chaostoolkit", "chaostoolkit-lib"):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(logging.DEBUG if args.verbose > 1 else logging.INFO)
+    return Console(highlight=False)
+
+
+def _run_one(args: argparse.Namespace, console: Any, path: Path, variables: list[str]) -> Any:
+    """One experiment: the live view and the summary, or with -q its verdict in one line."""
+    from chaos import actions, run, timeline
+
+    if args.quiet:
+        result = run.run_file(path, variables, args.var_file, actions.session)
+        console.print(f"{path}: {result.exit.name.lower()} (exit {int(result.exit)}): {result.reason}",
+                      soft_wrap=True, markup=False)
+        return result
+    console.rule(str(path))
+    result = run.run_file(path, variables, args.var_file, actions.session, view=timeline.Timeline(console))
+    console.print(timeline.summary(result))
+    return result
 
 
 def _report(journal: dict[str, Any], path: Path, root: Path) -> Path:
@@ -478,21 +567,16 @@ def _kilocard_vars(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_gameday_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from chaos import actions, gameday, report, run, timeline
+    from chaos import gameday, report
     from chaos.gameday import journal, view
 
     plan = gameday.load(args.plan, args.var)  # every step's experiment too: exit 2 before anything starts
     _embedded_default(args)
-    console = Console(highlight=False)
+    console = _console(args)
     runs: list[Any] = []  # each experiment's, as its report read it
 
     def run_one(path: Path, variables: list[str]) -> Any:
-        console.rule(str(path))
-        result = run.run_file(path, [*variables, *args.var, *_kilocard_vars(args)], args.var_file, actions.session,
-                              view=timeline.Timeline(console))
-        console.print(timeline.summary(result))
+        result = _run_one(args, console, path, [*variables, *args.var, *_kilocard_vars(args)])
         if not args.no_report:
             runs.append(report.parse(result.journal, path))
             console.print(f"report {report.write(runs[-1], args.reports)}", soft_wrap=True)
@@ -514,10 +598,12 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
             kube.close()
     console.print(view.summary(day))
     console.print(f"journal {journal.write(journals, day)}", soft_wrap=True)
-    if runs:
+    if not args.no_report:
         stamp = day.started_at.strftime("%Y%m%dT%H%M%S")
-        console.print(f"trend {_trend(args.reports)}", soft_wrap=True)
-        page = report.write_trend(runs, args.reports, f"gameday-{args.plan.stem}-{stamp}")
+        trend = _trend(args.reports) if runs else None
+        if trend is not None:
+            console.print(f"trend {trend}", soft_wrap=True)
+        page = report.write_gameday(day.to_json(), runs, args.reports, f"gameday-{args.plan.stem}-{stamp}", trend)
         console.print(f"report {page}", soft_wrap=True)
     return day.exit
 
@@ -553,7 +639,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(replay.experiment(timeline, args.expect), sort_keys=False))
     if args.twin:
-        args.experiment, args.json = path, False
+        args.experiment, args.output = path, "text"
         return _plan_experiment(args)
     args.experiments = [path]
     return cmd_run(args)
@@ -625,7 +711,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     finally:
         kube.close()
     sightings += record.faults_from_events(events, event_map)
-    sightings += record.faults_from_deletions(deletions, events, selectors)
+    deletions = record.unexplained(deletions, events, selectors, args.namespace)
+    sightings += record.faults_from_deletions(deletions, selectors)
     marked, skipped = record.faults_from_conditions(nodes, condition_map, start, end)
     tainted, untold = record.faults_from_device_taints(rules, slices, taint_map, start, end)
     source = {"since": args.since, "until": args.until, "namespaces": args.namespace,
@@ -767,10 +854,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from chaos import report
 
     files = _journal_files(args.journals)
-    runs, problems = [], []
+    runs, problems, days = [], [], []
     for path in files:
         try:
-            runs.append(report.load(path))
+            day = _gameday_journal(path)
+            if day is None:
+                runs.append(report.load(path))
+            else:
+                days.append((path, day, _step_runs(path, day)))
         except SpecError as exc:
             problems.append(str(exc))
     if not files:
@@ -781,11 +872,44 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise SpecError("\n".join(problems))
     for run in runs:
         print(f"report {report.write(run, args.out)}")
+    for path, day, of_day in days:
+        print(f"game day {report.write_gameday(day, of_day, args.out, path.stem, None)}")
     if args.compare:
         print(f"compare {report.compare(runs[0], runs[1], args.out)}")
     elif len(runs) > 1:
         print(f"trend {report.write_trend(runs, args.out)}")
     return Exit.PASSED
+
+
+def _step_runs(path: Path, day: dict[str, Any]) -> list[Any]:
+    """The runs of a game day's experiment steps, from their journals; one that cannot be read
+    is said and left out (the day's page still shows the step, its verdict and its reason)."""
+    from chaos import report
+
+    runs = []
+    for step in day["steps"]:
+        if step.get("journal"):
+            try:
+                runs.append(report.load(_beside(path, step["journal"])))
+            except SpecError as exc:
+                print(f"kilocard: {step.get('id')}: no report of its run: {exc}", file=sys.stderr)
+    return runs
+
+
+def _beside(day: Path, step: str) -> Path:
+    """A step's journal as the game day wrote it, else the file of that name beside the game day's
+    journal (both are written into one folder; the day's paths are relative to where it ran)."""
+    written = Path(step)
+    return written if written.is_file() else day.parent / written.name
+
+
+def _gameday_journal(path: Path) -> dict[str, Any] | None:
+    """A game day's journal (chaos.gameday.journal.write), or None for anything else."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None  # the run journal's reader says what is wrong with it
+    return data if isinstance(data, dict) and "plan_file" in data and isinstance(data.get("steps"), list) else None
 
 
 def _embedded_default(args: argparse.Namespace) -> None:
@@ -849,7 +973,7 @@ def _context(args: argparse.Namespace, run_id: str) -> Any:
 def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
     if args.spec is not None:
         try:
-            return [json.loads(args.spec)], "--spec"
+            return _in_namespace([json.loads(args.spec)], args.namespace), "--spec"
         except ValueError as exc:
             raise SpecError(f"--spec: not valid JSON: {exc}") from None
     try:
@@ -860,7 +984,19 @@ def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         raise SpecError(f"{args.file}: not valid YAML: {getattr(exc, 'problem', None) or exc}{at}") from None
-    return (data if isinstance(data, list) else [data]), str(args.file)
+    return _in_namespace(data if isinstance(data, list) else [data], args.namespace), str(args.file)
+
+
+def _in_namespace(raws: list[Any], namespace: str | None) -> list[Any]:
+    """-n: the namespace of the faults that take one and name none (as kubectl's -n for a manifest)."""
+    from chaos.schemas import FAULT_KINDS
+
+    def takes_one(raw: Any) -> bool:
+        kind = raw.get("kind") if isinstance(raw, dict) else None
+        return isinstance(kind, str) and "namespace" not in raw \
+            and "namespace" in (FAULT_KINDS.get(kind, {}).get("properties") or {})
+
+    return [{**raw, "namespace": namespace} if namespace is not None and takes_one(raw) else raw for raw in raws]
 
 
 def _planned(args: argparse.Namespace, run_id: str, duration: float | None = None) -> tuple[Any, Any]:
@@ -900,8 +1036,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _plan_experiment(args)
     ctx, planned = _planned(args, "plan")
     ctx.kube.close()
-    if args.json:
-        print(json.dumps(planned.describe(), indent=2))
+    if emit(planned.describe(), args.output):
         return 0
     for fault in planned.describe():
         print(f"{fault['where']}: {fault['kind']} on {len(fault['targets'])} target(s), ttl {fault['ttl_seconds']:g} s")
@@ -923,8 +1058,7 @@ def _plan_experiment(args: argparse.Namespace) -> int:
         found = run.check(ctx, experiment)
     finally:
         ctx.kube.close()
-    if args.json:
-        print(json.dumps(found, indent=2))
+    if emit(found, args.output):
         return 0
     for fault in found["faults"]:
         print(f"{fault['where']}: {fault['kind']} on {len(fault['targets'])} target(s), ttl {fault['ttl_seconds']:g} s")
@@ -1027,7 +1161,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.journal is not None:
         args.journal.write_text(json.dumps({"kilocard": {"load": record}}, indent=2))
     found = record["summary"]
-    print(json.dumps(found, indent=2) if args.json else "\n".join(traffic.lines(found)))
+    if not emit(found, args.output):
+        print("\n".join(traffic.lines(found)))
     return Exit.PASSED if found["ok"] else Exit.FAILED
 
 
@@ -1037,9 +1172,21 @@ def cmd_recover(args: argparse.Namespace) -> int:
     run_id = ledger.check_run_id(args.run) if args.run else None
     ctx = _context(args, run_id or "recover")
     try:
-        reverted, left = revert.recover(ctx, args.ledger_dir, run_id, args.expired_only)
+        if args.dry_run:
+            found = revert.pending(ctx, args.ledger_dir, run_id, args.expired_only)
+        else:
+            reverted, left = revert.recover(ctx, args.ledger_dir, run_id, args.expired_only)
     finally:
         ctx.kube.close()
+    if args.dry_run:
+        if not emit([asdict(r) for r in found], args.output):
+            for r in found:
+                print(f"would revert {r.run_id} {r.kind} {json.dumps(r.target)} (expires {r.expires_at})")
+            if not found:
+                print("nothing to recover")
+        return Exit.PASSED
+    if emit({"reverted": [asdict(r) for r in reverted], "left": [asdict(r) for r in left]}, args.output):
+        return Exit.REVERT_INCOMPLETE if left else Exit.PASSED
     for r in reverted:
         print(f"reverted {r.run_id} {r.kind} {json.dumps(r.target)}")
     for r in left:
@@ -1049,16 +1196,20 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return Exit.REVERT_INCOMPLETE if left else Exit.PASSED
 
 
+# The third-party modules of the extras (pyproject.toml), and which extra brings each.
+EXTRAS = {"matplotlib": "report", "prometheus_client": "testbed", "cryptography": "testbed"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["help"] and len(argv) > 1:  # kilocard help gameday run = kilocard gameday run --help
         argv = [*argv[1:], "--help"]
-    parser = build_parser(with_testbed=bool(argv) and argv[0] == "testbed")
-    if not argv or argv == ["help"]:  # as kubectl and helm: what there is to do
-        parser.print_help()
-        return Exit.PASSED if argv else Exit.INVALID
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser(with_testbed=bool(argv) and argv[0] == "testbed")
+        if not argv or argv == ["help"]:  # as kubectl and helm: what there is to do
+            parser.print_help()
+            return Exit.PASSED if argv else Exit.INVALID
+        args = parser.parse_args(argv)
         if failpoints.PROBLEM:
             raise SpecError(failpoints.PROBLEM)
         return int(args.handler(args) or 0)
@@ -1071,6 +1222,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of its output went away (| head): no traceback, as Python's docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except ModuleNotFoundError as exc:  # an install without the extra this command needs
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"kilocard: {' '.join(argv[:1])} needs {exc.name}, which comes with kilocard's [{extra}] extra: "
+              f"pip install 'kilocard[{extra}]'", file=sys.stderr)
+        return Exit.INVALID
 
 
 if __name__ == "__main__":

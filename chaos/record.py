@@ -213,23 +213,30 @@ def selector_for(labels: dict[str, str]) -> str | None:
     return None
 
 
-def faults_from_deletions(deletions: list[tuple[float, str, str]], events: list[dict[str, Any]],
-                          selectors: dict[str, str | None]) -> list[Sighting]:
-    """Pod deletions nothing in the record explains, as pod-kill faults: not a controller's or a
-    kubelet's own, not preceded by an eviction Event for that pod (a remediator's drain, the taint
-    manager), and one per pod. `selectors` (namespace/pod -> label selector, `selector_for` of its
-    siblings' labels) says which replica the replay kills; a deletion with none is left out."""
+def unexplained(deletions: list[tuple[float, str, str]], events: list[dict[str, Any]],
+                selectors: dict[str, str | None], namespaces: Sequence[str] = ()) -> list[tuple[float, str, str]]:
+    """The pod deletions nothing in the record explains, the first of each pod: in `namespaces`
+    (all if none), not a controller's or a kubelet's own, not preceded by an eviction Event for that
+    pod (a remediator's drain, the taint manager), and with siblings left to replay it on
+    (`selectors`: namespace/pod -> label selector, `selector_for` of its siblings' labels). A pod
+    the cluster was already tearing down with its workload has none: not the incident's."""
     explained = {f"{(e.get('involvedObject') or {}).get('namespace', '')}/{(e.get('involvedObject') or {}).get('name')}"
                  for e in events if e.get("reason") in EXPLAINED}
     found, seen = [], set()
     for at, pod, who in sorted(deletions):
-        if who.startswith(CONTROLLERS) or pod in explained or pod in seen or not selectors.get(pod):
+        if who.startswith(CONTROLLERS) or pod in explained or pod in seen or not selectors.get(pod) \
+                or (namespaces and pod.split("/", 1)[0] not in namespaces):
             continue
         seen.add(pod)
-        namespace = pod.split("/", 1)[0]
-        found.append(Sighting(f"deleted by {who}", {"kind": "pod-kill", "namespace": namespace,
-                                                    "label_selector": selectors[pod], "count": 1}, at, None))
+        found.append((at, pod, who))
     return found
+
+
+def faults_from_deletions(deletions: list[tuple[float, str, str]], selectors: dict[str, str | None]) -> list[Sighting]:
+    """The `unexplained` deletions as pod-kill faults, each on its replica's siblings."""
+    return [Sighting(f"deleted by {who}", {"kind": "pod-kill", "namespace": pod.split("/", 1)[0],
+                                           "label_selector": selectors[pod], "count": 1}, at, None)
+            for at, pod, who in deletions]
 
 
 _ENTITY = re.compile(r"(ErrorCode|GPU|PCI|GPU_UUID):(\S+)")

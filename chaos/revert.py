@@ -39,14 +39,20 @@ def revert(ctx: Context, book: ledger.Ledger, records: list[ledger.Record]) -> l
     return [r for r in done if r.open]
 
 
+def pending(ctx: Context, directory: Path | None, run_id: str | None = None,
+            expired_only: bool = False) -> list[ledger.Record]:
+    """What `recover` would revert (of one run, or all): the open records, past their TTL only
+    with `expired_only`."""
+    found = ledger.open_records(ctx.kube, directory, run_id)
+    now = time.time()
+    return [r for r in found if r.expired(now)] if expired_only else found
+
+
 def recover(ctx: Context, directory: Path | None, run_id: str | None = None,
             expired_only: bool = False) -> tuple[list[ledger.Record], list[ledger.Record]]:
     """Revert what is still open (of one run, or all); return (reverted, still open). With no
     directory only the in-cluster markers count (an in-cluster reaper)."""
-    found = ledger.open_records(ctx.kube, directory, run_id)
-    if expired_only:
-        now = time.time()
-        found = [r for r in found if r.expired(now)]
+    found = pending(ctx, directory, run_id, expired_only)
     by_run: dict[str, list[ledger.Record]] = defaultdict(list)
     for r in found:
         by_run[r.run_id].append(r)

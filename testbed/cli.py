@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -13,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from chaos.output import emit, output_flag
 from testbed import accelerators, build, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import (
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     down.set_defaults(handler=cmd_down)
 
     status = sub.add_parser("status", help="endpoints, nodes, cards and process health")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+    output_flag(status)
     status.set_defaults(handler=cmd_status)
 
     for p in (up, down, status):
@@ -175,14 +175,11 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     testbed = Testbed.from_state(args.state_dir)
     if testbed is None:
-        if args.json:
-            print(json.dumps({"running": False, "state_dir": str(args.state_dir)}))
-        else:
+        if not emit({"running": False, "state_dir": str(args.state_dir)}, args.output):
             _say(f"no testbed running (state folder {args.state_dir})")
         return 1
     status = testbed.status()
-    if args.json:
-        print(json.dumps(status, indent=2))
+    if emit(status, args.output):
         return 0 if status["running"] else 1
     table = Table("process", "pid", "state", "cpu s", "rss MiB")
     for p in status["processes"]:

@@ -150,7 +150,8 @@ class Testbed:
         if not self.paths.state.is_file():
             return []
         data = json.loads(self.paths.state.read_text())
-        return [processes.Proc(p["name"], p["pid"], p["binary"]) for p in data.get("processes", [])]
+        return [processes.Proc(p["name"], p["pid"], p["binary"], p.get("started", 0))
+                for p in data.get("processes", [])]
 
     def _save(self, procs: list[processes.Proc], **extra: Any) -> None:
         data = {"config": self.config.to_json(), "processes": [p.__dict__ for p in procs], **extra}

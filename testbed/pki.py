@@ -140,3 +140,18 @@ def ensure(directory: Path, advertise_address: str) -> Pki:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
+
+
+def serving(directory: Path, dns_name: str) -> tuple[Path, Path, Path]:
+    """A fresh CA and a server certificate it signed for `dns_name` (a node agent's name, which
+    every caller checks whatever address it dials): (ca.crt, tls.crt, tls.key), as in the
+    Secret kilocard-agent-tls."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, key = _key(), _key()
+    ca_name = _name(f"{dns_name}-ca")
+    paths = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
+    _write_cert(paths[0], _sign(ca_name, ca_key, ca_name, ca_key, ca=True))
+    _write_cert(paths[1], _sign(_name(dns_name), key, ca_name, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH,
+                                sans=[x509.DNSName(dns_name)]))
+    _write_key(paths[2], key)
+    return paths

@@ -16,16 +16,26 @@ class Proc:
     name: str
     pid: int
     binary: str
+    started: int = 0  # the kernel's start time of the process, in clock ticks since boot
 
     def alive(self) -> bool:
-        """Running, and still the program we started (pids get reused)."""
+        """Running, and still the process we started. Pids get reused (32768 of them wrap within
+        one test run), and every testbed runs the same binaries: the binary alone would let one
+        testbed's `down` stop another's apiserver that drew a dead one's pid."""
         try:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            state, started = _stat(self.pid)
         except OSError:
             return False
-        state = stat.rsplit(")", 1)[1].split()[0]
-        return state != "Z" and cmdline.split(b"\0", 1)[0].decode(errors="replace") == self.binary
+        return state != "Z" and cmdline.split(b"\0", 1)[0].decode(errors="replace") == self.binary \
+            and self.started in (0, started)  # 0: a state file from before start times were kept
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    """A process's state and start time, from /proc/PID/stat (fields 3 and 22; the command
+    name before them may hold spaces and parentheses)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0], int(fields[19])
 
 
 def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Proc:
@@ -35,7 +45,7 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env={**os.environ, **(env or {})}, close_fds=True,
         )
-    return Proc(name, popen.pid, argv[0])
+    return Proc(name, popen.pid, argv[0], _stat(popen.pid)[1])
 
 
 def stop(procs: list[Proc], timeout: float = 10.0) -> list[str]:

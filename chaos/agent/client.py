@@ -6,21 +6,28 @@
     GET    <endpoint>/v1/faults/<id>/effect -> {"status": confirmed | mismatch | inconclusive, "evidence"}
 
 A node's endpoint is its `kilocard.io/agent-endpoint` annotation, else the agent DaemonSet's pod
-on that node (http://<host IP>:9470, deploy/agent-daemonset.yaml). The bearer token comes from
-$KILOCARD_AGENT_TOKEN or the Secret `kilocard-system/kilocard-agent-token`; it is never logged.
+on that node (https://<host IP>:9470, deploy/agent-daemonset.yaml). The bearer token comes from
+$KILOCARD_AGENT_TOKEN or the Secret `kilocard-system/kilocard-agent-token`; it is never logged,
+and never sent in cleartext beyond this machine. An https agent's certificate is verified against
+the CA in $KILOCARD_AGENT_CA (a file) or the ConfigMap `kilocard-system/kilocard-agent-ca` (key
+ca.crt), for the name every agent's certificate carries (AGENT_TLS_NAME), not the node's address.
 """
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import os
+import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay, wait_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
-from chaos.agent.protocol import IDEMPOTENCY_HEADER, INCONCLUSIVE, MISMATCH
+from chaos.agent.protocol import AGENT_TLS_NAME, IDEMPOTENCY_HEADER, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError, NotFound, SpecError
 from chaos.kube import Kube
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
@@ -28,6 +35,8 @@ from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
 AGENT_SELECTOR = "app.kubernetes.io/name=kilocard-agent"
 AGENT_PORT = 9470
 TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
+CA_CONFIG_MAP = ("kilocard-system", "kilocard-agent-ca")  # key ca.crt: public, so not a Secret the runner reads
+CA_ENV = "KILOCARD_AGENT_CA"
 # A revert outwaits an agent restarting (a DaemonSet pod comes back in seconds); asking a dead
 # agent to apply or list gives up at once, so a plan does not hang on it.
 REVERT_PATIENCE_SECONDS = 30.0
@@ -45,6 +54,7 @@ class AgentClient:
         self._token = token or os.environ.get("KILOCARD_AGENT_TOKEN")
         self.timeout = timeout
         self._endpoints: dict[str, str] = {}
+        self._opener: urllib.request.OpenerDirector | None = None
 
     @property
     def token(self) -> str:
@@ -55,6 +65,32 @@ class AgentClient:
                 raise AgentError("no agent token: set KILOCARD_AGENT_TOKEN or create the Secret "
                                  f"{TOKEN_SECRET[0]}/{TOKEN_SECRET[1]} (key 'token')") from None
         return self._token
+
+    @property
+    def opener(self) -> urllib.request.OpenerDirector:
+        """urllib with the agents' TLS: their CA, their one name (read once, when first needed)."""
+        if self._opener is None:
+            self._opener = tls_opener(self._ca())
+        return self._opener
+
+    def _ca(self) -> ssl.SSLContext:
+        path = os.environ.get(CA_ENV, "").strip()
+        try:
+            if path:
+                return ssl.create_default_context(cafile=path)
+            pem = (self.kube.read_config_map(*CA_CONFIG_MAP).get("data") or {}).get("ca.crt")
+        except NotFound:
+            pem = None
+        except (OSError, ssl.SSLError) as exc:
+            raise AgentError(f"${CA_ENV}: cannot load the agents' CA from {path}: {exc}") from None
+        if not pem:
+            raise AgentError(f"no CA to verify the agents' certificates: set ${CA_ENV} to a file, or create the "
+                             f"ConfigMap {CA_CONFIG_MAP[0]}/{CA_CONFIG_MAP[1]} (key ca.crt)")
+        try:
+            return ssl.create_default_context(cadata=pem)
+        except ssl.SSLError as exc:
+            raise AgentError(f"ConfigMap {CA_CONFIG_MAP[0]}/{CA_CONFIG_MAP[1]}: ca.crt is not a PEM CA: {exc}") \
+                from None
 
     def endpoint(self, node: str) -> str:
         if node not in self._endpoints:
@@ -74,10 +110,15 @@ class AgentClient:
         if not ready:
             raise AgentError(f"node {node} has no kilocard agent (no annotation {AGENT_ENDPOINT_ANNOTATION}, "
                              f"no running agent pod in {TOKEN_SECRET[0]})")
-        return f"http://{ready[0].status.host_ip}:{AGENT_PORT}"
+        return f"https://{ready[0].status.host_ip}:{AGENT_PORT}"
 
     def _request(self, method: str, url: str, body: Any = None, key: str | None = None,
                  patience: float = 0.0) -> tuple[int, Any]:
+        where = urllib.parse.urlsplit(url)
+        if where.scheme != "https" and not _loopback(where.hostname or ""):
+            raise AgentError(f"refusing to send the agent token in cleartext to {url}: agents beyond this machine "
+                             "are reached over https (see the agent's --tls-cert)")
+        opener = self.opener if where.scheme == "https" else urllib.request.build_opener()
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         if key:
@@ -86,7 +127,7 @@ class AgentClient:
 
         def send() -> tuple[int, Any]:
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                with opener.open(request, timeout=self.timeout) as resp:
                     return resp.status, json.loads(resp.read() or b"null")
             except urllib.error.HTTPError as err:
                 try:
@@ -95,8 +136,8 @@ class AgentClient:
                     return err.code, {"error": err.reason}
 
         stop = stop_after_delay(patience) if patience else stop_after_attempt(4)
-        retrying = Retrying(retry=retry_if_exception_type((urllib.error.URLError, ConnectionError, TimeoutError)),
-                            stop=stop, wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
+        retrying = Retrying(retry=retry_if_exception(_transient), stop=stop,
+                            wait=wait_exponential(multiplier=0.2, max=2), reraise=True)
         try:
             return retrying(send)
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
@@ -138,3 +179,44 @@ class AgentClient:
         status, body = self._request("DELETE", f"{endpoint}/v1/faults/{fault_id}", patience=REVERT_PATIENCE_SECONDS)
         if status not in (200, 404):
             raise AgentError(f"agent {endpoint} could not revert {fault_id}: {status} {body}", status)
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth asking again: the agent unreachable or restarting. A certificate that does not verify
+    (or a cleartext answer to TLS) will not change by asking again."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    return isinstance(exc, (urllib.error.URLError, ConnectionError, TimeoutError)) \
+        and not isinstance(reason, ssl.SSLError)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class _AgentConnection(http.client.HTTPSConnection):
+    """HTTPS to an agent at its node's address, its certificate checked for AGENT_TLS_NAME."""
+
+    def __init__(self, host: str, *, context: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(host, context=context, **kwargs)
+        self.agent_context = context
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self.agent_context.wrap_socket(self.sock, server_hostname=AGENT_TLS_NAME)
+
+
+def tls_opener(ca: ssl.SSLContext) -> urllib.request.OpenerDirector:
+    """urllib that reaches agents over https, each certificate verified by `ca` for AGENT_TLS_NAME."""
+    return urllib.request.build_opener(_AgentHttps(ca))
+
+
+class _AgentHttps(urllib.request.HTTPSHandler):
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__(context=context)
+        self.agent_context = context
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_AgentConnection, req, context=self.agent_context)  # type: ignore[arg-type]

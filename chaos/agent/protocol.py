@@ -30,6 +30,9 @@ MAX_TTL_SECONDS = 24 * 3600
 CONFIRMED, MISMATCH, INCONCLUSIVE = "confirmed", "mismatch", "inconclusive"
 # A client's key for one fault request: the same key again returns the fault first created.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+# The name every agent's certificate carries and every caller checks, whatever address the agent
+# answers on (its node's IP): one certificate serves the whole DaemonSet.
+AGENT_TLS_NAME = "kilocard-agent.kilocard-system.svc"
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -129,8 +130,8 @@ class Store:
 
 
 class AgentServer(TokenServer):
-    def __init__(self, address: tuple[str, int], store: Store, token: str) -> None:
-        super().__init__(address, AgentHandler)
+    def __init__(self, address: tuple[str, int], store: Store, token: str, tls: ssl.SSLContext | None) -> None:
+        super().__init__(address, AgentHandler, tls)
         self.store = store
         self.token = token
 

@@ -4,7 +4,8 @@ XML per run (`reports/<run id>/`), two runs side by side, and the trend over man
     journal.py   a journal read once into a Run (SpecError if it is not ours)
     hints.py     a concrete fix per failing probe
     figures.py   matplotlib figures as inline SVG
-    html.py      the pages; markdown.py the summary; junit.py the XML
+    html.py      the pages (a run, two runs, the trend, a game day); markdown.py the summary;
+                 junit.py the XML
     trend.py     recovery per scenario over runs, and the resilience score
 """
 
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from chaos.report import html, junit, markdown
 from chaos.report.journal import Run, load, parse
 
-__all__ = ["Run", "compare", "load", "parse", "write", "write_trend"]
+__all__ = ["Run", "compare", "load", "parse", "write", "write_gameday", "write_trend"]
 
 
 def write(run: Run, root: Path) -> Path:
@@ -51,4 +53,20 @@ def write_trend(runs: list[Run], root: Path, name: str = "trend") -> Path:
     (out / "junit.xml").write_text(junit.render(runs))
     page = out / "index.html"
     page.write_text(html.trend_page(runs, links))
+    return page
+
+
+def write_gameday(day: dict[str, Any], runs: list[Run], root: Path, name: str, trend: Path | None) -> Path:
+    """A game day's own page (its steps, pauses, gates and verdicts, each experiment linked to its
+    report, written beside it if it is not there yet), its journal and one JUnit file of its runs."""
+    for run in runs:
+        if not (root / run.key / "index.html").is_file():
+            write(run, root)
+    out = root / name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gameday.json").write_text(json.dumps(day, indent=2, default=str))
+    (out / "junit.xml").write_text(junit.render(runs))
+    page = out / "index.html"
+    trend_link = None if trend is None else f"../{trend.parent.name}/index.html"
+    page.write_text(html.gameday_page(day, runs, {r.key: f"../{r.key}/index.html" for r in runs}, trend_link))
     return page

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from html import escape
+from types import ModuleType
+from typing import Any
 
-from chaos.report import figures, hints, trend
+from chaos.report import hints, trend
 from chaos.report.journal import PHASES, Run
+
+figures: ModuleType | None
+try:
+    from chaos.report import figures
+except ModuleNotFoundError as missing:  # kilocard without its [report] extra: pages say where figures go
+    if missing.name != "matplotlib":
+        raise
+    figures = None
+NO_FIGURES = "figure not drawn: matplotlib is not installed (pip install 'kilocard[report]')"
 
 STYLE = "".join((
     'body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;',
@@ -43,8 +55,13 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
             + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows) + "</table>")
 
 
-def _fig(svg: str | None, missing: str) -> str:
-    return f'<div class="fig">{svg}</div>' if svg else f'<p class="muted">{escape(missing)}</p>'
+def _fig(draw: Callable[[ModuleType], str | None], missing: str) -> str:
+    """A figure `draw` makes with the figures module, or why there is none."""
+    svg = draw(figures) if figures is not None else None
+    if svg:
+        return f'<div class="fig">{svg}</div>'
+    said = missing if figures is not None else NO_FIGURES
+    return f'<p class="muted">{escape(said)}</p>' if said else ""
 
 
 def _rel(t: float | None, origin: float | None) -> str:
@@ -142,20 +159,20 @@ def _replay(run: Run) -> list[str]:
     return ["<h2>Replay against the incident</h2>", f"<p>timeline {escape(replay['timeline'])}</p>", verdict,
             _table(("fault", "targets", "recorded at", "replayed at", "drift", "reverted at"), rows),
             '<div class="cols"><div><h3>the incident</h3>',
-            _fig(figures.recorded_recovery(run, list(recorded.get("recovery") or [])), "no recovery recorded"),
-            "</div><div><h3>the replay</h3>", _fig(figures.recovery(run), "no replica recovered in the replay"),
+            _fig(lambda f: f.recorded_recovery(run, list(recorded.get("recovery") or [])), "no recovery recorded"),
+            "</div><div><h3>the replay</h3>", _fig(lambda f: f.recovery(run), "no replica recovered in the replay"),
             "</div></div>",
             _table(("alert the incident fired", "labels", "firing at", "resolved at"), alerts) if alerts else ""]
 
 
 def run_page(run: Run) -> str:
-    slo = [figures.slo(run, s) for s in run.series]
     body = [f"<h1>{escape(run.title)}</h1>", _header(run),
-            "<h2>Fault timeline</h2>", _fig(figures.timeline(run), "nothing to draw"), _faults(run),
+            "<h2>Fault timeline</h2>", _fig(lambda f: f.timeline(run), "nothing to draw"), _faults(run),
             "<h2>Probes</h2>", _checks(run),
-            "<h2>SLO</h2>", "".join(_fig(s, "") for s in slo) or '<p class="muted">no SLO verdict with a series</p>',
-            "<h2>Recovery</h2>", _fig(figures.recovery(run), ""), _recovery_table(run), *_replay(run),
-            "<h2>Placement</h2>", _fig(figures.placement(run), "no placement recorded"),
+            "<h2>SLO</h2>", "".join(_fig(lambda f, s=s: f.slo(run, s), "") for s in run.series)
+            or '<p class="muted">no SLO verdict with a series</p>',
+            "<h2>Recovery</h2>", _fig(lambda f: f.recovery(run), ""), _recovery_table(run), *_replay(run),
+            "<h2>Placement</h2>", _fig(lambda f: f.placement(run), "no placement recorded"),
             "<h2>Release</h2>", _release(run),
             "<h2>Plan</h2>", f"<pre>{escape(json.dumps(run.plan, indent=2))}</pre>",
             "<h2>Runner time</h2>", f"<pre>{escape(json.dumps(run.raw['kilocard'].get('runner_seconds', {})))}</pre>"]
@@ -165,11 +182,11 @@ def run_page(run: Run) -> str:
 def compare_page(a: Run, b: Run) -> str:
     def column(run: Run) -> str:
         return (f"<h2>{escape(run.scenario)} <span class='muted'>{escape(run.run_id)}</span></h2>{_header(run)}"
-                f"<h3>Probes</h3>{_checks(run)}<h3>Recovery</h3>{_fig(figures.recovery(run), '')}"
+                f"<h3>Probes</h3>{_checks(run)}<h3>Recovery</h3>{_fig(lambda f: f.recovery(run), '')}"
                 f"{_recovery_table(run)}")
     body = [f"<h1>{escape(a.scenario)} against {escape(b.scenario)}</h1>",
             "<h2>SLO, overlaid (from each run's fault)</h2>",
-            _fig(figures.compare_slo(a, b), "one of the runs has no SLO series"),
+            _fig(lambda f: f.compare_slo(a, b), "one of the runs has no SLO series"),
             f'<div class="cols"><div>{column(a)}</div><div>{column(b)}</div></div>']
     return _page(f"compare {a.key} {b.key}", body)
 
@@ -189,6 +206,86 @@ def trend_page(runs: list[Run], links: dict[str, str]) -> str:
     body = [f"<h1>Resilience: {trend.resilience(runs)} / 100</h1>",
             f"<p>{len(runs)} runs of {len(scenarios)} scenarios.</p>",
             f"<pre>{escape((trend.__doc__ or '').strip())}</pre>",
-            "<h2>Recovery per scenario over runs</h2>", _fig(figures.trend(points), "no recovery was measured"),
+            "<h2>Recovery per scenario over runs</h2>", _fig(lambda f: f.trend(points), "no recovery was measured"),
             _table(("scenario", "run", "when", "verdict", "slowest recovery (share of budget)", "score"), rows)]
     return _page("kilocard trend", body)
+
+
+STEP_MARKS = {"ran": "", "paused": "ok", "approved": "ok", "skipped": "muted", "aborted": "bad"}
+
+
+def gameday_page(day: dict[str, Any], runs: list[Run], links: dict[str, str], trend_link: str | None) -> str:
+    """A game day as it went (its journal, chaos.gameday.day.GameDay.to_json): the plan, the
+    window, and each step in order: an experiment's verdict (and whether its failure was the one
+    expected) linked to its report, a pause and how long it held, a gate with who approved it and
+    when, what was skipped or aborted and why."""
+    by_run = {r.run_id: r for r in runs if r.run_id}
+    clusters = sorted({r.cluster for r in runs if r.cluster != "-"})
+    exit_code = int(day.get("exit_code", 0))
+    badge = (f'<span class="badge e{exit_code}">exit {exit_code}: '
+             f'{escape(EXIT_NAMES.get(exit_code, "?"))}</span>')
+    head = _table(("", ""), [
+        ("verdict", f"{badge} {escape(str(day.get('reason') or ''))}"),
+        ("plan", f"{escape(str(day.get('plan_file')))} <span class='muted'>sha256 "
+                 f"{escape(str(day.get('plan_sha256') or '')[:12])}</span>"),
+        ("when", f"{escape(str(day.get('started_at')))} to {escape(str(day.get('ended_at')))} "
+                 f"({_span(day.get('started_at'), day.get('ended_at'))})"),
+        ("window", escape(json.dumps(day["window"])) if day.get("window") else "none: any time"),
+        ("abort-all switch", escape(str(day.get("control") or "none"))),
+        ("cluster", escape("; ".join(clusters)) or "-"),
+        ("kilocard", escape(str(day.get("kilocard_version") or "-"))),
+    ])
+    rows = []
+    for step in day.get("steps") or []:
+        rows.append((_nowrap(step.get("id")), _nowrap(step.get("kind")), _step_what(step),
+                     f'<span class="nw {STEP_MARKS.get(step.get("status"), "")}">{escape(str(step.get("status")))}'
+                     "</span>", _step_outcome(step, by_run.get(step.get("run_id") or ""), links),
+                     escape(str(step.get("started_at") or "-")),
+                     _nowrap(_span(step.get("started_at"), step.get("ended_at")))))
+    notes = f"<pre>{escape(str(day['notes']))}</pre>" if day.get("notes") else ""
+    body = [f"<h1>Game day: {escape(str(day.get('title')))}</h1>",
+            f"<p>{escape(str(day.get('description') or ''))}</p>", head, notes,
+            "<h2>Steps</h2>",
+            _table(("#", "kind", "step", "status", "outcome", "started", "took"), rows),
+            (f"<h2>Resilience of its experiments: {trend.resilience(runs)} / 100</h2>" if runs else ""),
+            (f'<p><a href="{escape(trend_link)}">the trend over every run reported here</a></p>'
+             if trend_link else "")]
+    return _page(f"game day {day.get('title')}: {day.get('verdict')}", body)
+
+
+def _nowrap(text: Any) -> str:
+    return f'<span class="nw">{escape(str(text))}</span>'
+
+
+def _step_what(step: dict[str, Any]) -> str:
+    name = escape(str(step.get("name") or ""))
+    what = escape(str(step.get("describe") or ""))
+    note = f'<br><span class="muted">{escape(str(step["note"]))}</span>' if step.get("note") else ""
+    return (f"<b>{name}</b><br>{what}" if name else what) + note
+
+
+def _step_outcome(step: dict[str, Any], run: Run | None, links: dict[str, str]) -> str:
+    """An experiment's verdict and report; a gate's approver; otherwise the step's reason."""
+    reason = escape(str(step.get("reason") or ""))
+    if step.get("kind") == "experiment" and step.get("exit_code") is not None:
+        code = int(step["exit_code"])
+        said = (f'<span class="badge e{code}">exit {code}: {escape(EXIT_NAMES.get(code, "?"))}</span> {reason}')
+        if run is not None and run.expected:
+            said += f'<br><span class="muted">expected exit {escape(str(run.expected.get("exit")))}</span>'
+        if run is not None and run.key in links:
+            said += f'<br><a href="{escape(links[run.key])}">report {escape(run.key)}</a>'
+        elif step.get("journal"):
+            said += f'<br><span class="muted">journal {escape(str(step["journal"]))}</span>'
+        return said
+    if step.get("kind") == "approve" and step.get("ended_at"):
+        return f"{reason}, at {escape(str(step['ended_at']))}"  # who answered is in the reason
+    return reason
+
+
+def _span(start: Any, end: Any) -> str:
+    """The time between two ISO stamps, in words ("-" if either is missing)."""
+    try:
+        seconds = (datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))).total_seconds()
+    except ValueError:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"

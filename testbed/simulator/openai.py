@@ -224,7 +224,7 @@ class Endpoint:
             handler.close_connection = True
             raise Refused(413, f"the body is larger than {MAX_BODY} bytes")
         try:
-            return json.loads(handler.rfile.read(length) or b"null")
+            return json.loads(handler.body() or b"null")
         except ValueError:
             raise Refused(400, "the body is not valid JSON") from None
 
@@ -339,13 +339,18 @@ def _refuse(handler: JsonHandler, exc: Refused) -> None:
 
 
 def _closed(client: socket.socket) -> bool:
-    """Has the client closed its end? (It sends nothing else while it waits for this answer.)"""
+    """Has the client closed its end? (It sends nothing else while it waits for this answer.) Asked
+    without blocking: a socket with a timeout first waits for data, whatever MSG_DONTWAIT says."""
+    timeout = client.gettimeout()
+    client.setblocking(False)
     try:
-        return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        return client.recv(1, socket.MSG_PEEK) == b""
     except BlockingIOError:
         return False
     except OSError:
         return True
+    finally:
+        client.settimeout(timeout)
 
 
 def _event(handler: JsonHandler, payload: dict[str, Any]) -> None:

@@ -64,6 +64,10 @@ class NodeFaults:
 
 
 class Server(TokenServer):
+    # Loopback only, and streams to the whole built-in load and every scrape at once.
+    max_connections = 4096
+    timeout_seconds = 300.0
+
     def __init__(self, address: tuple[str, int], world: World, token: str, negotiate: bool = False,
                  hostname_label: str = "Hostname", dcgm_fields: str = "all") -> None:
         super().__init__(address, Handler)

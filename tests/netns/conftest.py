@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from chaos.agent.protocol import AGENT_TLS_NAME
+from testbed import pki
 from tests.netns.netns import Agent, Pair, free_port, start_agent, veth_pair
 
 
@@ -37,16 +39,19 @@ def pair(tools: None) -> Iterator[Pair]:
 def agent(pair: Pair, tmp_path: Path) -> Iterator[Any]:
     started: list[Agent] = []
 
-    def make(allow: str | None = None) -> Agent:
+    ca, cert, key = pki.serving(tmp_path / "tls", AGENT_TLS_NAME)  # what the Secret kilocard-agent-tls holds
+
+    def make(allow: str | None = None, *extra: str) -> Agent:
         token_file = tmp_path / "token"
         token_file.write_text(secrets.token_urlsafe(24))
         port = free_port()
         state = tmp_path / f"agent-{port}.json"
         argv = [sys.executable, "-m", "chaos.agent", "--listen", f"127.0.0.1:{port}", "--token-file",
-                str(token_file), "--interface", pair.veth_a, "--node", "netns-node", "--state-file", str(state)]
+                str(token_file), "--interface", pair.veth_a, "--node", "netns-node", "--state-file", str(state),
+                "--tls-cert", str(cert), "--tls-key", str(key), *extra]
         if allow:
             argv += ["--allow", allow]
-        a = Agent(f"http://127.0.0.1:{port}", token_file.read_text(), start_agent(argv), state, argv)
+        a = Agent(f"https://127.0.0.1:{port}", token_file.read_text(), start_agent(argv), state, argv, ca)
         started.append(a)
         return a
 

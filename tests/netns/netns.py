@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import socket
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from chaos.agent.client import tls_opener
 
 SINK = r"""
 import socket, sys, time
@@ -128,6 +131,7 @@ class Agent:
     proc: subprocess.Popen[str]
     state_file: Path
     argv: list[str]
+    ca: Path | None = None  # https: the CA its certificate is verified against
 
     def call(self, method: str, path: str, body: Any = None, token: str | None = "default") -> tuple[int, Any]:
         headers = {"Content-Type": "application/json"}
@@ -135,11 +139,16 @@ class Agent:
             headers["Authorization"] = f"Bearer {self.token if token == 'default' else token}"
         request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers,
                                          data=json.dumps(body).encode() if body is not None else None)
+        opener = tls_opener(ssl.create_default_context(cafile=self.ca)) if self.ca else urllib.request.build_opener()
         try:
-            with urllib.request.urlopen(request, timeout=30) as resp:
+            with opener.open(request, timeout=30) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
+            said = err.read()
+            try:
+                return err.code, json.loads(said)
+            except ValueError:
+                return err.code, said.decode()  # not the agent protocol: the TLS-only refusal
 
     def fault(self, kind: str, pair: Pair, ttl: float = 60, **params: Any) -> tuple[int, Any]:
         return self.call("POST", "/v1/faults", {"kind": kind, "target": {"netns": pair.a}, "params": params,

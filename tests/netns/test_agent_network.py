@@ -1,7 +1,9 @@
-"""The node agent's network faults measured with real packets between namespaces."""
+"""The node agent's network faults measured with real packets between namespaces; every call over
+TLS, as the agent serves on a node."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 import time
@@ -86,6 +88,9 @@ def test_unauthenticated_and_non_allowlisted_calls_change_nothing(pair, agent):
     assert status == 403 and "not allowlisted" in body["error"]
     status, body = a.fault("loss", pair)  # no percent
     assert status == 400 and body["field"] == "params.percent"
+    # The same request in cleartext, token and all: refused unread, nothing applied.
+    cleartext = dataclasses.replace(a, url=a.url.replace("https://", "http://", 1), ca=None)
+    assert cleartext.fault("partition", pair) == (400, "this agent speaks https only (TLS)\n")
     assert clean(pair) and a.call("GET", "/v1/faults")[1] == {"faults": []}
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.testbed
 def test_sigkilled_runner_then_recover_clears_real_qdiscs_and_nft_tables(testbed, kube, tmp_path):
     with veth_pair() as pair:
         port = free_port()
-        agent = start_agent([sys.executable, "-m", "chaos.agent", "--listen", f"127.0.0.1:{port}",
+        agent = start_agent([sys.executable, "-m", "chaos.agent", "--plaintext", "--listen", f"127.0.0.1:{port}",
                              "--token-file", str(testbed.paths.agent_token), "--interface", pair.veth_a,
                              "--state-file", str(tmp_path / "agent.json")])
         node = f"real-agent-{uuid.uuid4().hex[:6]}"

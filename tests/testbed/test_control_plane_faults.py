@@ -101,7 +101,7 @@ def stage(tmp_path_factory) -> Iterator[Stage]:
         fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
         with veth_pair() as pair:
             port = free_port()
-            argv = [sys.executable, "-m", "chaos.agent", "--listen", f"127.0.0.1:{port}", "--token-file",
+            argv = [sys.executable, "-m", "chaos.agent", "--plaintext", "--listen", f"127.0.0.1:{port}", "--token-file",
                     str(tb.paths.agent_token), "--interface", pair.veth_a, "--state-file", str(root / "agent.json")]
             real = nodes.node_manifest(9, tb.config, prefix="real")
             real["metadata"]["name"] = REAL

@@ -3,6 +3,7 @@ its revert verified from the API; crash safety with a SIGKILLed runner and with 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -238,7 +239,16 @@ def test_sigkilled_runner_then_recover_leaves_nothing_behind(testbed, kube, pool
     assert len(agents.list(agents.endpoint(p.node_names[1]))) == 3
     (policy,) = kube.list_network_policies(p.namespace)
     assert policy.spec.policy_types == ["Egress", "Ingress"] and policy.spec.ingress in (None, [])
-    # Recover from "another machine": no local ledger, only the in-cluster markers.
+    # Recover from "another machine": no local ledger, only the in-cluster markers; first, dry.
+    dry = subprocess.run([sys.executable, "-m", "chaos.cli", "recover", "--run", run_id, "--dry-run", "-o", "json",
+                          "--ledger-dir", str(tmp_path / "elsewhere")],
+                         env={**os.environ, "KUBECONFIG": str(testbed.paths.kubeconfig)}, capture_output=True,
+                         text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    would = json.loads(dry.stdout)
+    assert len(would) == 5 and {r["run_id"] for r in would} == {run_id} and all(r["state"] != "reverted" for r in would)
+    assert kube.read_node(p.node_names[0]).spec.unschedulable  # nothing reverted by the dry run
+    assert len(agents.list(agents.endpoint(p.node_names[1]))) == 3
     result = subprocess.run([sys.executable, "-m", "chaos.cli", "recover", "--run", run_id, "--ledger-dir",
                              str(tmp_path / "elsewhere")], env={**os.environ, "KUBECONFIG": str(testbed.paths.kubeconfig)},
                             capture_output=True, text=True, timeout=60)

@@ -38,9 +38,10 @@ def placement(namespace: str) -> dict[str, Any]:
 
 
 def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extra: str,
-                 report: bool = False, env: dict[str, str] | None = None) -> tuple[int, dict, float]:
-    """`kilocard run` of one experiment: (exit code, journal, seconds). Its report (tmp_path/reports)
-    only when asked: drawing it costs a second a run."""
+                 report: bool = False, env: dict[str, str] | None = None,
+                 said: list[subprocess.CompletedProcess[str]] | None = None) -> tuple[int, dict, float]:
+    """`kilocard run` of one experiment: (exit code, journal, seconds); what it printed into `said`.
+    Its report (tmp_path/reports) only when asked: drawing it costs a second a run."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump({"title": "t", "description": "d", **experiment}))
@@ -53,6 +54,8 @@ def kilocard_run(testbed: Any, tmp_path: Path, experiment: dict[str, Any], *extr
                           capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
     seconds = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
+    if said is not None:
+        said.append(done)
     return done.returncode, json.loads(journal.read_text()), seconds
 
 
@@ -269,8 +272,15 @@ def test_errors_only_the_cluster_can_find_write_nothing_as_the_audit_log_shows(k
     ours = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
     assert ours == []
     # The audit log does see kilocard's writes: a valid run of the same fault leaves them there.
-    code, _journal, _ = kilocard_run(testbed, tmp_path / "valid", {"method": [isolate(free)]})
+    # Run quiet (one line: its verdict) and verbose (Chaos Toolkit's own log on stderr).
+    said: list[subprocess.CompletedProcess[str]] = []
+    code, _journal, _ = kilocard_run(testbed, tmp_path / "valid", {"method": [isolate(free)]}, "-q", said=said)
     assert code == 0
+    lines = said[0].stdout.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 'valid' / 'experiment.yaml'}: passed (exit 0): "), lines
+    assert [line.split()[0] for line in lines[1:]] == ["journal"], lines  # no live view, no summary table
+    code, _journal, _ = kilocard_run(testbed, tmp_path / "verbose", {"method": [isolate(free)]}, "-v", said=said)
+    assert code == 0 and " chaostoolkit INFO Running experiment: t" in said[1].stderr, said[1].stderr
     ours = [w for w in audit.writes(testbed.paths.audit_log, since) if w.user_agent.endswith("(toolkit)")]
     assert any(w.resource == "nodes" and w.name == free and w.verb == "patch" for w in ours), ours
 

@@ -114,7 +114,7 @@ def stage(testbed, kube, tmp_path_factory):
     wait_ready(kube, name, SMALL, 2, timeout=90)
     with veth_pair() as pair:
         port = free_port()
-        agent = start_agent([sys.executable, "-m", "chaos.agent", "--listen", f"127.0.0.1:{port}",
+        agent = start_agent([sys.executable, "-m", "chaos.agent", "--plaintext", "--listen", f"127.0.0.1:{port}",
                              "--token-file", str(testbed.paths.agent_token), "--interface", pair.veth_a,
                              "--state-file", str(tmp_path_factory.mktemp("agent") / "agent.json")])
         real = nodes.node_manifest(9, testbed.config, prefix=f"{name}-real",

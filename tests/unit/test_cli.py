@@ -203,3 +203,70 @@ def test_a_folder_run_settles_the_models_the_last_experiment_touched_before_the_
     said = capsys.readouterr().out
     assert "settle: ns/s1 whole again after 1.5 s" in said
     assert "settle: not whole after 2 s (ns/s2: 2 of 3); the next experiment runs on that" in said
+
+
+def test_read_commands_speak_yaml_and_json_as_kubectl_does(tmp_path):
+    import json
+
+    import yaml
+
+    status = kilocard("testbed", "status", "-o", "yaml", "--state-dir", str(tmp_path))
+    assert status.returncode == 1 and yaml.safe_load(status.stdout) == {"running": False, "state_dir": str(tmp_path)}
+    s1 = Path(__file__).parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    as_yaml, as_json = (kilocard("validate", "-o", form, str(s1)) for form in ("yaml", "json"))
+    assert as_yaml.returncode == as_json.returncode == 0
+    assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout) == [
+        {"file": str(s1), "valid": True, "what": "1 kilocard fault(s)", "problems": []}]
+
+
+def test_a_folder_runs_in_the_order_it_declares_and_a_wrong_order_is_input(tmp_path):
+    from chaos import cli
+
+    s = Path(__file__).parents[2] / "experiments"
+    for name in ("s1-kill-one-replica.yaml", "s2-isolate-one-card.yaml", "s10-tp16-tcp-resets.yaml"):
+        (tmp_path / name).write_text((s / name).read_text())
+    assert [p.name for p in cli._experiment_files([tmp_path])] == [
+        "s1-kill-one-replica.yaml", "s2-isolate-one-card.yaml", "s10-tp16-tcp-resets.yaml"]  # natural
+    (tmp_path / cli.ORDER_FILE).write_text("- s10-tp16-tcp-resets.yaml\n- s1-kill-one-replica.yaml\n")
+    files, problems = cli._experiments([tmp_path])
+    assert problems == [] and [p.name for p in files] == [  # declared, then the rest naturally
+        "s10-tp16-tcp-resets.yaml", "s1-kill-one-replica.yaml", "s2-isolate-one-card.yaml"]
+    done = kilocard("validate", str(tmp_path))
+    assert done.returncode == 0 and done.stdout.splitlines()[0].startswith(f"{tmp_path}/s10-"), done.stdout
+    (tmp_path / cli.ORDER_FILE).write_text("- s3.yaml\n- s1-kill-one-replica.yaml\n- s1-kill-one-replica.yaml\n")
+    done = kilocard("validate", str(tmp_path))
+    order = tmp_path / cli.ORDER_FILE
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"{order}: entry 0: no experiment file 's3.yaml' in {tmp_path}",
+        f"{order}: entry 2: 's1-kill-one-replica.yaml' is named before"], done.stderr
+    order.write_text("s1: first\n")
+    assert kilocard("validate", str(tmp_path)).stderr == (
+        f"{order}: expected a list of this folder's file names, in the order to run them\n")
+
+
+def test_dash_n_gives_a_namespace_to_the_faults_that_take_one_and_name_none():
+    from chaos import cli
+
+    raws = [{"kind": "pod-kill", "label_selector": "a=b"}, {"kind": "pod-kill", "namespace": "kept"},
+            {"kind": "node-cordon", "nodes": ["n1"]}, {"kind": ["not", "a", "name"]}, "not a mapping"]
+    assert cli._in_namespace(raws, "serving") == [
+        {"kind": "pod-kill", "label_selector": "a=b", "namespace": "serving"}, {"kind": "pod-kill", "namespace": "kept"},
+        {"kind": "node-cordon", "nodes": ["n1"]}, {"kind": ["not", "a", "name"]}, "not a mapping"]
+    assert cli._in_namespace(raws, None) == raws
+    help_text = kilocard("plan", "--help").stdout
+    assert "-n NAMESPACE, --namespace NAMESPACE" in help_text and "-o {text,json,yaml}" in help_text
+
+
+def test_catalog_and_schema_need_no_cluster():
+    import json
+
+    done = kilocard("catalog")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[0].startswith("the catalog, in ")
+    names = [line.split()[0] for line in lines[1:]]
+    assert names[:3] == ["s1-kill-one-replica.yaml", "s2-isolate-one-card.yaml", "s3-ecc-one-tp-member.yaml"]
+    assert "gamedays/catalog.yaml" in names and "incidents/ecc-one-card.yaml" in names
+    path = Path(kilocard("catalog", "--path").stdout.strip())
+    assert path == (Path(__file__).parents[2] / "experiments").resolve()
+    schema = json.loads(kilocard("schema").stdout)
+    assert "$defs" in schema or "properties" in schema

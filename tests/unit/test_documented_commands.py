@@ -1,7 +1,7 @@
 """Every kilocard command line README.md and docs/ show parses with the real parser, and the ones
 that need no cluster (validate, gameday schedule) run and exit 0: a broken example fails here, not
-in a reader's terminal. Optional parts (`[--json]`), alternatives (`a|b`, `--run x | --all`) and
-pipes are read as a reader would: the first alternative, nothing optional."""
+in a reader's terminal. Optional parts (`[--json]`), alternatives (`a|b`, `--run x | --all`),
+pipes and redirections are read as a reader would: the first alternative, nothing optional."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def documented() -> list[tuple[str, list[str]]]:
             text = re.sub(r"\s#\s.*$", "", text)  # the comment
             text = re.sub(r"\[[^\[\]]*\]", "", text)  # what is optional
             text = text.split(" | ")[0]  # a pipe, or `--run x | --all`: the first alternative
+            text = re.split(r"\s\d?>>?\s", text)[0]  # where the shell sends its output
             words = shlex.split(text)
             for i, word in enumerate(words):
                 if Path(word).name == "kilocard":

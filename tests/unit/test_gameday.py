@@ -542,3 +542,51 @@ def test_kube_watches_one_configmap_by_name_and_reports_an_expired_watch():
     assert namespace == "kilocard-system" and kwargs == {
         "field_selector": "metadata.name=g", "resource_version": "7", "watch": True, "timeout_seconds": 5,
         "_request_timeout": 35, "_preload_content": False}
+
+
+def test_the_game_days_own_page_shows_every_step_its_gate_and_each_verdict_linked(tmp_path, monkeypatch):
+    """The page a facilitator shares after the day: steps in order, the pause, who approved the
+    gate and when, each experiment's verdict (an expected failure said so) with its report, what
+    was skipped and why; `kilocard report` of the game day's journal writes the same page."""
+    from chaos import cli, report
+
+    monkeypatch.setenv("USER", "ada")
+    monkeypatch.setenv("LOGNAME", "ada")
+    golden = Path(__file__).parent / "journals"
+    clock = Clock()
+    plan = write_plan(tmp_path, [{"experiment": S8}, {"pause": 30, "name": "let the fleet settle"},
+                                 {"approve": "the dashboard is green", "timeout": 60},
+                                 {"experiment": str(EXPERIMENTS / "s7-kill-every-replica.yaml")},
+                                 {"experiment": str(EXPERIMENTS / "s3-ecc-one-tp-member.yaml")}])
+    days = {"s8-fragile-placement": "s8", "s7-kill-every-replica": "s7"}  # s3 fails: the rest is skipped
+
+    def run_one(path, _variables):
+        clock.advance(60)
+        if path.stem not in days:
+            return Result(path, "run-failed", Exit.FAILED, "probe 'slo' failed: over 500 ms",
+                          {"kilocard": {"run_id": "run-failed", "exit_code": 1}})
+        data = json.loads((golden / f"{days[path.stem]}.json").read_text())
+        k = data["kilocard"]
+        return Result(path, k["run_id"], Exit(k["exit_code"]), k["reason"], data)
+
+    journals = tmp_path / "journals"
+    day = gameday.run(plan, run_one, read_line=Terminal(clock, [None, "y"]), clock=clock, journals=journals)
+    runs = [report.parse(json.loads(Path(s.journal).read_text()), s.journal) for s in day.steps
+            if s.journal and json.loads(Path(s.journal).read_text()).get("experiment")]
+    page = report.write_gameday(day.to_json(), runs, tmp_path / "reports", "gameday-test", None).read_text()
+    steps = page.split("<h2>Steps</h2>", 1)[1]
+    for said in ("exit 0: passed</span> as expected (failed): probe &#x27;replicas-kept-apart&#x27;",
+                 "expected exit 1", '<a href="../run-20261201-144703-659e8d/index.html">',
+                 "<b>let the fleet settle</b><br>pause 30 s", "approved by ada at the terminal, at 2025-06-02T11:01:35+08:00",
+                 "expected exit 3", "exit 1: failed</span> probe &#x27;slo&#x27; failed: over 500 ms"):
+        assert said in steps, (said, steps[steps.find("approve"):][:300])
+    assert steps.index("replicas-kept-apart") < steps.index("pause 30 s") < steps.index("approved by ada")
+    assert (tmp_path / "reports/run-20261201-144703-659e8d/index.html").is_file()  # the link goes somewhere
+    assert "<h1>Game day: test game day</h1>" in page and "exit 1: failed" in page.split("<h2>Steps</h2>")[0]
+    # From the journals alone, elsewhere: the same page, the step journals found beside the day's.
+    written = journal.write(journals, day)
+    out = tmp_path / "again"
+    monkeypatch.chdir(tmp_path.parent)
+    assert cli.main(["report", str(written), "--out", str(out)]) == 0
+    again = (out / written.stem / "index.html").read_text()
+    assert again.split("<h2>Steps</h2>", 1)[1].split("</table>")[0] == steps.split("</table>")[0]

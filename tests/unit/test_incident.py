@@ -156,12 +156,17 @@ def test_a_deletion_nothing_explains_is_a_pod_kill_and_a_remediators_or_controll
     deletions = [(t0 + 10, "fleet/m-7f-abc", "kubernetes-admin"), (t0 + 11, "fleet/m-7f-abc", "the kubelet"),
                  (t0 + 12, "fleet/m-7f-evi", "kubernetes-admin"),  # the remediator's: an Evicted event says so
                  (t0 + 13, "fleet/m-7f-gc", "system:serviceaccount:kube-system:replicaset-controller"),
-                 (t0 + 14, "fleet/n-1-nos", "kubernetes-admin")]  # nothing selects its siblings: left out
+                 (t0 + 14, "fleet/n-1-nos", "kubernetes-admin"),  # nothing selects its siblings: left out
+                 (t0 + 15, "other/m-7f-xyz", "kubernetes-admin")]  # not a namespace asked for
     events = [{"involvedObject": {"kind": "Pod", "name": "m-7f-evi", "namespace": "fleet"}, "reason": "Evicted",
                "eventTime": "2026-12-01T10:00:11.500000Z"}]
     selectors = {"fleet/m-7f-abc": "kilocard.io/model=m", "fleet/m-7f-evi": "kilocard.io/model=m",
-                 "fleet/m-7f-gc": "kilocard.io/model=m", "fleet/n-1-nos": None}
-    (kill,) = record.faults_from_deletions(deletions, events, selectors)
+                 "fleet/m-7f-gc": "kilocard.io/model=m", "fleet/n-1-nos": None, "other/m-7f-xyz": "kilocard.io/model=m"}
+    kept = record.unexplained(deletions, events, selectors, ["fleet"])
+    assert kept == [(t0 + 10, "fleet/m-7f-abc", "kubernetes-admin")]  # what the recovery rows are read for, too
+    assert [pod for _, pod, _ in record.unexplained(deletions, events, selectors)] == ["fleet/m-7f-abc",
+                                                                                       "other/m-7f-xyz"]
+    (kill,) = record.faults_from_deletions(kept, selectors)
     assert kill == record.Sighting("deleted by kubernetes-admin", {"kind": "pod-kill", "namespace": "fleet",
                                                                    "label_selector": "kilocard.io/model=m",
                                                                    "count": 1}, t0 + 10, None)
@@ -177,7 +182,7 @@ def test_a_pod_deleted_by_hand_is_recorded_with_its_replacement_as_the_symptom(t
          "message": "Created pod: m-7f-new", "eventTime": "2026-12-01T10:00:00.300000Z"},
         {"involvedObject": {"kind": "Pod", "name": "m-7f-new", "namespace": "fleet"}, "reason": "Started",
          "eventTime": "2026-12-01T10:00:25.000000Z"}]
-    kill = record.faults_from_deletions([(t0, "fleet/m-7f-abc", "kubernetes-admin")], events,
+    kill = record.faults_from_deletions([(t0, "fleet/m-7f-abc", "kubernetes-admin")],
                                         {"fleet/m-7f-abc": "kilocard.io/model=m"})
     data = record.timeline("by hand", kill, events, [], {}, {"namespace": "fleet"}, [(t0, "fleet/m-7f-abc")], 10)
     (fault,) = data["faults"]

@@ -1,0 +1,24 @@
+"""The testbed's child processes are known by pid, binary and start time: a pid drawn again by
+another process of the same binary (another testbed's apiserver) is not ours to stop."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from testbed import processes
+
+
+def test_a_reused_pid_of_the_same_binary_is_not_the_process_we_started(tmp_path: Path) -> None:
+    ours = processes.start("sleeper", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "log")
+    try:
+        assert ours.alive() and ours.started > 0
+        # What a stale record looks like once its pid is drawn again by the same program.
+        stale = dataclasses.replace(ours, started=ours.started - 1)
+        assert not stale.alive()
+        assert processes.stop([stale], timeout=1) == []  # refuses to touch it ...
+        assert ours.alive()  # ... and it runs on
+        legacy = dataclasses.replace(ours, started=0)  # a state file from before start times were kept
+        assert legacy.alive()
+    finally:
+        assert processes.stop([ours], timeout=5) == []
+    assert not ours.alive()
