@@ -1,6 +1,6 @@
 """Mutation testing of the verdict code: mutmut (3.x) mutates the functions the contracts name as
-deciding each verdict (`judge` in each CONTRACTS entry: probes/, and the verdict parts of
-chaos/run.py, chaos/stop.py, chaos/guards.py), runs the unit tests against each mutant, and writes
+deciding each verdict (`judge` in each CONTRACTS entry: probes/, chaos/judgement.py, and the
+verdict parts of chaos/stop.py and chaos/guards.py), runs the unit tests against each mutant, and writes
 the figures into docs/verdicts.md (its mutation section): mutants generated, killed, surviving,
 and each survivor with why it is equivalent (bench/mutation-equivalents.yaml, keyed by function
 and the mutated line) or marked unexplained. Not part of the pass/fail run.

@@ -568,7 +568,7 @@ def _kilocard_vars(args: argparse.Namespace) -> list[str]:
 
 def cmd_gameday_run(args: argparse.Namespace) -> int:
     from chaos import gameday, report
-    from chaos.gameday import journal, view
+    from chaos.gameday import store, view
 
     plan = gameday.load(args.plan, args.var)  # every step's experiment too: exit 2 before anything starts
     _embedded_default(args)
@@ -592,12 +592,12 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
     try:
         day = gameday.run(plan, run_one, kube=kube, observer=view.Rows(console), journals=journals)
         if kube is not None and args.summary_configmap:
-            journal.publish(kube, _own_namespace(), args.summary_configmap, day)
+            store.publish(kube, _own_namespace(), args.summary_configmap, day.to_json())
     finally:
         if kube is not None:
             kube.close()
     console.print(view.summary(day))
-    console.print(f"journal {journal.write(journals, day)}", soft_wrap=True)
+    console.print(f"journal {store.write(journals, day.file_name, day.to_json())}", soft_wrap=True)
     if not args.no_report:
         stamp = day.started_at.strftime("%Y%m%dT%H%M%S")
         trend = _trend(args.reports) if runs else None
@@ -904,7 +904,7 @@ def _beside(day: Path, step: str) -> Path:
 
 
 def _gameday_journal(path: Path) -> dict[str, Any] | None:
-    """A game day's journal (chaos.gameday.journal.write), or None for anything else."""
+    """A game day's journal (chaos.gameday.store.write), or None for anything else."""
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError):

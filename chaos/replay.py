@@ -39,7 +39,7 @@ one kind on one target at overlapping times are bad input: which revert would en
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ import yaml
 from chaos import guards, ledger, plan, revert
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
+from chaos.judgement import REPLAY_JUDGE
 from probes import incident
 
 EXTENSION = "kilocard-replay"
@@ -57,7 +58,6 @@ DEFAULT_OBSERVE = 60.0
 _TOP = {"title", "description", "source", "configuration", "guards", "faults", "observe", "symptoms", "fixed",
         "verify", "recorded"}
 PROBE = "incident-{expect}"
-JUDGE = "incident_symptoms"  # the probe function (probes.chaostoolkit) that judges a replay's symptoms
 _ENTRY = {"at", "for", "fault", "note"}
 
 
@@ -235,7 +235,7 @@ def experiment(timeline: Timeline, expect: str = incident.REPRODUCED) -> dict[st
     played = [{"at": e.at, "for": e.hold, "fault": e.fault} for e in timeline.entries]
     judge = [{"type": "probe", "name": PROBE.format(expect=expect),
               "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
-              "provider": {"type": "python", "module": "probes.chaostoolkit", "func": JUDGE,
+              "provider": {"type": "python", "module": "probes.chaostoolkit", "func": REPLAY_JUDGE,
                            "arguments": {"symptoms": timeline.symptoms, "expect": expect,
                                          **({"fixed": timeline.fixed} if timeline.fixed else {}),
                                          "namespaces": namespaces(timeline),
@@ -254,13 +254,6 @@ def experiment(timeline: Timeline, expect: str = incident.REPRODUCED) -> dict[st
         "extensions": [{"name": EXTENSION, "timeline": str(timeline.path), "expect": expect,
                         "recorded": timeline.recorded, "source": timeline.source}],
     }
-
-
-def judged(runs: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """A replay's verdict on its symptoms (the JUDGE probe's output) among a journal's method
-    entries; None when nothing judged them."""
-    return next((dict(r["output"]) for r in runs if ((r.get("activity") or {}).get("provider") or {}).get("func")
-                 == JUDGE and isinstance(r.get("output"), dict)), None)
 
 
 def play(ctx: Context, book: ledger.Ledger, entries: list[dict[str, Any]], observe: float,

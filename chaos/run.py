@@ -47,86 +47,27 @@ from collections.abc import Callable, Iterator
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from chaoslib import convert_vars, merge_vars, substitute
 from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
-from chaoslib.hypothesis import within_tolerance
 from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
 from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop, timezero
 from chaos import load as traffic
-from chaos.agent.protocol import CONFIRMED
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
+from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
-from probes import verdict as verdict_of
-from probes.verdict import Contract
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
 REDACTED = "***"
-
-
-EXPECTABLE = (Exit.PASSED, Exit.FAILED, Exit.ABORTED)
-# What a run's verdict rests on: a judgement of the cluster; a probe that could not look or a
-# stop condition that fired blind (unknown); an activity that raised or overran (error).
-JUDGED, UNKNOWN, ERROR = "judged", "unknown", "error"
-
-
-class Judgement(NamedTuple):
-    exit: Exit
-    reason: str
-    basis: str = JUDGED
-
-
-CONTRACTS = (
-    Contract("the run's verdict", "runner",
-             asserts="passed (exit 0) only when the steady state was met before the method and after it, no "
-                     "activity raised or overran its timeout, every method probe is within its tolerance and "
-                     "every kilocard probe's verdict is ok (tolerance or not), the run completed, and some probe saw "
-                     "an effect of every fault whose landing is not confirmed; an incomplete revert is exit 4 "
-                     "whatever else",
-             time_zero="the run's start", interval="the whole journal: steady states, method, rollbacks, the ledger",
-             missing="a probe that could not look (unknown) fails the run, its verdict resting on unknown; a fault "
-                     "not confirmed landed whose effect no probe saw fails it the same way",
-             exceptions="an activity that raised fails the run as `raised` (a probe) or `failed` (an action), its "
-                        "verdict resting on error; a stop condition or signal aborts it (exit 3)",
-             outcomes=(("passed", "exit 0"), ("failed", "exit 1, resting on judged, unknown or error"),
-                       ("aborted", "exit 3"), ("revert incomplete", "exit 4")),
-             judge=("chaos.run.verdict", "chaos.run.passes", "chaos.run._kilocard_failed", "chaos.run._basis",
-                    "chaos.run._probe_failures", "chaos.run.unseen")),
-    Contract("expect", "expectation",
-             asserts="an experiment that declares the failure it finds (`expect: {exit, reason}`) exits 0 when the "
-                     "run ends with that exit and a reason starting with that text, judged; else exit 1",
-             time_zero="the run's end", interval="the run's verdict",
-             missing="a verdict resting on unknown (a probe that could not look, a stop that fired blind) never "
-                     "meets it",
-             exceptions="a verdict resting on error (a probe that raised) never meets it; invalid input and an "
-                        "incomplete revert keep their exit codes",
-             outcomes=(("met", "exit 0, 'as expected'"), ("not met", "exit 1, 'expected ..., got ...'")),
-             judge=("chaos.run.Expectation.met", "chaos.run.judged")),
-)
-
-
-@dataclass(frozen=True)
-class Expectation:
-    exit: Exit
-    reason: str = ""  # how the verdict's reason starts
-
-    def met(self, code: Exit, reason: str, basis: str = JUDGED) -> bool:
-        """The expected failure is the fault's effect, judged: a probe that raised or could not
-        look, or a stop condition that fired blind, never meets it (even where the reason starts
-        the same)."""
-        return code == self.exit and reason.startswith(self.reason) and basis == JUDGED
-
-    def to_json(self) -> dict[str, Any]:
-        return {"exit": int(self.exit), "reason": self.reason}
 
 
 @dataclass
@@ -261,16 +202,6 @@ def _load(data: dict[str, Any], configuration: dict[str, Any], secrets: dict[str
         return None
     where, extension = found
     return traffic.parse(substitute(extension["load"], configuration, secrets), f"{where}.load")
-
-
-def judged(expect: Expectation | None, code: Exit, reason: str, basis: str = JUDGED) -> tuple[Exit, str]:
-    """The run's exit and reason, once its declared expectation (if any) is weighed."""
-    if expect is None or code in (Exit.INVALID, Exit.REVERT_INCOMPLETE):
-        return code, reason
-    if expect.met(code, reason, basis):
-        return Exit.PASSED, f"as expected ({code.name.lower()}): {reason}"
-    wanted = f"{expect.exit.name.lower()}" + (f" with {expect.reason!r}" if expect.reason else "")
-    return Exit.FAILED, f"expected {wanted}, got {code.name.lower()}: {reason}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -497,121 +428,6 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def verdict(journal: dict[str, Any]) -> Judgement:
-    """Pure: the strict verdict of a chaoslib journal (before the ledger's revert is counted)."""
-    status = journal.get("status")
-    if status == "interrupted":
-        fired = journal.get(stop.JOURNAL_KEY)
-        if fired:
-            return Judgement(Exit.ABORTED, f"stop condition fired: {fired['reason']}",
-                             UNKNOWN if fired.get("blind") else JUDGED)
-        return Judgement(Exit.ABORTED, "interrupted (a signal or a control stopped the run)", ERROR)
-    before = (journal.get("steady_states") or {}).get("before")
-    if before is not None and before.get("steady_state_met") is False:
-        said, basis = _probe_failures(before)
-        return Judgement(Exit.FAILED, f"steady state not met before the method: {said}", basis)
-    for run in journal.get("run") or []:
-        activity = run.get("activity") or {}
-        name, kind, timeout = activity.get("name", "?"), activity.get("type", "activity"), activity.get("timeout")
-        if run.get("status") == "failed":
-            return Judgement(Exit.FAILED, f"{kind} {name!r} {'raised' if kind == 'probe' else 'failed'}: "
-                                          f"{_reason(run)}", ERROR)
-        # chaoslib ignores a method probe's tolerance, and its output if it has none; here a
-        # probe out of its tolerance, or a kilocard verdict that did not pass, fails the run.
-        if not passes(run):
-            return Judgement(Exit.FAILED, f"probe {name!r} failed: {_reason(run)}", _basis(run))
-        if timeout and run.get("duration") is not None and run["duration"] > timeout:
-            return Judgement(Exit.FAILED, f"activity {name!r} ran {run['duration']:.1f} s, over its {timeout} s "
-                                          "timeout", ERROR)
-    if status != "completed":
-        return Judgement(Exit.FAILED, f"run {status}", ERROR)
-    if journal.get("deviated"):
-        said, basis = _probe_failures((journal.get("steady_states") or {}).get("after") or {})
-        return Judgement(Exit.FAILED, f"steady state deviated after the method: {said}", basis)
-    if (journal.get("steady_states") or {}).get("after") is None and before is None:
-        probes = [r for r in journal.get("run") or [] if (r.get("activity") or {}).get("type") == "probe"]
-        if probes:  # they judged, and what they said is the verdict's reason (a replay's "reproduced: ...")
-            return Judgement(Exit.PASSED, "the method's probes passed: " + "; ".join(
-                f"{(r.get('activity') or {}).get('name', '?')}: {why(r) or 'within tolerance'}" for r in probes))
-        return Judgement(Exit.PASSED, "method ran; no steady-state hypothesis to check")
-    return Judgement(Exit.PASSED, "steady state met before and after the method")
-
-
-def passes(run: dict[str, Any]) -> bool:
-    """Pure: a method run entry as the strict runner accepts it: within its activity's tolerance
-    (none: within), and a kilocard verdict that passed, tolerance or not."""
-    if _kilocard_failed(run):
-        return False
-    tolerance = (run.get("activity") or {}).get("tolerance")
-    if tolerance is None:
-        return True
-    try:
-        return bool(within_tolerance(tolerance, run.get("output")))
-    except Exception:  # noqa: BLE001 - chaoslib raises on a target the output lacks: not within it
-        return False
-
-
-PROBES_MODULE = "probes.chaostoolkit"
-
-
-def _kilocard_failed(run: dict[str, Any]) -> bool:
-    """A kilocard probe's verdict that did not pass: known by its provider, or by its JSON
-    (`verdict` and `judgement`, as probes.verdict writes them)."""
-    output = run.get("output")
-    if not isinstance(output, dict) or output.get("verdict") != "failed":
-        return False
-    return ((run.get("activity") or {}).get("provider") or {}).get("module") == PROBES_MODULE or "judgement" in output
-
-
-def _basis(run: dict[str, Any]) -> str:
-    """What a failing probe entry rests on: raised, could not look, or judged."""
-    if run.get("status") == "failed":  # chaoslib's word for an activity that raised
-        return ERROR
-    output = run.get("output")
-    unknown = _kilocard_failed(run) and verdict_of.UNKNOWN in (output.get("judgement"), output.get("outcome"))
-    return UNKNOWN if unknown else JUDGED
-
-
-def _probe_failures(state: dict[str, Any]) -> tuple[str, str]:
-    """The steady state's failing probes, and what the first rests on."""
-    failed = [p for p in state.get("probes") or [] if not p.get("tolerance_met")]
-    said = "; ".join(f"{(p.get('activity') or {}).get('name', '?')}: {_reason(p)}" for p in failed) or "?"
-    return said, _basis(failed[0]) if failed else ERROR
-
-
-def unseen(landed: list[dict[str, Any] | None], journal: dict[str, Any]) -> str | None:
-    """Pure: why a run cannot pass although its verdict did: some fault's landing is not
-    confirmed (no read-back, or one that could not tell) and no probe of the method saw an
-    effect (`impact_seen`): nothing shows the faults happened. None when something does."""
-    unconfirmed = [found or {} for found in landed if (found or {}).get("status") != CONFIRMED]
-    if not unconfirmed:
-        return None
-    if any(isinstance(r.get("output"), dict) and r["output"].get("impact_seen") for r in journal.get("run") or []):
-        return None
-    first = unconfirmed[0]
-    return (f"{len(unconfirmed)} of {len(landed)} fault(s) not confirmed landed ({first.get('status', 'no read-back')}"
-            f": {first.get('evidence', 'none recorded')}), and no probe saw an effect: nothing shows the faults "
-            "happened (add a probe that needs the impact, e.g. expect_impact: true)")
-
-
-def why(run: dict[str, Any]) -> str:
-    """Why, in a line, from a run entry: a kilocard verdict's reason, else the exception's last
-    line; "" when it says neither."""
-    output = run.get("output")
-    if isinstance(output, dict) and output.get("reason"):
-        return str(output["reason"])
-    exception = run.get("exception") or []
-    lines = [line.strip() for line in (exception if isinstance(exception, list) else [exception]) if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def _reason(run: dict[str, Any]) -> str:
-    """What a run entry says went wrong (`why`), else that it raised, else its output."""
-    if run.get("exception"):
-        return why(run) or "exception"
-    return why(run) or f"output {json.dumps(run.get('output'), default=str)[:200]}"
-
-
 def redact(value: Any, secret: bool = False) -> Any:
     """A copy with secret-looking values (by key, or anything under `secrets`) replaced."""
     if isinstance(value, dict):
@@ -679,33 +495,30 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     applied = [r.applied_at for r in records if r.applied_at]
     history = ledger.transitions(book.path) if book.on_disk else {}
     journal = redact(journal)
-    journal["kilocard"] = {
-        "run_id": run_id, "exit_code": int(code), "verdict": outcome.name.lower(), "reason": reason, "basis": basis,
-        "expected": experiment.expect.to_json() if experiment.expect else None,
-        "experiment_file": str(experiment.path), "experiment_sha256": experiment.sha256,
-        "kilocard_version": __version__, "finished_at": time.time(), "cluster": ctx.kube.target(), "plan": planned,
-        "release": redact(released),
-        "faults": [{**json.loads(r.to_json()), "transitions": history.get(r.fault_id, [])} for r in records],
+    journal["kilocard"] = KilocardSection(
+        run_id=run_id, exit_code=int(code), verdict=outcome.name.lower(), reason=reason, basis=basis,
+        expected=experiment.expect.to_json() if experiment.expect else None,
+        experiment_file=str(experiment.path), experiment_sha256=experiment.sha256,
+        kilocard_version=__version__, finished_at=time.time(), cluster=ctx.kube.target(), plan=planned,
+        release=redact(released),
+        faults=[{**json.loads(r.to_json()), "transitions": history.get(r.fault_id, [])} for r in records],
         # Each target's effect read back after its apply (chaos.landed), counted by what it said.
-        "landed": landed.summary([r.landed for r in records if r.landed]),
-        "reverted": [{"kind": r.kind, "target": r.target} for r in reverted],
-        "left": [{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
-        # Per replica deleted, gone, created, scheduled, started and Ready, in seconds from the first fault.
-        "recovery": recovery.timeline(events, min(applied))["replicas"] if applied else [],
-        "placement": _placement(before, after, touched, records),
-        # The experiment's own traffic (chaos.load), as its client saw it: summary, series per second.
-        "load": offered_record,
-        "runner_seconds": spent.phases,
-        # Where its snapshots came from: the run's follower (its LISTs: 2, more after a 410), or
-        # LISTs each time, and why.
-        "snapshots": ({"from": "follower", "lists": follower.lists,
-                       "stopped_by": str(follower.error) if follower.error else None}
-                      if isinstance(follower, Follower) else {"from": "lists", "why": follower}),
-        # This run's retries by cause: 429 (Retry-After honoured), 5xx, connection (a lower bound:
-        # urllib3 reconnects at once without telling, kilocard's retries and re-watches are counted).
-        "api_retries": {k: n - retried_before.get(k, 0) for k, n in kube.retries().items()
-                        if n > retried_before.get(k, 0)},
-    }
+        landed=landed.summary([r.landed for r in records if r.landed]),
+        reverted=[{"kind": r.kind, "target": r.target} for r in reverted],
+        left=[{"kind": r.kind, "target": r.target, "error": r.error} for r in left],
+        recovery=recovery.timeline(events, min(applied))["replicas"] if applied else [],
+        placement=_placement(before, after, touched, records),
+        load=offered_record,
+        runner_seconds=spent.phases,
+        # The run's follower (its LISTs: 2, more after a 410), or LISTs each time, and why.
+        snapshots=({"from": "follower", "lists": follower.lists,
+                    "stopped_by": str(follower.error) if follower.error else None}
+                   if isinstance(follower, Follower) else {"from": "lists", "why": follower}),
+        # 429 (Retry-After honoured), 5xx, connection (a lower bound: urllib3 reconnects at once
+        # without telling; kilocard's retries and re-watches are counted).
+        api_retries={k: n - retried_before.get(k, 0) for k, n in kube.retries().items()
+                     if n > retried_before.get(k, 0)},
+    )
     return Result(experiment.path, run_id, code, reason, journal)
 
 
@@ -764,8 +577,6 @@ def run_file(path: Path, variables: list[str] | None, var_files: list[str] | Non
         result.journal["kilocard"]["runner_seconds"]["load"] = round(loaded, 3)
         return result
     except SpecError as exc:
-        return Result(path, "", Exit.INVALID, str(exc), {"kilocard": {
-            "exit_code": int(Exit.INVALID), "verdict": "invalid", "reason": str(exc), "experiment_file": str(path)}})
+        return Result(path, "", Exit.INVALID, str(exc), {"kilocard": refused(path, Exit.INVALID, str(exc))})
     except KilocardError as exc:
-        return Result(path, "", Exit.FAILED, str(exc), {"kilocard": {
-            "exit_code": int(Exit.FAILED), "verdict": "failed", "reason": str(exc), "experiment_file": str(path)}})
+        return Result(path, "", Exit.FAILED, str(exc), {"kilocard": refused(path, Exit.FAILED, str(exc))})

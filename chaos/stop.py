@@ -40,6 +40,7 @@ from chaoslib.exit import exit_gracefully
 
 from chaos.errors import KilocardError, SpecError
 from chaos.faults._spec import Fields
+from chaos.judgement import STOP_KEY
 from chaos.kube import Kube
 from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig, quiet_thread
 from probes import hung, slo
@@ -51,7 +52,6 @@ MODULE = "chaos.stop"
 KINDS = ("zero-ready", "unhealthy", "slo", "hung-group")
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
 PER_REPLICA = ("ttft_p95", "itl_p95")  # error_ratio is the gateway's, per model
-JOURNAL_KEY = "kilocard_stop"
 BLIND = "a stop condition treats that as a breach"  # how a condition that could not look says it fired
 
 
@@ -310,4 +310,4 @@ def after_experiment_control(context: Any, state: dict[str, Any] | None = None, 
         w.stop()
     _watchers.clear()
     if fired is not None and state is not None:
-        state[JOURNAL_KEY] = fired
+        state[STOP_KEY] = fired

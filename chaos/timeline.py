@@ -34,10 +34,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from chaos import replay
 from chaos.errors import Exit
 from chaos.events import Event, subscribe
-from chaos.run import Result, why
+from chaos.judgement import replay_symptoms, why
+from chaos.run import Result
 from chaos.vocabulary import cluster_line
 
 _log = logging.getLogger(__name__)
@@ -286,7 +286,7 @@ def summary(result: Result) -> RenderableType:
                        _since(f.get("applied_at") or None, start), _since(reverted, start))
     if faults.rows:
         parts.append(faults)
-    judged = replay.judged(journal.get("run") or [])
+    judged = replay_symptoms(journal.get("run") or [])
     if judged is not None:
         table = Table("symptom", "recorded", "observed", "judgement", box=box.SIMPLE,
                       title=f"incident: {judged['reason']}", title_justify="left")

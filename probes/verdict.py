@@ -18,7 +18,7 @@ from typing import Any
 OK, FAILED, UNKNOWN, ERROR = "ok", "failed", "unknown", "error"
 
 # How a verdict says it had no data to judge by (its outcome is "unknown"): never healthy, and
-# never the failure an experiment expects either (chaos.run.Expectation).
+# never the failure an experiment expects either (chaos.judgement.Expectation).
 NO_DATA = "cannot judge, not healthy"
 
 

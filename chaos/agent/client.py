@@ -37,6 +37,7 @@ AGENT_PORT = 9470
 TOKEN_SECRET = ("kilocard-system", "kilocard-agent-token")
 CA_CONFIG_MAP = ("kilocard-system", "kilocard-agent-ca")  # key ca.crt: public, so not a Secret the runner reads
 CA_ENV = "KILOCARD_AGENT_CA"
+_LOOPBACK = urllib.request.build_opener()  # cleartext, to an agent on this machine only (the testbed's)
 # A revert outwaits an agent restarting (a DaemonSet pod comes back in seconds); asking a dead
 # agent to apply or list gives up at once, so a plan does not hang on it.
 REVERT_PATIENCE_SECONDS = 30.0
@@ -118,7 +119,7 @@ class AgentClient:
         if where.scheme != "https" and not _loopback(where.hostname or ""):
             raise AgentError(f"refusing to send the agent token in cleartext to {url}: agents beyond this machine "
                              "are reached over https (see the agent's --tls-cert)")
-        opener = self.opener if where.scheme == "https" else urllib.request.build_opener()
+        opener = self.opener if where.scheme == "https" else _LOOPBACK
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         if key:

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from chaos import __version__
 from chaos.errors import Aborted, Exit, SpecError
-from chaos.gameday import gates, journal
+from chaos.gameday import gates, store
 from chaos.gameday.plan import ApproveStep, ExperimentStep, PauseStep, Plan, Step
 from chaos.run import Result
 
@@ -124,6 +124,11 @@ class GameDay:
     reason: str
     steps: tuple[Outcome, ...]
 
+    @property
+    def file_name(self) -> str:
+        """Its journal's: gameday-<plan file's stem>-<start, UTC>.json."""
+        return f"gameday-{self.plan.path.stem}-{self.started_at.astimezone(UTC):%Y%m%dT%H%M%SZ}.json"
+
     def to_json(self) -> dict[str, Any]:
         plan = self.plan
         return {"title": plan.title, "description": plan.description, "notes": plan.notes,
@@ -143,7 +148,7 @@ def run(plan: Plan, run_one: RunOne, *, kube: gates.ConfigMaps | None = None,
         read_line: gates.ReadLine = gates.stdin_line, clock: Clock | None = None, observer: Observer | None = None,
         journals: Path | None = None) -> GameDay:
     """Run a loaded plan (see the module's doc). `kube` answers the ConfigMap gates and the control;
-    `journals`: a folder for each experiment's journal (the game day's own is `journal.write`'s)."""
+    `journals`: a folder for each experiment's journal (the game day's own is `store.write`'s)."""
     if plan.config_maps and kube is None:
         raise SpecError(f"{plan.path}: its gates or control are ConfigMaps ({', '.join(map(str, plan.config_maps))})"
                         ": a cluster is needed")
@@ -219,7 +224,7 @@ class _Day:
     @_take.register
     def _experiment(self, step: ExperimentStep, started: datetime) -> Outcome:
         result = self.run_one(step.path, list(step.variables))
-        kept = journal.save_experiment(self.journals, step.id, result) if self.journals else None
+        kept = store.save_experiment(self.journals, step.id, result) if self.journals else None
         return Outcome(step, Status.RAN, result.reason, started, self.clock.now(), exit=result.exit,
                        run_id=result.run_id, journal=kept)
 

@@ -2,8 +2,9 @@
 check (hypothesis probes and method probes) with its reason, the SLO series its verdicts judged,
 the replicas' recovery phases and the placement before and after.
 
-A journal is plain data that kilocard wrote (`chaos.run.execute`): a file that is not JSON, or
-whose `kilocard` section lacks a verdict, is not ours, and says so (SpecError, exit 2).
+A journal is plain data that kilocard wrote (`chaos.run.execute`; its shape: chaos.judgement): a
+file that is not JSON, or whose `kilocard` section lacks a verdict, is not ours, and says so
+(SpecError, exit 2).
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos import replay
 from chaos.errors import SpecError
-from chaos.run import passes, why
+from chaos.judgement import passes, replay_symptoms, why
 from chaos.vocabulary import cluster_line, epoch
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
@@ -141,7 +141,7 @@ class Run:
                        if (r.get("activity") or {}).get("name") == "replay-timeline"), None)
         return {"played": played if isinstance(played, list) else [], "recorded": extension.get("recorded") or {},
                 "timeline": extension.get("timeline", ""), "expect": extension.get("expect", "reproduced"),
-                "symptoms": replay.judged(self.raw.get("run") or [])}
+                "symptoms": replay_symptoms(self.raw.get("run") or [])}
 
     @property
     def when(self) -> float:

@@ -1,4 +1,4 @@
-"""Running a game day (chaos.gameday.day, .gates, .journal, .view) with a fake runner, a fake
+"""Running a game day (chaos.gameday.day, .gates, .store, .view) with a fake runner, a fake
 clock, a fake terminal and a fake ConfigMap API: no cluster, no waiting."""
 
 import copy
@@ -15,7 +15,7 @@ from rich.console import Console
 
 from chaos import gameday
 from chaos.errors import Conflict, Exit, KubeError, NotFound, SpecError
-from chaos.gameday import gates, journal, view
+from chaos.gameday import gates, store, view
 from chaos.gameday.day import SLICE_SECONDS, Status
 from chaos.run import Result
 
@@ -454,7 +454,7 @@ def test_journals_are_kept_and_the_game_days_record_is_json(tmp_path):
         "started_at": "2025-06-02T11:00:00+08:00", "ended_at": "2025-06-02T11:01:00+08:00", "experiment": S1,
         "vars": [], "run_id": "run-1", "exit_code": 0, "journal": str(kept)}
     assert record["steps"][2]["by"].endswith(" at the terminal")
-    written = journal.write(tmp_path / "reports", day)
+    written = store.write(tmp_path / "reports", day.file_name, day.to_json())
     assert written.name == "gameday-plan-20250602T030000Z.json"
     assert json.loads(written.read_text()) == record
 
@@ -463,11 +463,11 @@ def test_the_summary_configmap_is_created_then_replaced(tmp_path):
     clock = Clock()
     day = gameday.run(write_plan(tmp_path, [{"pause": 1}]), Runner(clock), clock=clock)
     maps = ConfigMaps(clock, "gameday-weekly-summary")
-    journal.publish(maps, "kilocard-system", "gameday-weekly-summary", day)
+    store.publish(maps, "kilocard-system", "gameday-weekly-summary", day.to_json())
     namespace, body = maps.created[0]
     assert namespace == "kilocard-system" and body["metadata"]["name"] == "gameday-weekly-summary"
     assert json.loads(body["data"]["gameday.json"])["exit_code"] == 0
-    journal.publish(maps, "kilocard-system", "gameday-weekly-summary", day)
+    store.publish(maps, "kilocard-system", "gameday-weekly-summary", day.to_json())
     assert maps.patches == [("gameday-weekly-summary", {"data": body["data"]})]
 
 
@@ -584,7 +584,7 @@ def test_the_game_days_own_page_shows_every_step_its_gate_and_each_verdict_linke
     assert (tmp_path / "reports/run-20261201-144703-659e8d/index.html").is_file()  # the link goes somewhere
     assert "<h1>Game day: test game day</h1>" in page and "exit 1: failed" in page.split("<h2>Steps</h2>")[0]
     # From the journals alone, elsewhere: the same page, the step journals found beside the day's.
-    written = journal.write(journals, day)
+    written = store.write(journals, day.file_name, day.to_json())
     out = tmp_path / "again"
     monkeypatch.chdir(tmp_path.parent)
     assert cli.main(["report", str(written), "--out", str(out)]) == 0

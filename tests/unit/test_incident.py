@@ -257,7 +257,7 @@ def test_the_summary_sets_each_symptom_recorded_against_observed(tmp_path: Path)
 
 
 def test_a_replay_that_passes_says_what_its_probes_said_not_that_nothing_was_checked() -> None:
-    from chaos.run import verdict
+    from chaos.judgement import verdict
 
     said = reproduced(SYMPTOMS, [fired(5.0, 20.0)], [Replacement("m-7f", "x", 15.0, 36.0)], until=70).to_json()
     action = {"activity": {"type": "action", "name": "replay-timeline"}, "status": "succeeded", "output": []}

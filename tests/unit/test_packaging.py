@@ -5,6 +5,7 @@ validate` of the shipped catalog, the schema, and a report whose page says where
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -24,8 +25,11 @@ def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"  # built from a copy: setuptools leaves build/ and *.egg-info where it builds
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "reports", "mutants", "build", "*.egg-info", "__pycache__", ".*_cache"))
     done = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w", out,
-               ROOT)
+               source)
     assert done.returncode == 0, done.stderr
     (found,) = out.glob("kilocard-*.whl")
     return found

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from chaos import run
+from chaos import judgement, run
 from chaos.errors import Exit, SpecError
 
 
@@ -20,14 +20,14 @@ def journal(status="completed", before=True, after=True, deviated=False, runs=()
 
 def test_a_steady_state_not_met_before_the_method_fails_the_run():
     # chaoslib ends this run "completed", not deviated: chaos run exits 0 on it.
-    code, reason, _basis = run.verdict(journal(before=False, after=None))
+    code, reason, _basis = judgement.verdict(journal(before=False, after=None))
     assert code == Exit.FAILED and reason == "steady state not met before the method: p: two replicas on one node"
 
 
 def test_a_failed_action_fails_a_completed_run():
     failed = {"activity": {"name": "kill", "type": "action"}, "status": "failed",
               "exception": ["Traceback ...\n", "chaoslib.exceptions.ActivityFailed: FileNotFoundError: x\n"]}
-    code, reason, _basis = run.verdict(journal(runs=[failed]))
+    code, reason, _basis = judgement.verdict(journal(runs=[failed]))
     assert code == Exit.FAILED
     assert reason == "action 'kill' failed: chaoslib.exceptions.ActivityFailed: FileNotFoundError: x"
 
@@ -36,21 +36,21 @@ def test_a_method_probe_out_of_its_tolerance_fails_the_run():
     probe = {"activity": {"name": "recovered", "type": "probe",
                           "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"}},
              "status": "succeeded", "output": {"verdict": "failed", "reason": "1 of 2 ranks present"}}
-    assert run.verdict(journal(runs=[probe]))[:2] == (Exit.FAILED, "probe 'recovered' failed: 1 of 2 ranks present")
+    assert judgement.verdict(journal(runs=[probe]))[:2] == (Exit.FAILED, "probe 'recovered' failed: 1 of 2 ranks present")
     probe["output"] = {"verdict": "ok"}
-    assert run.verdict(journal(runs=[probe]))[0] == Exit.PASSED
+    assert judgement.verdict(journal(runs=[probe]))[0] == Exit.PASSED
 
 
 def test_an_activity_past_its_timeout_fails_even_when_it_succeeded():
     slow = {"activity": {"name": "wait", "type": "action", "timeout": 2}, "status": "succeeded", "duration": 2.5}
-    assert run.verdict(journal(runs=[slow]))[:2] == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")
+    assert judgement.verdict(journal(runs=[slow]))[:2] == (Exit.FAILED, "activity 'wait' ran 2.5 s, over its 2 s timeout")
 
 
 def test_deviation_interruption_and_a_pass():
-    assert run.verdict(journal(after=False, deviated=True))[0] == Exit.FAILED
-    assert run.verdict(journal(status="interrupted"))[0] == Exit.ABORTED
-    assert run.verdict(journal(status="aborted"))[0] == Exit.FAILED
-    assert run.verdict(journal())[:2] == (Exit.PASSED, "steady state met before and after the method")
+    assert judgement.verdict(journal(after=False, deviated=True))[0] == Exit.FAILED
+    assert judgement.verdict(journal(status="interrupted"))[0] == Exit.ABORTED
+    assert judgement.verdict(journal(status="aborted"))[0] == Exit.FAILED
+    assert judgement.verdict(journal())[:2] == (Exit.PASSED, "steady state met before and after the method")
 
 
 def test_secrets_are_redacted_by_key_and_under_secrets():
@@ -117,24 +117,24 @@ def test_vars_substitute_into_fault_arguments(tmp_path):
 
 
 def test_a_declared_expected_failure_is_met_or_not():
-    expect = run.Expectation(Exit.FAILED, "probe 'apart' failed: ")
-    assert run.judged(expect, Exit.FAILED, "probe 'apart' failed: 4 of 8 on n1") == (
+    expect = judgement.Expectation(Exit.FAILED, "probe 'apart' failed: ")
+    assert judgement.judged(expect, Exit.FAILED, "probe 'apart' failed: 4 of 8 on n1") == (
         Exit.PASSED, "as expected (failed): probe 'apart' failed: 4 of 8 on n1")
     # The finding went away (someone fixed the fleet), or the run failed for another reason.
-    assert run.judged(expect, Exit.PASSED, "steady state met") == (
+    assert judgement.judged(expect, Exit.PASSED, "steady state met") == (
         Exit.FAILED, "expected failed with \"probe 'apart' failed: \", got passed: steady state met")
-    assert run.judged(expect, Exit.FAILED, "action 'kill' failed: x")[0] == Exit.FAILED
+    assert judgement.judged(expect, Exit.FAILED, "action 'kill' failed: x")[0] == Exit.FAILED
     # Invalid input and an incomplete revert are never what an experiment expects.
-    assert run.judged(expect, Exit.INVALID, "bad")[0] == Exit.INVALID
-    assert run.judged(run.Expectation(Exit.ABORTED), Exit.REVERT_INCOMPLETE, "x")[0] == Exit.REVERT_INCOMPLETE
-    assert run.judged(None, Exit.ABORTED, "stop") == (Exit.ABORTED, "stop")
+    assert judgement.judged(expect, Exit.INVALID, "bad")[0] == Exit.INVALID
+    assert judgement.judged(judgement.Expectation(Exit.ABORTED), Exit.REVERT_INCOMPLETE, "x")[0] == Exit.REVERT_INCOMPLETE
+    assert judgement.judged(None, Exit.ABORTED, "stop") == (Exit.ABORTED, "stop")
     # Missing data, or a probe that raised, is never the expected finding, even where the reason starts the same way.
     blind = "probe 'apart' failed: no data: list pods: connection refused: cannot judge, not healthy"
-    assert run.judged(expect, Exit.FAILED, blind, run.UNKNOWN)[0] == Exit.FAILED
-    assert run.judged(expect, Exit.FAILED, "probe 'apart' failed: KeyError", run.ERROR)[0] == Exit.FAILED
+    assert judgement.judged(expect, Exit.FAILED, blind, judgement.UNKNOWN)[0] == Exit.FAILED
+    assert judgement.judged(expect, Exit.FAILED, "probe 'apart' failed: KeyError", judgement.ERROR)[0] == Exit.FAILED
     fired = "stop condition fired: zero-ready m: the cluster could not be read: a stop condition treats that as a breach"
-    assert run.judged(run.Expectation(Exit.ABORTED, "stop condition fired: zero-ready"), Exit.ABORTED, fired,
-                      run.UNKNOWN)[0] == Exit.FAILED
+    assert judgement.judged(judgement.Expectation(Exit.ABORTED, "stop condition fired: zero-ready"), Exit.ABORTED, fired,
+                      judgement.UNKNOWN)[0] == Exit.FAILED
 
 
 @pytest.mark.parametrize("expect", [{"exit": 1, "reason": "probe 'x' failed: "}, {"exit": 3}, {"exit": 0},

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chaos import run, stop
+from chaos import judgement, stop
 from chaos.errors import Exit
 from probes import hung, remediation, slo, tp_groups
 from probes.hung import Figures, Progress
@@ -183,8 +183,8 @@ def test_5_a_probe_that_raised_never_meets_an_expected_failure():
                             "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"}},
                "status": "failed", "output": None,
                "exception": ["Traceback ...\n", "chaos.errors.KubeError: list nodes: 403 forbidden\n"]}
-    expect = run.Expectation(Exit.FAILED, "probe 'replicas-kept-apart' failed: ")
-    code, reason = run.judged(expect, *run.verdict(journal(crashed)))
+    expect = judgement.Expectation(Exit.FAILED, "probe 'replicas-kept-apart' failed: ")
+    code, reason = judgement.judged(expect, *judgement.verdict(journal(crashed)))
     assert code == Exit.FAILED and "raised" in reason, reason  # was: exit 0, "as expected (failed): ..."
 
 
@@ -194,7 +194,7 @@ def test_6_a_kilocard_probes_failed_verdict_fails_the_run_without_a_tolerance():
                                 "provider": {"type": "python", "module": "probes.chaostoolkit",
                                              "func": "placement_holds"}},
                    "status": "succeeded", "output": {"verdict": "failed", "ok": False, "reason": "4 of 4 on n0"}}
-    code, reason = run.verdict(journal(untolerated))[:2]
+    code, reason = judgement.verdict(journal(untolerated))[:2]
     assert code == Exit.FAILED and reason == "probe 'apart' failed: 4 of 4 on n0", reason  # was: passed
 
 
@@ -229,11 +229,11 @@ def test_9_an_unconfirmed_landing_that_no_probe_saw_the_effect_of_fails_the_run(
     held = {"activity": {"name": "tp16-holds", "type": "probe"}, "status": "succeeded",
             "output": {"verdict": "ok", "ok": True, "reason": "held", "outcome": "held", "impact_seen": False}}
     landed = [{"status": "inconclusive", "evidence": "gpu-ecc has no read-back"}]
-    why = run.unseen(landed, journal(held))
+    why = judgement.unseen(landed, journal(held))
     assert why is not None and "inconclusive" in why and "no probe saw" in why, why
     saw = {**held, "output": {**held["output"], "outcome": "recovered", "impact_seen": True}}
-    assert run.unseen(landed, journal(saw)) is None
-    assert run.unseen([{"status": "confirmed", "evidence": "qdisc tbf"}], journal(held)) is None
+    assert judgement.unseen(landed, journal(saw)) is None
+    assert judgement.unseen([{"status": "confirmed", "evidence": "qdisc tbf"}], journal(held)) is None
 
 
 # --- 10. the smaller ones ----------------------------------------------------------------------------------

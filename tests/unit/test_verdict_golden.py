@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from chaos import guards, run, stop
+from chaos import guards, judgement, stop
 from chaos.errors import Exit
 from chaos.vocabulary import TP_SIZE_LABEL
 from probes import budget, capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
@@ -414,7 +414,7 @@ def verdict_of(output: dict[str, Any]) -> dict[str, Any]:
     return {"verdict": "ok" if output.get("ok") else "failed", "reason": "r", **output}
 
 
-@case("run.verdict every outcome")
+@case("judgement.verdict every outcome")
 def _() -> Any:
     def journal(runs: list[dict[str, Any]], status: str = "completed", before: Any = True, after: Any = True,
                 **extra: Any) -> Any:
@@ -422,7 +422,7 @@ def _() -> Any:
             if met in (True, None):
                 return None if met is None else {"steady_state_met": True, "probes": []}
             return {"steady_state_met": False, "probes": met}
-        return list(run.verdict({"status": status, "run": runs, "deviated": after not in (True, None),
+        return list(judgement.verdict({"status": status, "run": runs, "deviated": after not in (True, None),
                                  "steady_states": {"before": state(before), "after": state(after)}, **extra}))
     unknown = verdict_of({"ok": False, "outcome": "unknown", "reason": "no data"})
     failing = [entry("p1", verdict_of({"ok": False}), tolerance_met=False), entry("p2", None, "failed")]
@@ -444,15 +444,15 @@ def _() -> Any:
             journal([], before=None)]
 
 
-@case("run.judged and unseen")
+@case("judgement.judged and unseen")
 def _() -> Any:
-    expect = run.Expectation(Exit.FAILED, "probe 'p' failed: ")
+    expect = judgement.Expectation(Exit.FAILED, "probe 'p' failed: ")
     landed = [{"status": "inconclusive", "evidence": "no read-back"}, None, {"status": "confirmed"}]
-    return [run.judged(expect, Exit.PASSED, "fine"), run.judged(run.Expectation(Exit.ABORTED), Exit.FAILED, "x"),
-            run.judged(expect, Exit.FAILED, "probe 'p' failed: r"), run.judged(expect, Exit.FAILED, "probe 'p' failed: r",
-                                                                              run.UNKNOWN),
-            run.unseen(landed, {"run": [entry("p", {"impact_seen": False})]}), run.unseen([None], {"run": []}),
-            run.unseen([{"status": "mismatch"}], {"run": []})]
+    return [judgement.judged(expect, Exit.PASSED, "fine"), judgement.judged(judgement.Expectation(Exit.ABORTED), Exit.FAILED, "x"),
+            judgement.judged(expect, Exit.FAILED, "probe 'p' failed: r"), judgement.judged(expect, Exit.FAILED, "probe 'p' failed: r",
+                                                                              judgement.UNKNOWN),
+            judgement.unseen(landed, {"run": [entry("p", {"impact_seen": False})]}), judgement.unseen([None], {"run": []}),
+            judgement.unseen([{"status": "mismatch"}], {"run": []})]
 
 
 # --- edges: two of a kind (a list joined), another namespace's replicas, exact boundaries ------------------------
@@ -562,11 +562,11 @@ def _() -> Any:
 def _() -> Any:
     nameless = {"activity": {"type": "probe"}, "output": None, "status": "failed", "tolerance_met": False,
                 "exception": ["KeyError: 'x'"]}
-    return [list(run.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
+    return [list(judgement.verdict({"status": "completed", "run": [], "deviated": False, "steady_states": {
                 "before": {"steady_state_met": False, "probes": [nameless]}, "after": None}})),
-            list(run.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}})),
+            list(judgement.verdict({"status": "interrupted", "kilocard_stop": {"reason": "zero-ready m", "blind": False}})),
             # No hypothesis, a method probe that passed without a name: said as "?", not dropped.
-            list(run.verdict({"status": "completed", "deviated": False, "steady_states": {"before": None, "after": None},
+            list(judgement.verdict({"status": "completed", "deviated": False, "steady_states": {"before": None, "after": None},
                               "run": [{"activity": {"type": "probe"}, "output": {"ok": True, "reason": "fine"},
                                        "status": "succeeded", "tolerance_met": True}]}))]
 

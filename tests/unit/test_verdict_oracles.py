@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from chaos import run, stop
+from chaos import judgement, run, stop
 from probes import budget, device_taints, hung, incident, slo, tp_groups
 from probes.hung import Figures, Progress
 from probes.slo import Recovery, Sample
@@ -290,10 +290,10 @@ def journals(draw: st.DrawFn) -> dict:
 @EXAMPLES
 @given(journals(), st.sampled_from([0, 1, 3]))
 def test_the_runs_verdict_and_its_expectation_agree_with_their_oracle(journal, expected_exit):
-    code, reason, basis = run.verdict(journal)
+    code, reason, basis = judgement.verdict(journal)
     assert (int(code), basis) == oracles.run_verdict(journal)
-    expect = run.Expectation(run.Exit(expected_exit), reason[:10])
-    met = run.judged(expect, code, reason, basis)[0] == run.Exit.PASSED
+    expect = judgement.Expectation(run.Exit(expected_exit), reason[:10])
+    met = judgement.judged(expect, code, reason, basis)[0] == run.Exit.PASSED
     assert met == oracles.expectation_met(expected_exit, reason[:10], int(code), reason, basis)
 
 
@@ -302,7 +302,7 @@ def test_the_runs_verdict_and_its_expectation_agree_with_their_oracle(journal, e
     lambda s: {"status": s, "evidence": "e"})), max_size=3), journals())
 def test_a_fault_nothing_saw_land_agrees_with_its_oracle(landed, journal):
     outputs = [r.get("output") for r in journal["run"]]
-    assert (run.unseen(landed, journal) is not None) == oracles.unseen(landed, outputs)
+    assert (judgement.unseen(landed, journal) is not None) == oracles.unseen(landed, outputs)
 
 
 # --- placement_holds, capacity_fits, remediated_within, the guards ---------------------------------------------

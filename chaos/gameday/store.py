@@ -4,15 +4,11 @@ in a folder, and the game day's in a ConfigMap (a scheduled game day with no vol
 from __future__ import annotations
 
 import json
-from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from chaos.errors import Conflict
 from chaos.run import Result
-
-if TYPE_CHECKING:
-    from chaos.gameday.day import GameDay
 
 SUMMARY_KEY = "gameday.json"
 SUMMARY_LABELS = {"app.kubernetes.io/name": "kilocard", "app.kubernetes.io/component": "gameday-summary"}
@@ -38,17 +34,17 @@ def save_experiment(folder: Path, step_id: str, result: Result) -> Path:
     return path
 
 
-def write(folder: Path, day: GameDay) -> Path:
-    """The game day's journal: gameday-<plan file's stem>-<start, UTC>.json."""
+def write(folder: Path, name: str, day: dict[str, Any]) -> Path:
+    """The game day's journal (chaos.gameday.day.GameDay.to_json) as `name` in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"gameday-{day.plan.path.stem}-{day.started_at.astimezone(UTC):%Y%m%dT%H%M%SZ}.json"
-    path.write_text(_dump(day.to_json()))
+    path = folder / name
+    path.write_text(_dump(day))
     return path
 
 
-def publish(kube: SummaryMaps, namespace: str, name: str, day: GameDay) -> None:
+def publish(kube: SummaryMaps, namespace: str, name: str, day: dict[str, Any]) -> None:
     """The game day's journal in ConfigMap `namespace/name` (key gameday.json), created or replaced."""
-    data = {SUMMARY_KEY: _dump(day.to_json())}
+    data = {SUMMARY_KEY: _dump(day)}
     try:
         kube.create_config_map(namespace, {"metadata": {"name": name, "labels": SUMMARY_LABELS}, "data": data})
     except Conflict:  # an earlier game day's: this one replaces it
