@@ -30,7 +30,7 @@ from prometheus_api_client import PrometheusConnect
 
 from chaos import ledger
 from chaos.agent.client import AgentClient
-from chaos.kube import Kube
+from chaos.kube import Kube, node_ready
 from chaos.vocabulary import ISOLATION_TAINT, LEDGER_LABEL
 from testbed import fleet, nodes
 from testbed.cluster import Testbed
@@ -38,7 +38,15 @@ from testbed.config import TestbedConfig
 from tests import figures
 from tests.netns.netns import Pair, free_port, start_agent, veth_pair
 from tests.testbed.conftest import PORT_BASE
-from tests.testbed.helpers import apply_deploy, ready_pods, service_account_kubeconfig, settled, steady, wait_ready
+from tests.testbed.helpers import (
+    apply_deploy,
+    eventually,
+    ready_pods,
+    service_account_kubeconfig,
+    settled,
+    steady,
+    wait_ready,
+)
 from tests.testbed.test_catalog import serving
 
 pytestmark = pytest.mark.testbed
@@ -63,11 +71,20 @@ class Stage:
         self.prom = PrometheusConnect(tb.prometheus_url)
 
     def before(self) -> dict[str, Any]:
-        """The cluster as a run finds it: both replicas Ready and serving (Prometheus has their
-        P95: an SLO check then has data to lose), every controller caught up."""
-        wait_ready(self.kube, NAMESPACE, MODEL, 2, timeout=60)
-        serving(self.prom, NAMESPACE, {MODEL: 2})
-        return steady(self.fingerprint, interval=1)
+        """The cluster as a run finds it: every node Ready, both replicas Ready and serving
+        (Prometheus has their P95: an SLO check then has data to lose), every controller caught
+        up. An earlier test's control-plane outage (a restart, 429s) can lapse the nodes' leases:
+        seconds later the node controller marks the replicas NotReady, until kwok renews them. A
+        fingerprint taken then has no Ready replica: waited out, never taken as the start."""
+        deadline = time.monotonic() + 120
+        while True:
+            assert eventually(lambda: all(node_ready(n) for n in self.kube.list_nodes()), 60)
+            wait_ready(self.kube, NAMESPACE, MODEL, 2, timeout=60)
+            serving(self.prom, NAMESPACE, {MODEL: 2})
+            found = steady(self.fingerprint, interval=1)
+            if found["ready"] == 2:
+                return found
+            assert time.monotonic() < deadline, f"the stage did not settle: {found['ready']} of 2 replicas Ready"
 
     def fingerprint(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -215,23 +232,12 @@ def measured(fault: str, code: int, journal: dict[str, Any], **extra: Any) -> No
 
 
 def without_prometheus(stage: Stage, tmp: Path, **shape: Any) -> tuple[int, dict[str, Any]]:
-    """A run whose Prometheus is stopped once its faults are applied (started again after). Its
-    steady state checks first that the fleet's series are there. A scrape that times out (1 s,
-    on a loaded CI machine) marks every series of the simulator stale until the next one, and
-    the steady state then finds none: that run never reached its fault, so it is run once more
-    (the precondition, never the verdict under test, is retried)."""
-    for attempt in (1, 2):
-        try:
-            code, journal = run_with(stage, tmp / f"try-{attempt}", experiment(stage, network=False, **shape),
-                                     during=lambda: stage.tb.stop_component("prometheus"))
-        finally:
-            stage.tb.start_component("prometheus")
-            stage.before()  # serving again before the next run
-        precondition = journal["kilocard"]["reason"].startswith("steady state not met before the method: serving: ") \
-            and "MetricNotFound" in journal["kilocard"]["reason"] and not journal["kilocard"].get("faults")
-        if not precondition:
-            break
-    return code, journal
+    """A run whose Prometheus is stopped once its faults are applied (started again after)."""
+    try:
+        return run_with(stage, tmp, experiment(stage, network=False, **shape),
+                        during=lambda: stage.tb.stop_component("prometheus"))
+    finally:
+        stage.tb.start_component("prometheus")
 
 
 def reverted_in_order(journal: dict[str, Any]) -> None:
