@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.agent.kinds import ecc, npu, xid
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH, Fault, FaultError
-from testbed.stages import LOST_LABEL
 
 if TYPE_CHECKING:
     from testbed.simulator.world import World
@@ -257,13 +256,10 @@ class KubeletStop(Effect):
     """The machine is lost at once; kwok learns it from the label (the node watch then agrees)."""
 
     def apply(self, world: World, f: Fault) -> None:
-        world.lost.add(f.node)
-        world.actions.append(("labels", f.node, {LOST_LABEL: "true"}))
+        world.set_lost(f.node, True)
 
     def revert(self, world: World, f: Fault) -> None:
-        world.lost.discard(f.node)
-        if f.node in world.node_cards:
-            world.actions.append(("labels", f.node, {LOST_LABEL: None}))
+        world.set_lost(f.node, False)
 
     def observe(self, world: World, f: Fault) -> tuple[str, str]:
         if f.node in world.lost:

@@ -35,6 +35,7 @@ from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_
 from probes.capacity import KV_BYTES_PER_CARD, kv_bytes_per_token
 from testbed.simulator import model as m
 from testbed.simulator.effects import EFFECTS, Net
+from testbed.stages import LOST_LABEL
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
 # Why a replica that looks Ready fails the requests sent to it (the gateway's failure reasons,
@@ -153,6 +154,9 @@ class World:
         self.node_cards: dict[str, int] = {}  # capacity per node
         self.node_uids: dict[str, str] = {}  # the owner of what a node's plugins publish (its ResourceSlice)
         self.lost: set[str] = set()  # nodes whose kubelet is dead
+        # node -> the lost label the world wrote and the node watch has not shown yet: until it
+        # does, an event from before the write is stale and must not undo (or redo) the loss
+        self.lost_written: dict[str, bool] = {}
         self.dra_health_off: set[str] = set()  # nodes whose DRA driver taints no card (testbed/simulator/dra.py)
         self.cards: dict[tuple[str, int], Card] = {}
         self.pods: dict[str, Pod] = {}
@@ -191,7 +195,9 @@ class World:
         with self.lock:
             self.node_cards[name] = capacity
             self.node_uids[name] = uid
-            (self.lost.add if lost else self.lost.discard)(name)
+            if self.lost_written.get(name, lost) == lost:
+                self.lost_written.pop(name, None)
+                (self.lost.add if lost else self.lost.discard)(name)
             (self.dra_health_off.discard if dra_health else self.dra_health_off.add)(name)
             new = name not in self.allocatable
             for i in range(capacity):
@@ -205,9 +211,19 @@ class World:
                 for pod in [p for p in self.pods.values() if p.node == name]:  # bound before we saw the node
                     self._assign(pod)
 
+    def set_lost(self, node: str, lost: bool) -> None:
+        """A kubelet dies or comes back: the world knows at once, and labels the node so kwok lets
+        go of it (or takes it back); the watch's view of the label lags behind the write."""
+        with self.lock:
+            (self.lost.add if lost else self.lost.discard)(node)
+            if node in self.node_cards:
+                self.lost_written[node] = lost
+                self.actions.append(("labels", node, {LOST_LABEL: "true" if lost else None}))
+
     def remove_node(self, name: str) -> None:
         with self.lock:
             self.node_cards.pop(name, None)
+            self.lost_written.pop(name, None)
             self.node_uids.pop(name, None)
             for key in [k for k in self.cards if k[0] == name]:
                 del self.cards[key]

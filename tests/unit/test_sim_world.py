@@ -1,8 +1,9 @@
 import pytest
 
-from chaos.agent.protocol import FaultError, validate
+from chaos.agent.protocol import CONFIRMED, MISMATCH, FaultError, validate
 from testbed.simulator import model as m
 from testbed.simulator.world import World
+from testbed.stages import LOST_LABEL
 from tests.unit.sim_helpers import pod, quantile, world_with
 
 
@@ -158,6 +159,23 @@ def test_a_lost_node_serves_nothing_and_exports_nothing():
     assert 'pod="b"' in engine and 'pod="a"' not in engine
     w.upsert_node("n0", 8, lost=False)
     assert "n0" not in w.lost
+
+
+def test_a_node_event_from_before_the_worlds_own_label_write_does_not_undo_it():
+    """The kubelet-stop's label is written after the world knows; the node watch's events until it
+    shows the write are stale (the CI failure: a sabotaged stop read back as still lost)."""
+    w = world_with()
+    f = w.add_fault("n0", {"kind": "kubelet-stop", "target": {}, "ttl_seconds": 300})
+    assert w.take_actions() == [("labels", "n0", {LOST_LABEL: "true"})]
+    w.upsert_node("n0", 8, lost=False)  # a status update from before the label landed
+    assert w.observe("n0", f.id)[0] == CONFIRMED
+    w.upsert_node("n0", 8, lost=True)  # the write shown: from now on the label rules
+    w.sabotage("n0", f.id)
+    w.upsert_node("n0", 8, lost=True)  # stale again, the other way
+    assert w.observe("n0", f.id)[0] == MISMATCH and "n0" not in w.lost
+    w.upsert_node("n0", 8, lost=False)
+    w.upsert_node("n0", 8, lost=True)  # someone else labels it lost: the world follows
+    assert "n0" in w.lost
 
 
 def test_a_terminating_replica_keeps_its_cards_and_gets_no_new_requests():
