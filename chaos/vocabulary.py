@@ -10,6 +10,7 @@ depends on how faults are applied.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import os
 import re
 import signal
@@ -79,6 +80,15 @@ def cordon_held_by_other(labels: dict[str, str], taint_keys: list[str]) -> str |
         return f"{STATE_LABEL}={labels[STATE_LABEL]}"
     return next((t for t in taint_keys if t in QUARANTINE_TAINTS), None)
 
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` (a name, an address or a bracketed IPv6 literal) never leaves this machine:
+    the one place a bearer token may travel in cleartext."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def local_testbed_state() -> Path:

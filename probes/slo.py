@@ -39,6 +39,7 @@ import yaml
 from prometheus_api_client import PrometheusConnect
 
 from chaos import events
+from chaos.vocabulary import loopback
 from probes import metric_names
 from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
@@ -82,8 +83,7 @@ def session(url: str) -> requests.Session:
     ca = os.environ.get(CA_ENV, "").strip()
     headers = _auth()
     where = urllib.parse.urlsplit(url)
-    if headers and where.scheme != "https" and where.hostname not in ("127.0.0.1", "::1", "localhost") \
-            and not insecure:
+    if headers and where.scheme != "https" and not loopback(where.hostname or "") and not insecure:
         raise SloError(f"refusing to send the Prometheus token in cleartext to {url}: use https://, or allow it "
                        "with --prometheus-insecure")
     found = requests.Session()

@@ -9,7 +9,6 @@ crosses a network.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import socket
@@ -21,6 +20,7 @@ from pathlib import Path
 from chaos.agent.backends import Backends, Tools
 from chaos.agent.protocol import AGENT_TLS_NAME
 from chaos.agent.server import ALL_KINDS, DEFAULT_KINDS, AgentServer, Store
+from chaos.vocabulary import loopback
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +80,7 @@ def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace, host: str) -
     if args.plaintext:
         if args.tls_cert or args.tls_key:
             parser.error("--plaintext: not with --tls-cert/--tls-key")
-        if not _loopback(host):
+        if not loopback(host):
             parser.error(f"--plaintext: only on a loopback address (got {host!r}): the bearer token would cross "
                          "the network in cleartext; give --tls-cert and --tls-key")
         return None
@@ -95,12 +95,6 @@ def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace, host: str) -
         parser.error(f"--tls-cert/--tls-key: cannot load {args.tls_cert} with {args.tls_key}: {exc}")
     return context
 
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ ca.crt), for the name every agent's certificate carries (AGENT_TLS_NAME), not th
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import os
 import ssl
@@ -30,7 +29,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 from chaos.agent.protocol import AGENT_TLS_NAME, IDEMPOTENCY_HEADER, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError, NotFound, SpecError
 from chaos.kube import Kube
-from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, loopback
 
 AGENT_SELECTOR = "app.kubernetes.io/name=kilocard-agent"
 AGENT_PORT = 9470
@@ -116,7 +115,7 @@ class AgentClient:
     def _request(self, method: str, url: str, body: Any = None, key: str | None = None,
                  patience: float = 0.0) -> tuple[int, Any]:
         where = urllib.parse.urlsplit(url)
-        if where.scheme != "https" and not _loopback(where.hostname or ""):
+        if where.scheme != "https" and not loopback(where.hostname or ""):
             raise AgentError(f"refusing to send the agent token in cleartext to {url}: agents beyond this machine "
                              "are reached over https (see the agent's --tls-cert)")
         opener = self.opener if where.scheme == "https" else _LOOPBACK
@@ -189,12 +188,6 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, (urllib.error.URLError, ConnectionError, TimeoutError)) \
         and not isinstance(reason, ssl.SSLError)
 
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 class _AgentConnection(http.client.HTTPSConnection):

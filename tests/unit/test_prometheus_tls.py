@@ -90,7 +90,8 @@ def test_insecure_is_said_outright_and_only_then_skips_verification(prometheus: 
 
 @pytest.mark.parametrize(("url", "refused"), [
     ("http://prometheus.monitoring:9090", True), ("http://10.0.0.7:9090", True),
-    ("http://127.0.0.1:9090", False), ("http://localhost:9090", False), ("https://prometheus:9090", False)])
+    ("http://[fe80::1]:9090", True), ("http://127.0.0.1:9090", False), ("http://127.0.0.2:9090", False),
+    ("http://[::1]:9090", False), ("http://localhost:9090", False), ("https://prometheus:9090", False)])
 def test_a_token_never_goes_in_cleartext_beyond_this_machine(url: str, refused: bool,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(slo.TOKEN_ENV, "s3cret")
