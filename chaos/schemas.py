@@ -36,7 +36,7 @@ from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 from probes import chaostoolkit, remediation, slo
-from probes.verdict import Verdict
+from probes.verdict import BUDGET_SECONDS, RECOVERED_AFTER_SECONDS, Verdict
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -491,13 +491,14 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
 # has one), and the keys each returns besides (its verdict's details): what a tolerance's `target`
 # may name. tests/unit/test_schemas.py holds them to what the pure judges return.
 VERDICT_KEYS = (*Verdict(True, "").to_json(), "outcome")
-_RECOVERY = ("fault_at", "threshold", "hold", "deadline", "blind_until", "expect_impact", "breach_after",
-             "recovered_after", "worst", "peak", "impact_seen", "series")
-_BUDGETED = ("recovered_after", "impact_seen", "observed_from")  # probes.budget.first_within
+BUDGET_KEYS = (BUDGET_SECONDS, RECOVERED_AFTER_SECONDS)  # every budgeted probe's
+_RECOVERY = ("fault_at", "threshold", "hold", *BUDGET_KEYS, "blind_until", "expect_impact", "breach_after",
+             "worst", "peak", "impact_seen", "series")
+_BUDGETED = (*BUDGET_KEYS, "impact_seen", "observed_from")  # probes.budget.first_within
 _TP_GROUPS = ("model", "problems", "groups")
 PROBE_KEYS: dict[str, tuple[str, ...]] = {
     "capacity_fits": ("model", "kv_bytes_per_token", "need_bytes", "supply_bytes", "serving_replicas", "headroom"),
-    "devices_tainted_within": ("budget", "cards"),
+    "devices_tainted_within": (*BUDGET_KEYS, "cards"),
     "incident_symptoms": ("expect", "symptoms", "impact_seen"),
     "no_hung_groups": ("model", "namespace", "window", "at", "demand", "settling", "replicas", "hung"),
     "placement_holds": ("model", "crowded", "unguarded", "domains", "skew"),

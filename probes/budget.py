@@ -13,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from probes.snapshot import ClusterSnapshot, Moment
-from probes.verdict import Verdict, failed, passed, unknown
+from probes.verdict import Verdict, budgeted, failed, passed, unknown
 
 
 def first_within(moments: Iterable[Moment], check: Callable[[ClusterSnapshot], Verdict], zero: float,
                  budget: float, zero_is: str) -> Verdict:
     """Passes at the first moment within the budget the check holds, saying after how long
-    (`recovered_after`); fails with the check's reason as the budget ran out. `impact_seen`: the
-    check was seen failing at some moment in the interval (the fault showed)."""
+    (`recovered_after_seconds`, beside `budget_seconds`); fails with the check's reason as the
+    budget ran out. `impact_seen`: the check was seen failing at some moment in the interval (the
+    fault showed)."""
     deadline = zero + budget
     last: Verdict | None = None
     observed_from: float | None = None
@@ -35,14 +36,14 @@ def first_within(moments: Iterable[Moment], check: Callable[[ClusterSnapshot], V
         if verdict.ok:
             after = at - zero
             return passed(f"{verdict.reason}, {after:.1f} s after {zero_is} (budget {budget:g} s)",
-                          **verdict.details, recovered_after=round(after, 3), impact_seen=impact,
+                          **verdict.details, **budgeted(budget, after), impact_seen=impact,
                           observed_from=round(observed_from - zero, 3))
         last, impact = verdict, True
     if last is None or observed_from is None:
         return unknown(f"no view of the cluster within {budget:g} s of {zero_is}: the probe came after its "
-                       "budget, with no record of the interval to judge from", recovered_after=None,
+                       "budget, with no record of the interval to judge from", **budgeted(budget, None),
                        impact_seen=False, observed_from=None)
-    return failed(f"{budget:g} s after {zero_is}: {last.reason}", **last.details, recovered_after=None,
+    return failed(f"{budget:g} s after {zero_is}: {last.reason}", **last.details, **budgeted(budget, None),
                   impact_seen=True, observed_from=round(observed_from - zero, 3))
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chaos.vocabulary import epoch
-from probes.verdict import NO_DATA, Contract, Verdict, failed, passed
+from probes.verdict import NO_DATA, Contract, Verdict, budgeted, failed, passed
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -121,12 +121,12 @@ def judge(taints: Iterable[DeviceTaint], faults: Iterable[XidFault], budget: flo
     faults = sorted(faults, key=lambda f: (f.node, f.card, f.applied_at))
     if not faults:
         return failed(f"the run has no XID fault applied: no card to judge: {NO_DATA}", outcome="unknown",
-                      budget=budget, cards=[])
+                      **budgeted(budget, None), cards=[])
     on: dict[tuple[str, str], list[DeviceTaint]] = defaultdict(list)
     for t in taints:
         on[(t.node, t.device)].append(t)
     cards = [_card(f, on[(f.node, DEVICE_NAME.format(card=f.card))], budget, now) for f in faults]
-    details = {"budget": budget, "cards": cards}
+    details = {**budgeted(budget, None), "cards": cards}
     for states, outcome, say in ((("late", "untainted"), "not_tainted", f"not tainted within {budget:g} s"),
                                  (("stale", "reverted"), "unknown", f"whose own taint cannot be told: {NO_DATA}"),
                                  (("pending",), "pending", f"not tainted yet, still within {budget:g} s")):
@@ -136,7 +136,8 @@ def judge(taints: Iterable[DeviceTaint], faults: Iterable[XidFault], budget: flo
                           f"{'; '.join(c['why'] for c in named)}", outcome=outcome, **details)
     slowest = max(cards, key=lambda c: c["seconds"])
     return passed(f"every card under an XID tainted within {budget:g} s ({len(cards)} judged; slowest: "
-                  f"{slowest['why']})", outcome="tainted", impact_seen=True, **details)
+                  f"{slowest['why']})", outcome="tainted", impact_seen=True,
+                  **{**details, **budgeted(budget, slowest["seconds"])})
 
 
 def _card(f: XidFault, found: list[DeviceTaint], budget: float, now: float) -> dict[str, Any]:

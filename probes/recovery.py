@@ -174,18 +174,3 @@ def within(events: list[Event], fault_at: float, budget: float, expected: int) -
     if slowest is not None and slowest > budget:
         return failed(f"recovery took {slowest:.2f} s, over the {budget:g} s budget", slowest=slowest, **t)
     return passed(f"{expected} replicas back to Ready in {slowest:.2f} s (budget {budget:g} s)", slowest=slowest, **t)
-
-
-def with_slo(events: list[Event], fault_at: float, budget: float, expected: int, slo_verdict: Verdict) -> Verdict:
-    """The whole recovery: every replica Ready again and the SLO back and held (a verdict of
-    probes.slo.recovered_within started at the fault), both within `budget`."""
-    pods = within(events, fault_at, budget, expected)
-    back = slo_verdict.details.get("recovered_after")
-    timeline_ = {**pods.details, "slo_recovered_after": back}
-    if not pods.ok:
-        return failed(pods.reason, **timeline_)
-    if not slo_verdict.ok:
-        return failed(f"pods back, but the SLO is not: {slo_verdict.reason}", **timeline_)
-    if back is not None and back > budget:
-        return failed(f"SLO back after {back:.1f} s, over the {budget:g} s budget", **timeline_)
-    return passed(f"{pods.reason}; SLO back after {back:.1f} s and held", **timeline_)

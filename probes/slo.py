@@ -43,7 +43,7 @@ from chaos.vocabulary import loopback
 from probes import metric_names
 from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
-from probes.verdict import Contract, Verdict, failed, passed, unknown
+from probes.verdict import RECOVERED_AFTER_SECONDS, Contract, Verdict, budgeted, failed, passed, unknown
 
 # The names each indicator may be stored under, in the order they are tried (any spelling).
 TTFT_NAMES = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
@@ -401,10 +401,10 @@ class _Judged:
         self.last_bad = next((x for x in reversed(self.judged) if x.state != HEALTHY), None)
         self.peak = _peak([x.sample for x in self.judged])
         self.details: dict[str, Any] = {
-            "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, "deadline": r.deadline,
+            "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, **budgeted(r.deadline, None),
             "blind_until": r.blind, "expect_impact": r.expect_impact,
             "breach_after": None if self.breach is None else round(self.breach.at - fault_at, 3),
-            "recovered_after": None, "worst": self.peak[0] if self.peak else None,
+            "worst": self.peak[0] if self.peak else None,
             "peak": self.peak[1] if self.peak else None, "impact_seen": self.breach is not None,
             "series": [{"at": x.at, "values": dict(x.sample.values), "state": x.state,
                         **({"error": x.sample.error} if x.sample.error else {}),
@@ -433,7 +433,7 @@ class _Judged:
             return unknown(f"no data within {r.deadline:g} s of the fault", **details)
         recovered = streak is not None and judged[-1].at - streak >= r.hold
         if recovered and streak is not None:
-            details["recovered_after"] = round(streak - self.fault_at, 3)
+            details.update(budgeted(r.deadline, streak - self.fault_at))
         gaps = [x for x in judged if x.state == UNKNOWN_STATE and x.at >= self.counts_from
                 and (streak is None or x.at < streak)]
         if r.expect_impact and breach is None:
@@ -453,11 +453,12 @@ class _Judged:
                           outcome="no_impact", **details)
         if recovered and breach is not None:
             return passed(f"breached {details['breach_after']:.1f} s after the fault ({breach.why}), back under "
-                          f"{r.threshold:g} after {details['recovered_after']:.1f} s and held to the deadline "
+                          f"{r.threshold:g} after {details[RECOVERED_AFTER_SECONDS]:.1f} s and held to the deadline "
                           f"({r.deadline:g} s){self.worst}", outcome="recovered", **details)
         if recovered:
             if gaps:
-                return unknown(f"under {r.threshold:g} from {details['recovered_after']:.1f} s to the deadline, but "
+                back = details[RECOVERED_AFTER_SECONDS]
+                return unknown(f"under {r.threshold:g} from {back:.1f} s to the deadline, but "
                                f"not seen before, {_span(gaps, self.fault_at)} ({gaps[0].why})", **details)
             return passed(f"held under {r.threshold:g} from {r.blind:g} s after the fault to the deadline "
                           f"({r.deadline:g} s)", outcome="held", **details)

@@ -47,7 +47,7 @@ CONTRACTS = (
         missing="a probe with no record reaching into the interval judges from its own start; one that starts "
                 "after the budget with none is unknown, never judged on the present state",
         exceptions="the apiserver not answering: unknown; a 4xx (403) or a bug raised: error",
-        outcomes=(("ok", "recovered at the first such moment (`recovered_after`)"),
+        outcomes=(("ok", "recovered at the first such moment (`recovered_after_seconds` of `budget_seconds`)"),
                   ("failed", "not recovered at any moment within the budget: the state at the deadline, named"),
                   ("unknown", "no view of the interval")),
         judge=("probes.tp_groups.check", "probes.tp_groups.recovered", "probes.budget.first_within",

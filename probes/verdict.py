@@ -21,6 +21,10 @@ OK, FAILED, UNKNOWN, ERROR = "ok", "failed", "unknown", "error"
 # never the failure an experiment expects either (chaos.judgement.Expectation).
 NO_DATA = "cannot judge, not healthy"
 
+# Every budgeted probe says its budget, and how long after its time zero the cluster met it (None:
+# not met), under these two keys whatever the probe: the resilience score reads them alone.
+BUDGET_SECONDS, RECOVERED_AFTER_SECONDS = "budget_seconds", "recovered_after_seconds"
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -52,6 +56,19 @@ def failed(reason: str, **details: Any) -> Verdict:
 def unknown(reason: str, **details: Any) -> Verdict:
     """Could not judge: the reason ends saying so."""
     return Verdict(False, f"{reason}: {NO_DATA}", {**details, "outcome": UNKNOWN})
+
+
+def budgeted(budget: float, after: float | None) -> dict[str, float | None]:
+    """A budgeted probe's two keys."""
+    return {BUDGET_SECONDS: budget, RECOVERED_AFTER_SECONDS: None if after is None else round(after, 3)}
+
+
+def recovery(output: dict[str, Any]) -> tuple[float, float] | None:
+    """(seconds to recover, budget) from a budgeted probe's output that met its budget; None for
+    any other output (not budgeted, not met, or not numbers)."""
+    after, budget = output.get(RECOVERED_AFTER_SECONDS), output.get(BUDGET_SECONDS)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (after, budget))
+    return (float(after), float(budget)) if numbers and budget > 0 else None
 
 
 @dataclass(frozen=True)

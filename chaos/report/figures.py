@@ -47,7 +47,7 @@ def slo(run: Run, series: Series) -> str:
     """One SLO verdict's series, x in seconds after the fault: every replica (the worst in red),
     the threshold, the blind window, the deadline, and the faults' windows shaded."""
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    end = max([t for t, _ in series.points] + [series.deadline])
+    end = max([t for t, _ in series.points] + [series.budget])
     _fault_windows(ax, run, series.fault_at, end)
     names = sorted({n for _, values in series.points for n in values})
     peak = max((v for _, values in series.points for v in values.values()), default=series.threshold)
@@ -60,8 +60,8 @@ def slo(run: Run, series: Series) -> str:
     ax.axhline(series.threshold, color="black", ls="--", lw=1, label=f"threshold {series.threshold:g}")
     ax.axvspan(0, series.blind_until, color="#cccccc", alpha=0.35, lw=0, hatch="//",
                label=f"blind window ({series.blind_until:g} s)")
-    if series.deadline:
-        ax.axvline(series.deadline, color="#6a040f", ls=":", lw=1.4, label=f"budget {series.deadline:g} s")
+    if series.budget:
+        ax.axvline(series.budget, color="#6a040f", ls=":", lw=1.4, label=f"budget {series.budget:g} s")
     if series.breach_after is not None:
         ax.axvline(series.breach_after, color=WORST, lw=0.8, alpha=0.7)
     if series.recovered_after is not None:

@@ -18,6 +18,7 @@ from typing import Any
 from chaos.errors import SpecError
 from chaos.judgement import passes, replay_symptoms, why
 from chaos.vocabulary import cluster_line, epoch
+from probes.verdict import BUDGET_SECONDS, RECOVERED_AFTER_SECONDS, budgeted
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
 # Each phase of a replica's recovery, and the phase it is timed from.
@@ -59,7 +60,7 @@ class Series:
     check: str
     indicator: str
     threshold: float
-    deadline: float
+    budget: float  # seconds from the fault
     hold: float
     fault_at: float
     blind_until: float
@@ -114,19 +115,7 @@ class Run:
     def argument(self, activity: str, name: str) -> Any:
         """An argument an activity was given, with the experiment's ${configuration} filled in as
         the run had it (--var included); None when it was not given."""
-        config = (self.raw.get("experiment") or {}).get("configuration") or {}
-        for _phase, entry in _entries(self.raw):
-            found = entry.get("activity") or {}
-            arguments = (found.get("provider") or {}).get("arguments") or {}
-            if found.get("name") == activity and name in arguments:
-                value = arguments[name]
-                whole = re.fullmatch(r"\$\{(\w+)\}", value) if isinstance(value, str) else None
-                if whole and whole.group(1) in config:
-                    return config[whole.group(1)]
-                if isinstance(value, str):
-                    return re.sub(r"\$\{(\w+)\}", lambda m: str(config.get(m.group(1), m.group(0))), value)
-                return value
-        return None
+        return _argument(self.raw, activity, name)
 
     @property
     def replay(self) -> dict[str, Any] | None:
@@ -200,6 +189,40 @@ def _fault(f: dict[str, Any]) -> Fault:
                  state=str(f.get("state", "?")), error=str(f.get("error") or ""))
 
 
+def _argument(data: dict[str, Any], activity: str, name: str) -> Any:
+    config = (data.get("experiment") or {}).get("configuration") or {}
+    for _phase, entry in _entries(data):
+        found = entry.get("activity") or {}
+        arguments = (found.get("provider") or {}).get("arguments") or {}
+        if found.get("name") == activity and name in arguments:
+            value = arguments[name]
+            whole = re.fullmatch(r"\$\{(\w+)\}", value) if isinstance(value, str) else None
+            if whole and whole.group(1) in config:
+                return config[whole.group(1)]
+            if isinstance(value, str):
+                return re.sub(r"\$\{(\w+)\}", lambda m: str(config.get(m.group(1), m.group(0))), value)
+            return value
+    return None
+
+
+# Journals written before every budgeted probe said `budget_seconds` and `recovered_after_seconds`
+# said them in each probe's own words: the recovery as `recovered_after` (`seconds` for an older
+# remediated_within), the budget as the SLO's `deadline` or, elsewhere, only as the argument.
+# Read as today's, a history keeps its scores.
+_BUDGETED_BEFORE = ("slo_recovered_within", "tp_groups_recovered_within", "remediated_within")
+
+
+def _as_today(func: str, output: dict[str, Any], budget: Any) -> dict[str, Any]:
+    if BUDGET_SECONDS in output or func not in _BUDGETED_BEFORE:
+        return output
+    after = next((output[k] for k in ("recovered_after", "seconds") if output.get(k) is not None), None)
+    try:
+        limit = float(output["deadline"] if func == "slo_recovered_within" else budget)
+    except (KeyError, TypeError, ValueError):
+        return output
+    return {**output, **budgeted(limit, after)}
+
+
 def _entries(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(phase, run entry) of the hypothesis probes before, the method's activities, the probes after."""
     states = data.get("steady_states") or {}
@@ -214,14 +237,16 @@ def _checks(data: dict[str, Any]) -> list[Check]:
         activity = e.get("activity") or {}
         if activity.get("type") != "probe":
             continue
+        name, func = str(activity.get("name", "?")), str((activity.get("provider") or {}).get("func", ""))
         output = e.get("output") if isinstance(e.get("output"), dict) else {}
+        output = _as_today(func, output, _argument(data, name, "budget"))
         if phase == "method":  # as the runner judges it: failed, or out of its tolerance
             ok = e.get("status") == "succeeded" and passes(e)
         else:
             ok = bool(e.get("tolerance_met"))
         reason = why(e) or ("" if ok else f"status {e.get('status')}")
-        found.append(Check(phase, str(activity.get("name", "?")), str((activity.get("provider") or {}).get("func", "")),
-                           ok, reason, output, float(e.get("duration") or 0.0), epoch(e.get("start"))))
+        found.append(Check(phase, name, func, ok, reason, output, float(e.get("duration") or 0.0),
+                           epoch(e.get("start"))))
     return found
 
 
@@ -233,7 +258,7 @@ def _series(check: Check) -> Series | None:
     points = tuple((float(p["at"]) - fault_at, {str(k): float(v) for k, v in (p.get("values") or {}).items()})
                    for p in o["series"] if isinstance(p, dict) and "at" in p)
     return Series(check=check.name, indicator=str(o.get("indicator", "")), threshold=float(o["threshold"]),
-                  deadline=float(o.get("deadline") or 0), hold=float(o.get("hold") or 0), fault_at=fault_at,
+                  budget=float(o.get(BUDGET_SECONDS) or 0), hold=float(o.get("hold") or 0), fault_at=fault_at,
                   blind_until=float(o.get("blind_until") or 0), outcome=str(o.get("outcome", "")),
-                  worst=o.get("worst"), breach_after=o.get("breach_after"), recovered_after=o.get("recovered_after"),
-                  points=points)
+                  worst=o.get("worst"), breach_after=o.get("breach_after"),
+                  recovered_after=o.get(RECOVERED_AFTER_SECONDS), points=points)

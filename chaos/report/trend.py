@@ -5,16 +5,17 @@ expected failure passes when that failure is met). A passing run scores 1 - 0.5 
 its slowest recovery as a share of that check's budget (capped at 1): a recovery at the budget
 scores 0.5, an instant one 1. A run with no budgeted recovery check scores 1 when it passes.
 A scenario's score is the mean of its last five runs; the resilience score is 100 x the mean of
-the scenarios' scores, rounded. Budgeted recoveries are those the probes measured: TP groups
-whole and Ready (tp_groups_recovered_within), remediation (remediated_within) and the SLO back
-and held (slo_recovered_within).
+the scenarios' scores, rounded. Budgeted recoveries are those the probes measured, each saying
+`recovered_after_seconds` of its `budget_seconds` (probes.verdict.budgeted): whatever the probe,
+none is left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chaos.report.journal import Check, Run
+from chaos.report.journal import Run
+from probes.verdict import recovery
 
 LAST = 5
 
@@ -26,27 +27,9 @@ class Recovery:
     check: str
 
 
-def _budget(check: Check, run: Run) -> float | None:
-    value = run.argument(check.name, "budget")
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 def recoveries(run: Run) -> list[Recovery]:
-    """Every budgeted recovery the run measured."""
-    found = []
-    for s in run.series:
-        if s.recovered_after is not None and s.deadline:
-            found.append(Recovery(float(s.recovered_after), s.deadline, s.check))
-    for c in run.checks:
-        measured = c.output.get("recovered_after") if c.func == "tp_groups_recovered_within" else (
-            c.output.get("seconds") if c.func == "remediated_within" else None)
-        budget = _budget(c, run)
-        if measured is not None and budget:
-            found.append(Recovery(float(measured), budget, c.name))
-    return found
+    """Every budgeted recovery the run measured, from any check that says one."""
+    return [Recovery(*measured, c.name) for c in run.checks if (measured := recovery(c.output)) is not None]
 
 
 def slowest(run: Run) -> Recovery | None:

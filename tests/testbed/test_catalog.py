@@ -61,7 +61,7 @@ def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, 
     ready = probe(journal, "replacement-ready-within-budget")
     deployment = next(o for o in p.fleet(TP8) if o["kind"] == "Deployment")
     start_up = timing.ready_after(deployment["spec"]["template"]["metadata"]["labels"], "default")
-    assert start_up < ready["recovered_after"] < 60, ready
+    assert start_up < ready["recovered_after_seconds"] < 60, ready
     ttft = probe(journal, "ttft-holds-or-recovers")
     assert ttft["outcome"] in ("held", "recovered") and ttft["series"], ttft["reason"]
     # The journal keeps the replica's recovery phases and what was running (release metadata).
@@ -143,7 +143,7 @@ def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, t
     # The journal shows the breach, on the sick replica alone, then the recovery.
     sick = ttft["worst"]
     breached = [s for s in ttft["series"] if s["values"].get(sick, 0) > 0.5]
-    assert breached and ttft["breach_after"] < ttft["recovered_after"]
+    assert breached and ttft["breach_after"] < ttft["recovered_after_seconds"]
     healthy = [v for s in breached for name, v in s["values"].items() if name != sick]
     assert healthy and all(v < 0.5 for v in healthy)
     # About 3x its twin while both serve (once the sick one is drained, its twin carries all the traffic).
@@ -156,11 +156,11 @@ def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, t
     assert ttft["blind_until"] == slo.seconds("10s") + 1.0  # never judged before the fault could show
     # The recovery is the remediator's: the SLO is back once the sick replica is drained (the other
     # carries its traffic), and its replacement is Ready on healthy cards within the budget.
-    assert replaced["pod"] == sick and replaced["deleted"] < ttft["recovered_after"], (replaced, ttft)
+    assert replaced["pod"] == sick and replaced["deleted"] < ttft["recovered_after_seconds"], (replaced, ttft)
     assert replaced["node"] != fault["target"]["node"] and replaced["ready"] < 90, replaced
     # On the same measurements, a budget shorter than the measured recovery fails, naming the replica.
     samples = [slo.Sample(x["at"], x["values"]) for x in series]
-    short = slo.Recovery(0.5, deadline=ttft["recovered_after"] + 10 - 2, hold=10, blind=ttft["blind_until"])
+    short = slo.Recovery(0.5, deadline=ttft["recovered_after_seconds"] + 10 - 2, hold=10, blind=ttft["blind_until"])
     too_short = slo.judge(samples, fault_at, short, final=True)
     assert not too_short.ok and too_short.details["outcome"] == "not_recovered" and f"worst {sick}" in too_short.reason
     # The report opens in a browser with no network: the SLO plot with its shaded fault window.
@@ -318,7 +318,7 @@ def test_s5_a_tp16_group_comes_back_after_a_machine_loss_with_the_out_of_service
     # Back after the confirmation, PodGC and the new rank's whole start-up: not at once.
     group = next(o for o in tp16.fleet(BIG) if o["kind"] == "StatefulSet")
     start_up = timing.ready_after(group["spec"]["template"]["metadata"]["labels"], "default")
-    assert 25 + start_up < probe["output"]["recovered_after"] < 120
+    assert 25 + start_up < probe["output"]["recovered_after_seconds"] < 120
     assert sorted(f["kind"] for f in journal["kilocard"]["faults"]) == ["node-kubelet-stop", "node-out-of-service"]
     assert {f["state"] for f in journal["kilocard"]["faults"]} == {"reverted"}
     lost = next(f["target"]["node"] for f in journal["kilocard"]["faults"] if f["kind"] == "node-kubelet-stop")

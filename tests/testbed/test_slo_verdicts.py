@@ -55,7 +55,7 @@ def test_a_probe_started_at_the_fault_never_passes_blind_and_no_impact_is_not_a_
     finally:
         assert revert.revert(ctx, book, fault.records) == []
     assert steady.ok and steady.details["outcome"] == "held", steady.reason
-    assert steady.details["recovered_after"] >= blind and decided_at >= record.applied_at + blind + 5
+    assert steady.details["recovered_after_seconds"] >= blind and decided_at >= record.applied_at + blind + 5
     assert not expected.ok and expected.details["outcome"] == "no_impact", expected.reason
     assert expected.reason.startswith("no impact observed: under 0.5 from 0 to 20 s after the fault")
 

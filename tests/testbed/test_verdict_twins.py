@@ -35,7 +35,7 @@ def test_a_recovery_probe_reached_after_its_budget_judges_the_record_not_the_pre
                                namespace=p.namespace)]
     code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
     within = probe(journal, "recovered-within-60")
-    assert within["verdict"] == "ok" and 20 < within["recovered_after"] < 35, within["reason"]  # from the record
+    assert within["verdict"] == "ok" and 20 < within["recovered_after_seconds"] < 35, within["reason"]  # from the record
     assert within["impact_seen"] and within["observed_from"] < 1.0  # the record covers the interval from its start
     assert code == 1
     reason = journal["kilocard"]["reason"]
@@ -80,7 +80,7 @@ def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(test
                                namespace=p.namespace)]
     code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
     within = probe(journal, "remediated-within-90")
-    assert within["verdict"] == "ok" and 5 < within["recovered_after"] < 20, within["reason"]  # from the record
+    assert within["verdict"] == "ok" and 5 < within["recovered_after_seconds"] < 20, within["reason"]  # from the record
     assert code == 1
     (ecc,) = journal["kilocard"]["faults"]
     assert journal["kilocard"]["reason"].startswith(
@@ -145,12 +145,12 @@ def test_a_kill_by_chaostoolkit_kubernetes_is_judged_by_kilocards_recovery_probe
     assert code == 0, journal["kilocard"]["reason"]
     (killed,) = journal["run"][0]["output"]
     replaced = probe(journal, "replaced-within-budget")
-    assert replaced["impact_seen"] and 20 < replaced["recovered_after"] < 60, replaced["reason"]
+    assert replaced["impact_seen"] and 20 < replaced["recovered_after_seconds"] < 60, replaced["reason"]
     assert "after the end of action 'terminate-one-replica' (chaosk8s.pod.actions)" in replaced["reason"]
     assert journal["kilocard"]["faults"] == []  # nothing in kilocard's ledger: the other driver's fault
     assert killed not in {x.metadata.name for x in wait_ready(kube, p.namespace, TP8, 2, timeout=90)}
     # A budget shorter than the replacement's start-up, measured above: the same probe fails.
-    short = int(replaced["recovered_after"] - 5)
+    short = int(replaced["recovered_after_seconds"] - 5)
     code, journal, _ = kilocard_run(testbed, tmp_path / "short", chaosk8s_kill(p.namespace, short), env=env)
     assert code == 1
     reason = journal["kilocard"]["reason"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from junitparser import Failure, JUnitXml
 
-from chaos import report
+from chaos import report, schemas
 from chaos.cli import main
 from chaos.errors import SpecError
 from chaos.report import hints, html, junit, markdown, trend
@@ -54,7 +54,7 @@ def test_s3_reads_into_its_verdict_fault_window_checks_and_series() -> None:
     assert all(c.ok for c in run.checks)
     (series,) = run.series
     assert series.check == "ttft-breached-then-recovered" and series.outcome == "recovered"
-    assert series.points[0][0] >= 0 and series.threshold == 0.5 and series.deadline == 90
+    assert series.points[0][0] >= 0 and series.threshold == 0.5 and series.budget == 90
     assert max(v for _, values in series.points for v in values.values()) > series.threshold  # the breach is there
 
 
@@ -153,6 +153,45 @@ def test_score_follows_its_documented_formula() -> None:
         100 * ((trend.score(s3) + 0) / 2 + 1 + trend.score(s8)) / 3)
 
 
+def with_probe(data: dict, func: str, output: dict, arguments: dict | None = None) -> dict:
+    """A journal with one more method probe, as chaoslib records it."""
+    data = copy.deepcopy(data)
+    data["run"].append({"activity": {"type": "probe", "name": f"the-{func}", "provider": {
+        "type": "python", "module": "probes.chaostoolkit", "func": func, "arguments": arguments or {}}},
+        "status": "succeeded", "output": {"verdict": "ok", "ok": True, "reason": "in time", **output}})
+    return data
+
+
+def test_every_budgeted_probe_counts_in_the_score_by_its_two_keys_alone() -> None:
+    """The score reads `budget_seconds` and `recovered_after_seconds`, never a probe's name: the
+    device-taint and remediation probes were once left out, the trend knowing other keys."""
+    budgeted = sorted(f for f, keys in schemas.PROBE_KEYS.items() if set(schemas.BUDGET_KEYS) <= set(keys))
+    assert budgeted == ["devices_tainted_within", "remediated_within", "slo_recovered_within",
+                        "tp_groups_recovered_within"]
+    for func in budgeted:
+        run = run_of(with_probe(journal("s7"), func, {"budget_seconds": 100, "recovered_after_seconds": 60.0}))
+        assert trend.slowest(run) == trend.Recovery(60.0, 100.0, f"the-{func}"), func
+        assert trend.score(run) == pytest.approx(0.7), func
+    not_met = run_of(with_probe(journal("s7"), budgeted[0], {"budget_seconds": 100, "recovered_after_seconds": None}))
+    assert trend.slowest(not_met) is None
+
+
+@pytest.mark.parametrize(("func", "output", "arguments", "expected"), [
+    ("remediated_within", {"recovered_after": 30.0}, {"budget": "${budget}"}, (30.0, 120.0)),
+    ("remediated_within", {"seconds": 12.5}, {"budget": 50}, (12.5, 50.0)),
+    ("tp_groups_recovered_within", {"recovered_after": 8.0}, {"budget": 40}, (8.0, 40.0)),
+    ("slo_recovered_within", {"deadline": 90, "recovered_after": 45.0}, {"deadline": 90}, (45.0, 90.0)),
+    ("devices_tainted_within", {"budget": 10}, {"budget": 10}, None),  # never scored before: still not
+    ("tp_groups_recovered_within", {"recovered_after": 8.0}, {}, None),  # no budget to weigh it by
+])
+def test_a_journal_written_before_the_two_keys_keeps_its_score(func: str, output: dict, arguments: dict,
+                                                               expected: tuple[float, float] | None) -> None:
+    data = with_probe(journal("s7"), func, output, arguments)
+    data["experiment"]["configuration"] = {**(data["experiment"].get("configuration") or {}), "budget": 120}
+    found = trend.slowest(run_of(data))
+    assert (found and (found.seconds, found.budget)) == expected
+
+
 def test_trend_and_compare_pages_link_and_overlay(tmp_path: Path) -> None:
     runs = [run_of(journal(n), f"{n}.json") for n in ("s3", "s7", "s8")]
     page = report.write_trend(runs, tmp_path).read_text()
@@ -227,3 +266,21 @@ def test_every_summary_and_report_names_the_cluster_the_run_ran_against(tmp_path
     assert f"<td>cluster</td><td>{line}</td>" in html.run_page(run).replace("\n", "")
     (suite,) = JUnitXml.fromstring(junit.render([run]).split("\n", 1)[1])
     assert {p.name: p.value for p in suite.properties()}["cluster"] == line
+
+
+@pytest.mark.parametrize(("output", "expected"), [
+    ({"budget_seconds": 90, "recovered_after_seconds": 0}, (0.0, 90.0)),  # back at once: still a recovery
+    ({"budget_seconds": 90.5, "recovered_after_seconds": 12.25}, (12.25, 90.5)),
+    ({"budget_seconds": 90, "recovered_after_seconds": None}, None),  # not met
+    ({"budget_seconds": 0, "recovered_after_seconds": 0}, None),  # nothing to weigh it by
+    ({"budget_seconds": True, "recovered_after_seconds": 1}, None),
+    ({"budget_seconds": 90, "recovered_after_seconds": True}, None),
+    ({"budget_seconds": "90", "recovered_after_seconds": 1}, None),
+    ({"recovered_after_seconds": 1}, None), ({"budget_seconds": 90}, None), ({}, None),
+])
+def test_a_recovery_is_two_numbers_and_a_budget_above_zero(output: dict, expected: tuple | None) -> None:
+    from probes.verdict import budgeted, recovery
+
+    assert recovery(output) == expected
+    assert budgeted(90, 1.23456) == {"budget_seconds": 90, "recovered_after_seconds": 1.235}
+    assert budgeted(90, None) == {"budget_seconds": 90, "recovered_after_seconds": None}

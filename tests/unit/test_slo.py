@@ -30,7 +30,7 @@ def test_a_hold_is_judged_to_the_deadline_never_passed_early():
     steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
     assert judge(series(healthy(40)), T0, steady, final=False) is None  # healthy so far, not yet to the deadline
     v = judge(series(healthy(61)), T0, steady, final=True)
-    assert v.ok and v.details["outcome"] == "held" and v.details["recovered_after"] == 6.0
+    assert v.ok and v.details["outcome"] == "held" and v.details["recovered_after_seconds"] == 6.0
     assert v.reason == "held under 0.5 from 6 s after the fault to the deadline (60 s)"
 
 
@@ -38,7 +38,7 @@ def test_breach_then_recovery_names_the_worst_replica_and_keeps_the_series():
     sick = [{"a": 0.23, "b": 0.24}] * 8 + [{"a": 0.23, "b": 0.74}] * 30 + healthy(23)
     v = judge(series(sick), T0, ECC, final=True)
     assert v.ok and v.details["outcome"] == "recovered"
-    assert (v.details["breach_after"], v.details["recovered_after"]) == (8.0, 38.0)
+    assert (v.details["breach_after"], v.details["recovered_after_seconds"]) == (8.0, 38.0)
     assert v.details["worst"] == "b" and v.details["peak"] == 0.74 and "worst b, peak 0.740" in v.reason
     assert v.details["series"][8] == {"at": T0 + 8, "values": {"a": 0.23, "b": 0.74}, "state": "breach",
                                       "why": "b at 0.740"}
@@ -47,7 +47,7 @@ def test_breach_then_recovery_names_the_worst_replica_and_keeps_the_series():
 def test_a_relapse_before_the_deadline_moves_the_recovery_or_fails_it():
     points = [{"a": 0.9}] * 8 + healthy(5) + [{"a": 0.9}] + healthy(47)
     v = judge(series(points), T0, ECC, final=True)
-    assert v.ok and v.details["recovered_after"] == 14.0  # the healthy run that reaches the deadline
+    assert v.ok and v.details["recovered_after_seconds"] == 14.0  # the healthy run that reaches the deadline
     late = [{"a": 0.9}] * 8 + healthy(45) + [{"a": 0.9}] + healthy(7)  # relapse at 53 s: 7 s left, hold 10
     v = judge(series(late), T0, ECC, final=True)
     assert not v.ok and v.details["outcome"] == "not_recovered"
@@ -97,7 +97,7 @@ def test_only_samples_up_to_the_deadline_count():
     recovered_then_blip = [{"a": 0.9}] * 40 + healthy(40) + [{"a": 0.9}] * 5 + healthy(60)
     budget = Recovery(threshold=0.5, deadline=120, hold=10, blind=6)
     v = judge(series(recovered_then_blip), T0, budget, final=True)  # a probe started long after the deadline
-    assert v.ok and v.details["recovered_after"] == 85.0 and v.details["series"][-1]["at"] == T0 + 120
+    assert v.ok and v.details["recovered_after_seconds"] == 85.0 and v.details["series"][-1]["at"] == T0 + 120
     breach_too_late = judge(series(healthy(121) + [{"a": 0.9}] * 5), T0, budget, final=True)
     assert breach_too_late.details["outcome"] == "no_impact"
 
@@ -207,7 +207,7 @@ def test_a_probe_started_late_still_sees_the_breach_from_history():
 
     ind = slo.Indicator("m", "q", "5s", "pod")
     v = slo.recovered_within(prom, ind, T0, ECC, interval=1.0, clock=lambda: clock[0], sleep=sleep)
-    assert v.ok and v.details["breach_after"] == 5.0 and v.details["recovered_after"] == 15.0
+    assert v.ok and v.details["breach_after"] == 5.0 and v.details["recovered_after_seconds"] == 15.0
     assert clock[0] == T0 + 60.0  # judged to the deadline: a pass is never decided early
 
 

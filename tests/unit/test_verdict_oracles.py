@@ -67,7 +67,7 @@ def test_slo_recovered_within_agrees_with_its_oracle(case):
     ok, outcome, after = oracles.slo_recovered(case)
     assert (v.ok, v.details["outcome"]) == (ok, outcome), v.reason
     if ok:
-        assert v.details["recovered_after"] == after
+        assert v.details["recovered_after_seconds"] == after
 
 
 @EXAMPLES
@@ -148,7 +148,7 @@ def test_tp_groups_recovered_within_agrees_with_its_oracle(case):
     judgement, after = oracles.first_moment(found, lambda s: oracles.recovered(s, "m", faulted, desired),
                                             zero, budget_, 0.5)
     assert v.judgement == judgement, v.reason
-    assert v.details["recovered_after"] == after
+    assert v.details["recovered_after_seconds"] == after
 
 
 @EXAMPLES
@@ -361,7 +361,7 @@ def test_remediated_within_agrees_with_its_oracle(fleets_, times, budget_):
     judgement, after = oracles.first_moment(
         found, lambda s: oracles.quarantined_and_drained(s, "n0", ("m",), QUARANTINE_TAINTS, QUARANTINE_LABELS),
         T0, budget_, 0.5)
-    assert (v.judgement, v.details["recovered_after"]) == (judgement, after), v.reason
+    assert (v.judgement, v.details["recovered_after_seconds"]) == (judgement, after), v.reason
 
 
 @EXAMPLES
