@@ -123,11 +123,12 @@ def testbed_section(lines: list[str]) -> None:
 
 def kill_section(lines: list[str]) -> None:
     lines += ["## Bulk pod kill against both anchors", "",
-              "kilocard's `pod-kill` (target LIST, ledger, every DELETE a stream on one HTTP/2 connection) against",
+              "kilocard's `pod-kill` (target LIST, ledger, every DELETE and every read-back GET a stream on one",
+              "HTTP/2 connection) against",
               "chaostoolkit-kubernetes' `terminate_pods` and against the physical-limit proxy (`bench/raw_h2.py`:",
               "the same DELETEs, raw HTTP/2, nothing decoded, victims chosen outside the clock). Cold is a fresh",
               "process (imports not timed, connections and lazy imports timed); warm is a process that has",
-              "killed before. Median (min–max) over the rounds; requests are the apiserver's pod LIST+DELETE",
+              "killed before. Median (min–max) over the rounds; requests are the apiserver's pod LIST+GET+DELETE",
               "count (all clients, so the controllers' own deletions show too).", ""]
     for name in ("kill-100", "kill-1000"):
         d = kept(name)

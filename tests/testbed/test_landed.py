@@ -9,6 +9,8 @@ real node agent's read-backs with real packets and processes in tests/netns.)"""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -159,6 +161,36 @@ def test_a_kill_is_confirmed_and_a_pod_left_alive_is_a_mismatch(ctx, book, kube,
     assert alive["status"] == "mismatch" and "still there" in alive["evidence"], alive
     plan.execute_one(ctx, book, planned)
     assert planned.records[0].landed["status"] == "confirmed", planned.records[0].landed
+    wait_ready(kube, p.namespace, SMALL, 1)
+
+
+FRESH_KILL = """
+import json, sys, tempfile
+from pathlib import Path
+from chaos import ledger, plan
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
+from chaos.kube import Kube
+
+kube = Kube.from_kubeconfig(sys.argv[1])
+ctx = Context(kube, AgentClient(kube), "fresh-kill", say=lambda _m: None)
+with tempfile.TemporaryDirectory() as d:
+    done = plan.inject(ctx, ledger.Ledger(ctx.run_id, kube, Path(d)),
+                       {"kind": "pod-kill", "namespace": sys.argv[2], "label_selector": sys.argv[3]})
+typed = sorted(m for m in sys.modules if m.startswith("kubernetes.client.api."))
+print(json.dumps({"landed": [r.landed for r in done.records], "typed": typed}))
+"""
+
+
+def test_a_fresh_pod_kill_reads_its_pods_back_on_the_bulk_connection_never_the_typed_client(testbed, kube,
+                                                                                              serving):
+    """The read-back once imported the typed API inside a cold kill's clock (a second) and opened
+    a TLS connection per worker thread; it is a stream on the kill's own connection."""
+    p, _busy, _free = serving
+    out = subprocess.run([sys.executable, "-c", FRESH_KILL, str(testbed.paths.kubeconfig), p.namespace,
+                          f"kilocard.io/model={SMALL}"], capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert [r["status"] for r in seen["landed"]] == ["confirmed"] and seen["typed"] == [], seen
     wait_ready(kube, p.namespace, SMALL, 1)
 
 

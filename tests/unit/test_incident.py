@@ -96,6 +96,8 @@ FIX = {"alerts": {"ReplicaTtftP95High": {"resolved_within": 15}}, "replicas": {"
      "not fixed: replica of m-7f x took 30.0 s to start again, over the fix's 25 s"),
     (FIX, [], [Replacement("m-7f", "x", 50, None)], "unknown",
      "fixed? replica of m-7f x not started when the replay ended, 10.0 s of the fix's 25 s"),
+    # Fired at the replay's first fault itself: the replay's own, not one from before it.
+    (FIX, [fired(0.0, 12.0)], [], "ok", "fixed: 2 of 2 symptom(s) held by the fix"),
     (FIX, [fired(-1.0, 3.0)], [], "unknown", "fixed? alert ReplicaTtftP95High{model_name=m,namespace=fleet} was "
                                              "already firing before the replay's first fault"),
 ])
