@@ -31,6 +31,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError, val
 from chaos import actions, guards, landed, mindx, stop
 from chaos import load as traffic
 from chaos.agent import kinds as agent_kinds
+from chaos.agent import schema as agent_schema
 from chaos.agent.kinds import rank_stall as rank_stall_kind
 from chaos.agent.protocol import MAX_TTL_SECONDS
 from chaos.faults._spec import MAX_CARD, selector_problem
@@ -208,16 +209,6 @@ _CARDS = _field({"type": "array", "minItems": 1, "uniqueItems": True, "items": {
                 "card indices on each node, each listed once", None, [0, 1])
 _CARD = integer(0, MAX_CARD, "one card index on each node", example=0)
 _CARD_RULE = one_of("a card index, or a list of them as 'cards' (one of the two)", "card", "cards")
-_SCOPE = {
-    "cidrs": _field({"type": "array", "items": {"type": "string", "format": "cidr"}},
-                    "only traffic to these destinations (default: all)", None, ["10.0.0.0/8"]),
-    "ports": _field({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}},
-                    "only traffic to these ports (needs a protocol)", None, [8000]),
-    "protocol": choice(("tcp", "udp"), "the ports' protocol"),
-}
-_PORTS_NEED_PROTOCOL = {"if": {"properties": {"ports": {"minItems": 1}}, "required": ["ports"]},
-                        "then": {"required": ["protocol"], "properties": {"protocol": _SCOPE["protocol"]}}}
-_SPEED = number(0, 1, "how fast the sick card still runs (1: full speed)", example=0.5)
 _VERIFY = mapping(landed.FIELD, "how the fault's effect is read back once applied (chaos.landed): confirmed, mismatch "
                   "or inconclusive per target; a mismatch fails the fault", {
                       "within_seconds": number(0, landed.MAX_WITHIN_SECONDS, "how long the read-back may take to "
@@ -225,43 +216,6 @@ _VERIFY = mapping(landed.FIELD, "how the fault's effect is read back once applie
                                                landed.DEFAULT_WITHIN_SECONDS),
                       "allow_mismatch": boolean("a mismatch is reported, not failed", False)},
                   example={"within_seconds": 30})
-# chaos.agent.kinds: each agent kind's parameters, by its protocol name.
-_PARAMS: dict[str, tuple[dict[str, Schema], list[str], list[Schema], dict[str, Any]]] = {
-    "card-isolate": ({}, [], [], {}),
-    "kubelet-stop": ({}, [], [], {}),
-    "ecc": ({"type": choice(("dbe", "sbe"), "double- or single-bit errors", "dbe"),
-             "count": integer(1, 10**6, "the error count injected", 1),
-             "speed": _SPEED}, [], [], {"type": "dbe", "count": 4, "speed": 0.5}),
-    "xid": ({"xid": integer(1, 1000, "the XID (79: fallen off the bus)", example=79), "speed": _SPEED},
-            ["xid"], [], {"xid": 79}),
-    "bandwidth": ({"rate_mbit": number(0.001, 1e7, "the egress rate, in Mbit/s", example=100)}, ["rate_mbit"], [],
-                  {"rate_mbit": 100}),
-    "loss": ({"percent": number(0, 100, "the share of packets dropped, in percent", example=5), **_SCOPE},
-             ["percent"], [_PORTS_NEED_PROTOCOL], {"percent": 5, "ports": [8000], "protocol": "tcp"}),
-    "partition": (_SCOPE, [], [_PORTS_NEED_PROTOCOL], {"cidrs": ["10.0.0.0/8"], "protocol": "tcp"}),
-    "tcp-reset": ({**_SCOPE,
-                   "ports": _field(_SCOPE["ports"], "only TCP traffic to and from these ports", None, [29500]),
-                   "protocol": choice(("tcp",), "TCP (a reset is TCP's)", "tcp")}, [], [],
-                  {"cidrs": ["10.0.0.0/8"], "ports": [29500]}),
-    "delay": ({"ms": number(0, 60_000, "the delay, in milliseconds", example=200),
-               "jitter_ms": number(0, 60_000, "random variation of the delay, in milliseconds", example=20)},
-              ["ms"], [], {"ms": 200, "jitter_ms": 20}),
-}
-_AGENT_WORDS = {
-    "card-isolate": "Take cards out of service through the node agent (GPU drain): allocatable drops, the pod on "
-                    "the card ends.",
-    "gpu-ecc": "Double- or single-bit ECC errors on cards (DCGM injection, re-injected while active).",
-    "gpu-xid": "An XID error on cards (79: fallen off the bus).",
-    "network-bandwidth": "Rate-limit an interface's egress on nodes (tc tbf).",
-    "network-loss": "Drop a share of an interface's egress packets on nodes (nftables).",
-    "network-partition": "Drop an interface's traffic both ways on nodes (nftables), optionally only to some "
-                         "destinations.",
-    "network-delay": "Delay an interface's egress packets on nodes (tc netem, where the kernel has it).",
-    "network-tcp-reset": "Answer an interface's TCP traffic with resets, both ways, on nodes (nftables `reject with "
-                         "tcp reset`): established connections see ECONNRESET, new ones are refused.",
-    "node-kubelet-stop": "Stop nodes' kubelets while the machines stay up: to the control plane, lost machines "
-                         "(Lease lapses, pods stuck Terminating).",
-}
 
 
 def _kind(kind: str, description: str, properties: dict[str, Schema], required: Iterable[str],
@@ -271,7 +225,14 @@ def _kind(kind: str, description: str, properties: dict[str, Schema], required: 
 
 
 def _agent_kind(fault: str, module: ModuleType) -> Schema:
-    properties, required, rules, example = _PARAMS[module.NAME]
+    declared: dict[str, agent_schema.Param] = module.PARAMS
+    properties = {name: p.schema() for name, p in declared.items()}
+    required = [name for name, p in declared.items() if p.required]
+    # A parameter needed once another is a non-empty list (the ports' protocol).
+    rules = [{"if": {"properties": {p.needed_by: {"minItems": 1}}, "required": [p.needed_by]},
+              "then": {"required": [name], "properties": {name: properties[name]}}}
+             for name, p in declared.items() if p.needed_by]
+    example = module.EXAMPLE
     params = _field({**mapping("params", "", properties, required, rules), "default": {}},
                     f"parameters of {module.NAME}" + ("" if properties else " (it takes none)"), None,
                     example or None)
@@ -287,7 +248,7 @@ def _agent_kind(fault: str, module: ModuleType) -> Schema:
                                                "(default: the node's own)", None, "eth0")),
                   "netns": optional(_field({"type": "string", "pattern": _NETNS}, "a network namespace on the "
                                            "node (a pod's) instead of the node's own", None, "cni-1234"))}
-    return _kind(fault, _AGENT_WORDS[fault], {**_NODES, **target, "params": params, "ttl_seconds": _TTL,
+    return _kind(fault, module.DESCRIPTION, {**_NODES, **target, "params": params, "ttl_seconds": _TTL,
                                               "allow_empty": _ALLOW_EMPTY},
                  ["ttl_seconds", *(["params"] if required else [])], [*_NODES_RULES, *rule],
                  {**sample, **({"params": example} if example else {}), "ttl_seconds": 300})
@@ -371,7 +332,7 @@ FAULT_KINDS: dict[str, Schema] = {
                                "hex through the agent (default 80E18402)", example="220001001")),
          "level": _field({"enum": [*mindx.LEVELS, None]}, "through the agent: the device plugin's handling level",
                          "SeparateNPU", None),
-         "speed": optional(_SPEED),
+         "speed": optional(agent_schema.SPEED.schema()),
          "namespace": optional(text("through ClusterD: the public fault ConfigMap's namespace",
                                     mindx.CLUSTERD_NAMESPACE)),
          "reporter": optional(text("through ClusterD: the public fault's resource, who reports it (one ClusterD "

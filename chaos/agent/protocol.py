@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.agent import kinds
+from chaos.agent import kinds, schema
 from chaos.agent.schema import FaultError
 
 VERSION = "v1"
@@ -108,8 +108,8 @@ def validate(body: Any) -> dict[str, Any]:
         raise FaultError("target.interface", f"expected an interface name, got {target['interface']!r}")
     if "netns" in target and not (isinstance(target["netns"], str) and _NETNS.match(target["netns"])):
         raise FaultError("target.netns", f"expected a network namespace name, got {target['netns']!r}")
-    return {"kind": kind.NAME, "target": target, "params": kind.params(params), "ttl_seconds": float(ttl),
-            "run_id": run_id}
+    return {"kind": kind.NAME, "target": target, "params": schema.check(params, kind.PARAMS),
+            "ttl_seconds": float(ttl), "run_id": run_id}
 
 
 __all__ = ["CONFIRMED", "IDEMPOTENCY_HEADER", "INCONCLUSIVE", "MAX_TTL_SECONDS", "MISMATCH", "VERSION", "Fault",

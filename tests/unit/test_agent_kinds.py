@@ -6,6 +6,7 @@ import pytest
 from chaos.agent import kinds
 from chaos.agent.backends import Backends, Tools
 from chaos.agent.protocol import Fault, FaultError, validate
+from chaos.agent.schema import Param, check
 from chaos.agent.server import Store
 from chaos.faults import agent_faults
 from testbed.simulator.effects import EFFECTS
@@ -14,7 +15,10 @@ from testbed.simulator.effects import EFFECTS
 def test_every_kind_module_is_complete_and_known_everywhere():
     for name, module in kinds.REGISTRY.items():
         assert module.NAME == name and module.TARGET in kinds.TARGET_KEYS and isinstance(module.REFRESH, bool)
-        assert callable(module.params) and callable(module.apply) and callable(module.revert)
+        assert callable(module.apply) and callable(module.revert)
+        assert all(isinstance(p, Param) for p in module.PARAMS.values()), name
+        if module.FAULT:  # the toolkit's schema and docs are made from the declaration and its example
+            assert check(dict(module.EXAMPLE), module.PARAMS) == module.EXAMPLE, name
     assert set(agent_faults.KINDS) == set(kinds.BY_FAULT)
     assert set(EFFECTS) == set(kinds.REGISTRY)  # the simulator models every kind
 
@@ -91,3 +95,31 @@ def test_a_kubelet_stop_is_systemctl_stop_and_start_of_the_kubelet():
     without = Backends(Tools("/ip", "/tc", "/nft", None, None), "eth0", lambda argv: calls.append(argv))
     with pytest.raises(FaultError, match="kubelet-stop needs systemctl"):
         without.apply(f)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"xid": 1.5}, "params.xid: expected an integer from 1 to 1000, got 1.5"),  # once accepted by the agent alone
+    ({}, "params.xid: required"),
+    ({"xid": 79, "speed": float("nan")}, "params.speed: expected a number from 0 to 1, got nan"),
+    ({"xid": 79, "sped": 1}, "params.sped: unknown parameter; expected xid, speed"),
+])
+def test_an_xid_request_is_checked_by_its_one_declaration(params, message):
+    with pytest.raises(FaultError) as err:
+        validate({"kind": "xid", "target": {"card": 0}, "params": params, "ttl_seconds": 5})
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("kind, params, message", [
+    ("loss", {"percent": 5, "ports": [80]}, "params.protocol: ports need a protocol: 'tcp' or 'udp'"),
+    ("loss", {"percent": 5, "protocol": "icmp"}, "params.protocol: expected 'tcp' or 'udp', got 'icmp'"),
+    ("loss", {"percent": 5, "cidrs": ["10.0.0.0/33"]}, "params.cidrs: not a CIDR: '10.0.0.0/33'"),
+    ("loss", {"percent": 5, "ports": [0]}, "params.ports: expected a list of ports 1-65535, got [0]"),
+    ("tcp-reset", {"protocol": "udp"}, "params.protocol: a TCP reset needs TCP: expected 'tcp', got 'udp'"),
+    ("ecc", {"count": 10**6 + 1}, "params.count: expected an integer from 1 to 1000000, got 1000001"),
+    ("ecc", {"type": "mbe"}, "params.type: expected 'dbe' or 'sbe', got 'mbe'"),
+])
+def test_scope_and_choices_say_what_they_expect(kind, params, message):
+    target = {"card": 0} if kinds.get(kind).TARGET == "card" else {}
+    with pytest.raises(FaultError) as err:
+        validate({"kind": kind, "target": target, "params": params, "ttl_seconds": 5})
+    assert str(err.value) == message

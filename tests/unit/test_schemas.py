@@ -25,8 +25,6 @@ ABOUT_ARGUMENTS = {"guard-negative", "guard-typo", "stop-no-conditions", "stop-w
 # Of those, the ones whose `# expect:` the schemas' messages word otherwise (the parser's, or chaoslib's).
 WORDED_OTHERWISE = {"duplicate-cards", "ecc-unknown-param", "fault-not-a-mapping", "guard-typo", "stop-without-limit",
                     "unknown-argument", "unknown-kind", "unresolved-var"}
-# Where a schema is deliberately stricter than its parser (the parser's to fix; see the report).
-KNOWN_DISAGREEMENTS = {"fault gpu-xid: params.xid = 1.5"}
 
 
 def test_the_reference_is_current():
@@ -137,22 +135,12 @@ def test_schema_and_parser_accept_and_refuse_the_same(label, schema, parse):
     disagreements = []
     for case, value, ok in cases(schema):
         by_schema, by_parser = not schemas.errors(schema, value), _accepted_by_parser(parse, value)
-        if by_schema != by_parser and f"{label}: {case}" not in KNOWN_DISAGREEMENTS:
+        if by_schema != by_parser:
             disagreements.append(f"{case}: schema {'accepts' if by_schema else 'refuses'}, parser "
                                  f"{'accepts' if by_parser else 'refuses'}")
         elif ok is not None and by_schema != ok:
             disagreements.append(f"{case}: both {'accept' if by_schema else 'refuse'} it")
     assert not disagreements, "\n".join(disagreements)
-
-
-def test_the_known_disagreements_are_still_there():
-    """Once a parser is fixed, its entry in KNOWN_DISAGREEMENTS goes."""
-    subjects = {label: (schema, parse) for label, schema, parse in SUBJECTS}
-    for known in KNOWN_DISAGREEMENTS:
-        label, case = known.split(": ")
-        schema, parse = subjects[label]
-        value = next(v for c, v, _ in cases(schema) if c == case)
-        assert bool(schemas.errors(schema, value)) == _accepted_by_parser(parse, value), known
 
 
 # --- every example, every signature -------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """The agent fault kinds, one module each: its name in the protocol (`NAME`), the toolkit's name
 for it (`FAULT`; None when a toolkit kind of its own drives it), what it targets (`TARGET`: a
-card, the node's network, a pod's processes, or the host itself), the
-slot it holds on that target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on
-one interface), whether the agent re-applies it while active (`REFRESH`), optionally what it
-drives off (`EVICTS`: "cards" or "node"), its parameter schema (`params`), and what the node
-agent does to apply and revert it (`apply`, `revert`: argument lists through the Host in
-chaos.agent.backends), and optionally how to read the effect back (`observe`).
+card, the node's network, a pod's processes, or the host itself), the slot it holds on that
+target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on one interface),
+whether the agent re-applies it while active (`REFRESH`), optionally what it drives off
+(`EVICTS`: "cards" or "node"), its parameters (`PARAMS`, declared with chaos.agent.schema.Param:
+one declaration for the agent's check and the toolkit's JSON Schema; `EXAMPLE` for the docs), and
+what the node agent does to apply and revert it (`apply`, `revert`: argument lists through the
+Host in chaos.agent.backends), and optionally how to read the effect back (`observe`).
 
 The protocol validates through this registry, the node agent dispatches through it, and the fleet
 simulator looks its effects up by the same names: no chain of branches anywhere knows the kinds.

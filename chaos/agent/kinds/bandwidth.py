@@ -15,12 +15,11 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "bandwidth", "network-bandwidth", "node", "root-qdisc", False
+DESCRIPTION = "Rate-limit an interface's egress on nodes (tc tbf)."
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "rate_mbit")
-    schema.number(p, "rate_mbit", 0.001, 1e7, True)
-    return p
+PARAMS = {"rate_mbit": schema.Param("number", "the egress rate, in Mbit/s", 0.001, 1e7, required=True, example=100)}
+EXAMPLE = {"rate_mbit": 100}
 
 
 def apply(fault: Any, host: Any) -> None:

@@ -13,12 +13,13 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "card-isolate", "card-isolate", "card", "drain", False
+DESCRIPTION = ("Take cards out of service through the node agent (GPU drain): allocatable drops, the pod on the card "
+               "ends.")
 EVICTS = "cards"  # the process on a drained card ends
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p)
-    return p
+PARAMS: dict[str, schema.Param] = {}
+EXAMPLE: dict[str, object] = {}
 
 
 def apply(fault: Any, host: Any) -> None:

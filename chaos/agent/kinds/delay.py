@@ -15,13 +15,14 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "delay", "network-delay", "node", "root-qdisc", False
+DESCRIPTION = "Delay an interface's egress packets on nodes (tc netem, where the kernel has it)."
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "ms", "jitter_ms")
-    schema.number(p, "ms", 0, 60_000, True)
-    schema.number(p, "jitter_ms", 0, 60_000, False)
-    return p
+PARAMS = {
+    "ms": schema.Param("number", "the delay, in milliseconds", 0, 60_000, required=True, example=200),
+    "jitter_ms": schema.Param("number", "random variation of the delay, in milliseconds", 0, 60_000, example=20),
+}
+EXAMPLE = {"ms": 200, "jitter_ms": 20}
 
 
 def apply(fault: Any, host: Any) -> None:

@@ -14,16 +14,17 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "ecc", "gpu-ecc", "card", None, True
+DESCRIPTION = "Double- or single-bit ECC errors on cards (DCGM injection, re-injected while active)."
 FIELDS = {"dbe": 311, "sbe": 310}
 DEFAULT_SPEED = 0.5
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "type", "count", "speed")
-    schema.choice(p, "type", ("dbe", "sbe"))
-    schema.integer(p, "count", 1, 10**6, 1)
-    schema.number(p, "speed", 0, 1, False)
-    return p
+PARAMS = {
+    "type": schema.Param("choice", "double- or single-bit errors", choices=("dbe", "sbe"), default="dbe"),
+    "count": schema.Param("integer", "the error count injected", 1, 10**6, default=1),
+    "speed": schema.SPEED,
+}
+EXAMPLE = {"type": "dbe", "count": 4, "speed": 0.5}
 
 
 def apply(fault: Any, host: Any) -> None:

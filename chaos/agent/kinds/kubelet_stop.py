@@ -19,12 +19,13 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "kubelet-stop", "node-kubelet-stop", "host", "kubelet", False
+DESCRIPTION = ("Stop nodes' kubelets while the machines stay up: to the control plane, lost machines (Lease lapses, "
+               "pods stuck Terminating).")
 EVICTS = "node"  # the node controller evicts every pod of a lost node
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p)
-    return p
+PARAMS: dict[str, schema.Param] = {}
+EXAMPLE: dict[str, object] = {}
 
 
 def apply(fault: Any, host: Any) -> None:

@@ -14,14 +14,13 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "loss", "network-loss", "node", None, False
+DESCRIPTION = "Drop a share of an interface's egress packets on nodes (nftables)."
 SCALE = 1_000_000
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "percent", *schema.SCOPE)
-    schema.number(p, "percent", 0, 100, True)
-    schema.scope(p)
-    return p
+PARAMS = {"percent": schema.Param("number", "the share of packets dropped, in percent", 0, 100, required=True,
+                                example=5), **schema.SCOPE}
+EXAMPLE = {"percent": 5, "ports": [8000], "protocol": "tcp"}
 
 
 def apply(fault: Any, host: Any) -> None:

@@ -12,7 +12,6 @@ On the testbed the fleet simulator plays the chip, the device plugin and npu-exp
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from chaos import mindx
@@ -21,20 +20,14 @@ from chaos.agent.kinds import ecc
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "npu-fault", None, "card", None, False
 TYPES = ("chip", "network")
-_CODE = re.compile(r"^[0-9A-F]{1,16}$")
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "code", "level", "type", "speed")
-    code = p.get("code")
-    if not isinstance(code, str) or not _CODE.match(code):
-        raise schema.FaultError("params.code", f"expected a fault code of 1-16 upper-case hex digits, got {code!r}")
-    level = p.get("level", "SeparateNPU")
-    if level not in mindx.LEVELS:
-        raise schema.FaultError("params.level", f"expected one of {', '.join(mindx.LEVELS)}, got {level!r}")
-    schema.choice(p, "type", TYPES)
-    schema.number(p, "speed", 0, 1, False)
-    return p
+PARAMS = {
+    "code": schema.Param("text", "a fault code of 1-16 upper-case hex digits", pattern="[0-9A-F]{1,16}", required=True),
+    "level": schema.Param("choice", "the fault's handling level", choices=mindx.LEVELS, default="SeparateNPU"),
+    "type": schema.Param("choice", "a chip's fault or its network's", choices=TYPES, default=TYPES[0]),
+    "speed": schema.SPEED,
+}
 
 
 def unhealthy(p: dict[str, Any]) -> bool:

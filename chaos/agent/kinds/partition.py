@@ -13,12 +13,11 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "partition", "network-partition", "node", None, False
+DESCRIPTION = "Drop an interface's traffic both ways on nodes (nftables), optionally only to some destinations."
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, *schema.SCOPE)
-    schema.scope(p)
-    return p
+PARAMS = schema.SCOPE
+EXAMPLE = {"cidrs": ["10.0.0.0/8"], "protocol": "tcp"}
 
 
 def apply(fault: Any, host: Any) -> None:

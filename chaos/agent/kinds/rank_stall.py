@@ -30,10 +30,7 @@ POD_UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 CONTAINER_ID = re.compile(r"^[0-9a-f]{12,64}$")
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "method")
-    schema.choice(p, "method", METHODS)
-    return p
+PARAMS = {"method": schema.Param("choice", "how the processes are frozen", choices=METHODS, default=METHODS[0])}
 
 
 def check_target(target: dict[str, Any]) -> None:

@@ -17,15 +17,18 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "tcp-reset", "network-tcp-reset", "node", None, False
+DESCRIPTION = ("Answer an interface's TCP traffic with resets, both ways, on nodes (nftables `reject with tcp "
+               "reset`): established connections see ECONNRESET, new ones are refused.")
 VERDICT = ["reject", "with", "tcp", "reset"]
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "cidrs", "ports", "protocol")
-    if p.get("protocol", "tcp") != "tcp":
-        raise schema.FaultError("params.protocol", f"a TCP reset needs TCP: expected 'tcp', got {p['protocol']!r}")
-    schema.scope({**p, "protocol": "tcp"})
-    return p
+PARAMS = {
+    "cidrs": schema.SCOPE["cidrs"],
+    "ports": schema.Param("ports", "only TCP traffic to and from these ports", example=[29500]),
+    "protocol": schema.Param("choice", "TCP (a reset is TCP's)", choices=("tcp",), default="tcp",
+                             why="a TCP reset needs TCP"),
+}
+EXAMPLE = {"cidrs": ["10.0.0.0/8"], "ports": [29500]}
 
 
 def apply(fault: Any, host: Any) -> None:

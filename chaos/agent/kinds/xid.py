@@ -12,15 +12,16 @@ from typing import Any
 from chaos.agent import schema
 
 NAME, FAULT, TARGET, SLOT, REFRESH = "xid", "gpu-xid", "card", None, True
+DESCRIPTION = "An XID error on cards (79: fallen off the bus)."
 FIELD = 230
 OFF_THE_BUS = 79
 
 
-def params(p: dict[str, Any]) -> dict[str, Any]:
-    schema.only(p, "xid", "speed")
-    schema.number(p, "xid", 1, 1000, True)
-    schema.number(p, "speed", 0, 1, False)
-    return p
+PARAMS = {
+    "xid": schema.Param("integer", "the XID (79: fallen off the bus)", 1, 1000, required=True, example=79),
+    "speed": schema.SPEED,
+}
+EXAMPLE = {"xid": 79}
 
 
 def default_speed(p: dict[str, Any]) -> float:
