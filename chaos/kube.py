@@ -274,6 +274,17 @@ class _Bulk:
 
         return self._run(every())  # type: ignore[no-any-return]
 
+    def get_all(self, paths: list[str], headers: dict[str, str]) -> list[bytes | Exception]:
+        """GETs all in flight at once: each reply's body, or the error it makes."""
+        fields = list(headers.items())
+
+        async def every() -> list[bytes | Exception]:
+            replies = await asyncio.gather(*(self._request("GET", p, None, fields) for p in paths),
+                                           return_exceptions=True)
+            return [r if isinstance(r, BaseException) else (_error(*r) or r[1]) for r in replies]  # type: ignore[misc]
+
+        return self._run(every())  # type: ignore[no-any-return]
+
     def get(self, path: str, params: dict[str, str], headers: dict[str, str]) -> bytes | Exception:
         """The reply's body, or the error it makes (decoded by the caller: a 60 MB list decoded
         here would stall every other stream)."""
@@ -726,10 +737,31 @@ class Kube:
 
     def read_pod_raw(self, namespace: str, name: str) -> dict[str, Any]:
         """A pod as the API's plain JSON (its status' containerIDs as the runtime spells them), on
-        the bulk connection: a pod kill reads every pod it killed back, and those reads, from many
-        threads at once, are streams on one connection, never the typed client's import and a TLS
-        handshake per thread."""
+        the bulk connection (never the typed client's import)."""
         return self._call(f"get pod {namespace}/{name}", self._get, f"/api/v1/namespaces/{namespace}/pods/{name}", {})
+
+    def read_pods_raw(self, pods: list[tuple[str, str]]) -> list[dict[str, Any] | KubeError]:
+        """Many (namespace, name) pods at once, every GET a stream on the bulk connection, from one
+        thread: a pod kill reads every pod it killed back. One result per pod; those that failed as
+        `_call` retries are read again one by one."""
+        replies = self._h2().get_all([f"/api/v1/namespaces/{ns}/pods/{name}" for ns, name in pods], self._headers())
+
+        def again(index: int) -> dict[str, Any] | KubeError:
+            try:
+                return self.read_pod_raw(*pods[index])
+            except KubeError as exc:
+                return exc
+
+        found: list[dict[str, Any] | KubeError] = []
+        retry = []
+        for index, ((ns, name), reply) in enumerate(zip(pods, replies, strict=True)):
+            if isinstance(reply, Exception) and _retryable(reply):
+                retry.append(index)
+            found.append(_to_kube_error(reply, f"get pod {ns}/{name}") if isinstance(reply, Exception)
+                         else json.loads(reply))
+        for index, result in zip(retry, self.batch(again, retry), strict=True):
+            found[index] = result
+        return found
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1Pod:
         return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, patch)

@@ -6,12 +6,14 @@ allows it, and Inconclusive is said as such, never counted as landed.
 
 Each kind's module may define `verify(ctx, spec, target, undo) -> (status, evidence[, final])`:
 one look, from what the cluster or the node's agent shows (a taint, allocatable, the agent's
-read-back of a qdisc, an nft table, a frozen cgroup). Effects take a moment to show (a device
-plugin's report, a cgroup settling), so the look is repeated, with growing pauses, until it
-confirms, says it is `final` (no read-back exists: looking again cannot tell more), the fault's
-`verify.within_seconds` ends, or the fault's TTL would (an expired fault is not a missing one);
-then the last look stands. Stopped meanwhile (Ctrl-C, a stop condition), what was not confirmed
-is inconclusive. A kind without `verify` is Inconclusive. The fault's own options:
+read-back of a qdisc, an nft table, a frozen cgroup); or `verify_all(ctx, spec, [(target, undo)])`,
+one such outcome (or the exception it makes) per target, for a kind that reads many targets back
+in one go (a pod kill). Effects take a moment to show (a device plugin's report, a cgroup
+settling), so the look is repeated, with growing pauses, until it confirms, says it is `final`
+(no read-back exists: looking again cannot tell more), the fault's `verify.within_seconds` ends,
+or the fault's TTL would (an expired fault is not a missing one); then the last look stands.
+Stopped meanwhile (Ctrl-C, a stop condition), what was not confirmed is inconclusive. A kind
+with no read-back is Inconclusive. The fault's own options:
 
     verify: {within_seconds: 15, allow_mismatch: false}
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -72,38 +75,83 @@ def split(raw: Any, where: str) -> tuple[Any, Options]:
 def verify(ctx: Context, module: ModuleType, spec: Any, target: dict[str, Any], undo: dict[str, Any],
            options: Options) -> dict[str, Any]:
     """{"status", "evidence", "seconds"}: the last look, repeated until confirmed or out of time."""
-    look = getattr(module, "verify", None)
+    (said,) = verify_all(ctx, module, spec, [(target, undo)], options)
+    return said
+
+
+def verify_all(ctx: Context, module: ModuleType, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]],
+               options: Options) -> list[dict[str, Any]]:
+    """`verify` for every (target, undo) of one fault, one result each: the targets still undecided
+    are looked at together, by the kind's `verify_all` where it has one (a pod kill reads every pod
+    back in one go), else one by one in parallel; each is decided, and timed, on its own."""
     started = time.monotonic()
+    look = _looks(ctx, module, spec)
     if look is None:
-        return _said(INCONCLUSIVE, f"{spec.kind} has no read-back", started)
+        return [_said(INCONCLUSIVE, f"{spec.kind} has no read-back", started) for _ in targets]
     ttl = float(getattr(spec, "ttl_seconds", 0.0) or math.inf)
     within = min(options.within_seconds, max(0.0, ttl - 1.0))
+    said: list[dict[str, Any] | None] = [None] * len(targets)
     pause = 0.2
     while True:
-        final = False
-        try:
-            status, evidence, *rest = look(ctx, spec, target, undo)
-            final = bool(rest and rest[0])
-        except KilocardError as exc:  # could not look (an API error): not a finding
-            status, evidence = INCONCLUSIVE, f"could not read the effect back: {exc}"
-        except Exception as exc:  # noqa: BLE001 - a read-back's bug must not undo the run's ledger
-            return _said(INCONCLUSIVE, f"the read-back failed: {type(exc).__name__}: {exc}", started)
-        if status not in STATUSES:
-            status, evidence = INCONCLUSIVE, f"an unknown read-back status {status!r}: {evidence}"
+        pending = [i for i, s in enumerate(said) if s is None]
+        seen = look([targets[i] for i in pending])
         left = within - (time.monotonic() - started)
-        if status == CONFIRMED or final or left <= 0:
-            return _said(status, evidence, started)
+        for i, (status, evidence, final) in zip(pending, seen, strict=True):
+            if status == CONFIRMED or final or left <= 0:
+                said[i] = _said(status, evidence, started)
+        undecided = [(i, status, evidence) for i, (status, evidence, _f) in zip(pending, seen, strict=True)
+                     if said[i] is None]
+        if not undecided:
+            return [s for s in said if s is not None]
         if ctx.stop.wait(min(pause, left)):  # stopped before it showed: that tells nothing
-            return _said(INCONCLUSIVE, f"stopped before the effect could be read back ({status}: {evidence})",
-                         started)
+            for i, status, evidence in undecided:
+                said[i] = _said(INCONCLUSIVE, f"stopped before the effect could be read back ({status}: {evidence})",
+                                started)
+            return [s for s in said if s is not None]
         pause = min(pause * 2, 2.0)
+
+
+Look = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], list[tuple[str, str, bool]]]
+
+
+def _looks(ctx: Context, module: ModuleType, spec: Any) -> Look | None:
+    """One look at many targets: (status, evidence, final) each. A look that could not be made (an
+    API error) is inconclusive and looked at again; one that failed otherwise (a read-back's bug)
+    is inconclusive and final, so it never undoes the run's ledger."""
+    many, one = getattr(module, "verify_all", None), getattr(module, "verify", None)
+    if many is None and one is None:
+        return None
+
+    def outcome(found: Any) -> tuple[str, str, bool]:
+        if isinstance(found, KilocardError):
+            return INCONCLUSIVE, f"could not read the effect back: {found}", False
+        if isinstance(found, Exception):
+            return INCONCLUSIVE, f"the read-back failed: {type(found).__name__}: {found}", True
+        status, evidence, *rest = found
+        if status not in STATUSES:
+            return INCONCLUSIVE, f"an unknown read-back status {status!r}: {evidence}", False
+        return status, evidence, bool(rest and rest[0])
+
+    def caught(fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - judged by `outcome`
+            return exc
+
+    def look(targets: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[tuple[str, str, bool]]:
+        if many is not None:
+            found = caught(lambda: many(ctx, spec, targets))
+            return [outcome(f) for f in (found if isinstance(found, list) else [found] * len(targets))]
+        return [outcome(f) for f in ctx.kube.batch(lambda t: caught(lambda: one(ctx, spec, *t)), targets)]
+
+    return look
 
 
 def _said(status: str, evidence: str, started: float) -> dict[str, Any]:
     return {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - started, 3)}
 
 
-__all__ = ["CONFIRMED", "INCONCLUSIVE", "MISMATCH", "Options", "split", "summary", "verify"]
+__all__ = ["CONFIRMED", "INCONCLUSIVE", "MISMATCH", "Options", "split", "summary", "verify", "verify_all"]
 
 
 def summary(landed: list[dict[str, Any]]) -> dict[str, int]:

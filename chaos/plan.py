@@ -184,8 +184,8 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
     # Settled, written before the look: a runner that dies while it looks still reverts what it applied.
     book.write(fault.records, in_cluster=module.REVERTIBLE)
     done = [r for r in fault.records if r.applied_at]
-    for record, seen in zip(done, ctx.kube.batch(
-            lambda r: landed.verify(ctx, module, spec, r.target, r.undo, fault.verify), done), strict=True):
+    for record, seen in zip(done, landed.verify_all(ctx, module, spec, [(r.target, r.undo) for r in done],
+                                                    fault.verify), strict=True):
         record.landed = seen
     book.write(done, in_cluster=module.REVERTIBLE)
     return fault

@@ -118,13 +118,20 @@ def apply_all(ctx: Context, spec: Spec, targets: list[tuple[dict[str, Any], dict
             for (_, undo), error in zip(targets, errors, strict=True)]
 
 
-def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
-    """That incarnation (by uid) is gone or terminating; a replacement of the same name is not it."""
+def verify_all(ctx: Context, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]]
+               ) -> list[tuple[str, str] | Exception]:
+    """Each killed incarnation (by uid) is gone or terminating; a replacement of the same name is
+    not it. Every pod is read back at once, all the GETs in flight on the bulk connection."""
+    pods = ctx.kube.read_pods_raw([(t["namespace"], t["name"]) for t, _undo in targets])
+    return [_landed(t, pod) for (t, _undo), pod in zip(targets, pods, strict=True)]
+
+
+def _landed(target: dict[str, Any], pod: dict[str, Any] | Exception) -> tuple[str, str] | Exception:
     name = f"{target['namespace']}/{target['name']}"
-    try:
-        pod = ctx.kube.read_pod_raw(target["namespace"], target["name"])
-    except NotFound:
+    if isinstance(pod, NotFound):
         return CONFIRMED, f"pod {name} is gone"
+    if isinstance(pod, Exception):
+        return pod
     meta = pod["metadata"]
     if meta.get("uid") != target["uid"]:
         return CONFIRMED, f"pod {name} {target['uid']} is gone (a replacement, {meta.get('uid')}, took its name)"

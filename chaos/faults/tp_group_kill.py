@@ -40,7 +40,7 @@ def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
 
 
 prepare = pod_kill.prepare
-verify = pod_kill.verify
+verify_all = pod_kill.verify_all
 disrupts = pod_kill.disrupts
 apply = pod_kill.apply
 revert = pod_kill.revert
