@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
+import anyio
 import httpcore
 import urllib3
 from kubernetes import client, config, watch
@@ -204,7 +205,10 @@ def _error(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> ApiE
 
 # What a request on the bulk connection can fail with short of a reply: retried as a dropped
 # connection (Kube._call).
-_DROPPED = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException, OSError)
+# httpcore's anyio backend lets a TLS stream the peer closed mid-write (an apiserver restarting)
+# out as anyio's own EndOfStream or BrokenResourceError, not as a NetworkError.
+_DROPPED = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException, OSError,
+            anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
 _TIMEOUTS = {"timeout": {"connect": 30.0, "read": 30.0, "write": 30.0, "pool": 30.0}}
 # A request's whole life on the bulk connection, queueing included: requests waiting on a
 # connection that cannot open would otherwise each wait out their own connect timeout in turn.

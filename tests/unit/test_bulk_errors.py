@@ -46,3 +46,50 @@ def test_a_failure_in_a_bulk_send_is_counted_and_retried_alone_and_a_final_one_k
     assert kube_module.retries().get("429", 0) == before + 1
     assert fake.sent == [["/p/0", "/p/1", "/p/2"], ["/p/1"]]  # only the 429 again; the 404 is an answer
     assert kube._bulk is None  # closed: a later call opens a new connection
+
+
+def test_a_stream_the_peer_closed_mid_write_is_a_dropped_connection_not_a_crash():
+    """An apiserver restarting under a run closed the TLS stream while a request's headers were
+    written: httpcore let anyio's EndOfStream out, and `kilocard run` died with a traceback."""
+    import asyncio
+
+    import anyio
+
+    class Closing:
+        async def request(self, *_a, **_k):
+            raise anyio.EndOfStream
+
+    bulk = object.__new__(kube_module._Bulk)
+    bulk.pool, bulk.host, bulk.extensions = Closing(), "https://127.0.0.1:6443", {}
+    reply = asyncio.run(bulk._request("GET", "/api/v1/nodes", None, []))
+    assert isinstance(reply, ConnectionError) and kube_module._retryable(reply)
+
+
+class FakeReads:
+    """Every GET at once: one pod, one 404, one 503; then the 503's pod read again alone."""
+
+    def __init__(self):
+        self.asked = []
+
+    def get_all(self, paths, headers):
+        self.asked.append(paths)
+        return [b'{"metadata": {"name": "a"}}', kube_module._error(404, b'{"message": "gone"}', []),
+                kube_module._error(503, b"{}", [(b"retry-after", b"0")])]
+
+    def get(self, path, params, headers):
+        self.asked.append([path])
+        return b'{"metadata": {"name": "c"}}'
+
+    def close(self):
+        pass
+
+
+def test_many_pods_are_read_at_once_and_only_a_retryable_failure_read_again():
+    kube = Kube(client.ApiClient(client.Configuration()))
+    kube._bulk = fake = FakeReads()
+    try:
+        a, b, c = kube.read_pods_raw([("ns", "a"), ("ns", "b"), ("ns", "c")])
+    finally:
+        kube.close()
+    assert a == {"metadata": {"name": "a"}} and isinstance(b, NotFound) and c == {"metadata": {"name": "c"}}
+    assert fake.asked == [[f"/api/v1/namespaces/ns/pods/{n}" for n in "abc"], ["/api/v1/namespaces/ns/pods/c"]]
