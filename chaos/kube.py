@@ -331,10 +331,6 @@ class Kube:
         return client.CoreV1Api(self.api_client)
 
     @functools.cached_property
-    def apps(self) -> client.AppsV1Api:
-        return client.AppsV1Api(self.api_client)
-
-    @functools.cached_property
     def policy(self) -> client.PolicyV1Api:
         return client.PolicyV1Api(self.api_client)
 
@@ -814,19 +810,6 @@ class Kube:
             raise _to_kube_error(exc, f"watch pods in {namespace}") from None
 
     # --- workloads -------------------------------------------------------------------------
-    def list_deployments(self, namespace: str, label_selector: str | None = None) -> list[client.V1Deployment]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        result = self._call(f"list deployments in {namespace}", self.apps.list_namespaced_deployment, namespace,
-                            **kwargs)
-        return list(result.items)
-
-    def list_statefulsets(self, namespace: str, label_selector: str | None = None) -> list[client.V1StatefulSet]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        result = self._call(
-            f"list statefulsets in {namespace}", self.apps.list_namespaced_stateful_set, namespace, **kwargs
-        )
-        return list(result.items)
-
     # --- following state, by watch ------------------------------------------------------------
     def events(
         self,

@@ -118,9 +118,13 @@ def _looks(ctx: Context, module: ModuleType, spec: Any) -> Look | None:
     """One look at many targets: (status, evidence, final) each. A look that could not be made (an
     API error) is inconclusive and looked at again; one that failed otherwise (a read-back's bug)
     is inconclusive and final, so it never undoes the run's ledger."""
-    many, one = getattr(module, "verify_all", None), getattr(module, "verify", None)
-    if many is None and one is None:
-        return None
+    many: Callable[..., Any] | None = getattr(module, "verify_all", None)
+    one: Callable[..., Any] | None = getattr(module, "verify", None)
+    if many is None:
+        if one is None:
+            return None
+        many = _one_by_one(one)
+    each = many
 
     def outcome(found: Any) -> tuple[str, str, bool]:
         if isinstance(found, KilocardError):
@@ -132,19 +136,25 @@ def _looks(ctx: Context, module: ModuleType, spec: Any) -> Look | None:
             return INCONCLUSIVE, f"an unknown read-back status {status!r}: {evidence}", False
         return status, evidence, bool(rest and rest[0])
 
-    def caught(fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001 - judged by `outcome`
-            return exc
-
     def look(targets: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[tuple[str, str, bool]]:
-        if many is not None:
-            found = caught(lambda: many(ctx, spec, targets))
-            return [outcome(f) for f in (found if isinstance(found, list) else [found] * len(targets))]
-        return [outcome(f) for f in ctx.kube.batch(lambda t: caught(lambda: one(ctx, spec, *t)), targets)]
+        found = _caught(lambda: each(ctx, spec, targets))
+        return [outcome(f) for f in (found if isinstance(found, list) else [found] * len(targets))]
 
     return look
+
+
+def _one_by_one(one: Callable[..., Any]) -> Callable[..., list[Any]]:
+    """A kind's look at one target as a look at many: in parallel, each exception its target's own."""
+    def many(ctx: Context, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[Any]:
+        return ctx.kube.batch(lambda t: _caught(lambda: one(ctx, spec, *t)), targets)
+    return many
+
+
+def _caught(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - judged as an outcome
+        return exc
 
 
 def _said(status: str, evidence: str, started: float) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from chaos import failpoints, faults, landed, ledger
+from chaos.agent.protocol import iso
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 
@@ -141,7 +142,7 @@ def execute_one(ctx: Context, book: ledger.Ledger, fault: Planned) -> Planned:
     """Record, then apply, one planned fault. A target whose apply raised is `failed` (it may have
     half-happened, so it is still reverted); the others go on."""
     module, spec = fault.module, fault.spec
-    expires = ledger.iso(time.time() + max(spec.ttl_seconds, 0))  # the TTL runs from now, as the agent's does
+    expires = iso(time.time() + max(spec.ttl_seconds, 0))  # the TTL runs from now, as the agent's does
     for record in fault.records:
         record.expires_at = expires
     book.write(fault.records, in_cluster=module.REVERTIBLE)  # BEFORE anything changes

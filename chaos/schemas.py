@@ -126,8 +126,11 @@ def strings(description: str, example: list[str], items: Schema | None = None) -
 
 
 def optional(schema: Schema) -> Schema:
-    """The default is None: null reads as not given."""
-    return {**schema, "type": [schema["type"], "null"]} if "type" in schema else schema
+    """The default is None: null reads as not given (an Optional annotation says so already)."""
+    types = schema.get("type")
+    if types is None or types == "null" or (isinstance(types, list) and "null" in types):
+        return schema
+    return {**schema, "type": [*types, "null"] if isinstance(types, list) else [types, "null"]}
 
 
 def mapping(title: str, description: str, properties: dict[str, Schema], required: Iterable[str] = (),

@@ -201,7 +201,7 @@ def _place(fit: _Fit, model: str, replicas: list[PodView], lost: tuple[str, ...]
     when = f"after losing {', '.join(lost)}" if lost else "now"
     details = {"model": model, "lost_nodes": list(lost), "pods_to_place": len(homeless),
                "cards_to_place": sum(p.cards for p in homeless)}
-    moves = {}
+    moves: dict[str, str] = {}
     for pod in homeless:
         avoid = _domains(snapshot, pod, placed)
         target = next((n.name for n in snapshot.nodes if n.name in free and free[n.name] >= pod.cards

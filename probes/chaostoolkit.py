@@ -16,7 +16,7 @@ import contextlib
 import functools
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from chaos import ledger, record, timezero
 from chaos.actions import run_id_of
@@ -90,9 +90,9 @@ def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
 
 
 @_unknown_without_data
-def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", namespace: str = None,
+def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", namespace: Optional[str] = None,
                     max_skew: int = 1, guaranteed: bool = False,
-                    configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+                    configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Replicas honour their anti-affinity (required: one per domain; else skew <= max_skew);
     with `guaranteed`, only a required rule (anti-affinity or DoNotSchedule spread) passes."""
     return placement.anti_affinity(_snapshot(configuration, namespace), model, topology_key, namespace,
@@ -100,15 +100,16 @@ def placement_holds(model: str, topology_key: str = "kubernetes.io/hostname", na
 
 
 @_unknown_without_data
-def tp_groups_whole(model: str = None, namespace: str = None,
-                    configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def tp_groups_whole(model: Optional[str] = None, namespace: Optional[str] = None,
+                    configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Every TP group on as few nodes as its size needs, complete, not partially Ready."""
     return tp_groups.check(_snapshot(configuration, namespace), model, namespace).to_json()
 
 
 @_unknown_without_data
-def tp_groups_recovered_within(model: str, budget: float, namespace: str = None, since: float = None,
-                               configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def tp_groups_recovered_within(model: str, budget: float, namespace: Optional[str] = None,
+                               since: Optional[float] = None,
+                               configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """At some moment within `budget` s of time zero (the run's first fault, else the end of the
     last action before this probe, else `since`), every TP group of the model is whole and Ready,
     off every node the run's faults hit as a node, and as many pods as its workloads ask for: a
@@ -127,8 +128,8 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: str = None,
 
 @_unknown_without_data
 def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int, latency_seconds: float,
-                  headroom: float = 0.25, losing_nodes: List[str] = None, namespace: str = None,
-                  configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+                  headroom: float = 0.25, losing_nodes: Optional[List[str]] = None, namespace: Optional[str] = None,
+                  configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The free KV cache of Ready replicas covers the demand with headroom (optionally after
     losing some nodes)."""
     demand = capacity.Demand(qps, prompt_tokens, output_tokens, latency_seconds)
@@ -137,8 +138,8 @@ def capacity_fits(model: str, qps: float, prompt_tokens: int, output_tokens: int
 
 
 @_unknown_without_data
-def room_to_reschedule(model: str, losing_nodes: List[str] = None, namespace: str = None,
-                       configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def room_to_reschedule(model: str, losing_nodes: Optional[List[str]] = None, namespace: Optional[str] = None,
+                       configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The model's Pending replicas, and those the loss of `losing_nodes` (default: of any one of
     its nodes) would displace, have nodes with room: free cards in one piece, taints tolerated,
     anti-affinity kept."""
@@ -156,8 +157,8 @@ def _indicator(prom: Any, indicator: str, model: str, namespace: Optional[str], 
 
 @_unknown_without_data
 def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, per: str = "replica",
-              namespace: str = None, window: str = "1m", query: str = None,
-              configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+              namespace: Optional[str] = None, window: str = "1m", query: Optional[str] = None,
+              configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The indicator (ttft_p95, itl_p95, error_ratio, promql) is under the threshold now, for the
     worst replica (per: replica) or the model (per: model); no samples is not healthy, and per
     replica, neither is a replica Ready for longer than the window plus a scrape that exports no
@@ -172,7 +173,7 @@ def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, p
     return slo.under(prom, ind, threshold, expected).to_json()
 
 
-def expected_series(s: snapshot.ClusterSnapshot, model: str, namespace: Optional[str], settled_by: float) -> set:
+def expected_series(s: snapshot.ClusterSnapshot, model: str, namespace: Optional[str], settled_by: float) -> Set[str]:
     """The replicas that must export a per-replica series now: each group's lead (rank 0), its
     group wholly Ready since `settled_by` (a replica that just started has no rate yet)."""
     groups: Dict[str, List[snapshot.PodView]] = {}
@@ -189,9 +190,9 @@ def _scrape(cfg: Dict[str, Any], prom: Any, ind: slo.Indicator) -> float:
 
 
 @_unknown_without_data
-def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixed: Dict[str, Any] = None,
-                      namespaces: List[str] = None, step: float = 1.0, first_at: float = 0.0,
-                      since: float = None, configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixed: Optional[Dict[str, Any]] = None,
+                      namespaces: Optional[List[str]] = None, step: float = 1.0, first_at: float = 0.0,
+                      since: Optional[float] = None, configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """A replayed incident's symptoms (probes.incident), from time zero (the replay's first fault,
     less `first_at`, its offset in the timeline; else `since`) to now: with expect "reproduced",
     every recorded alert fired again and every recorded replica was deleted and started again,
@@ -221,7 +222,8 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
                    for a in alerts]
         killed = [(r.applied_at, f"{r.target.get('namespace', '')}/{r.target['name']}")
                   for r in _applied_records(cfg, kube) if r.target.get("name") and r.target.get("uid")]  # a pod
-        events = record.events(kube, list(namespaces or [None]), zero, until)
+        every: List[Optional[str]] = [None]  # every namespace
+        events = record.events(kube, list(namespaces) if namespaces else every, zero, until)
     finally:
         kube.close()
     replaced = [incident.Replacement(incident.owner(r["pod"]), r["pod"], r["deleted"], r.get("started"))
@@ -235,8 +237,9 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
 @_unknown_without_data
 def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95", threshold: float = 0.5,
                          hold: float = 10.0, per: str = "replica", expect_impact: bool = True,
-                         namespace: str = None, window: str = "30s", query: str = None, fault_at: float = None,
-                         since: float = None, configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+                         namespace: Optional[str] = None, window: str = "30s", query: Optional[str] = None,
+                         fault_at: Optional[float] = None, since: Optional[float] = None,
+                         configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Over the whole interval from time zero (`fault_at` if given, else the run's last fault,
     else the end of the last action before this probe, else `since`) to `deadline` s after it:
     with `expect_impact`, the indicator breaches the threshold, then is back under it and stays
@@ -301,10 +304,10 @@ class _Corroboration:
         return series[max(before)] if before else 0.0
 
 
-def _missing(samples: List[slo.Sample]) -> set:
+def _missing(samples: List[slo.Sample]) -> Set[float]:
     """The times of samples that lack a series an earlier one had, or have none: where an absence must be told."""
-    seen: set = set()
-    found = set()
+    seen: Set[str] = set()
+    found: Set[float] = set()
     for s in sorted(samples, key=lambda s: s.at):
         if not s.values or not seen <= set(s.values):
             found.add(s.at)
@@ -336,8 +339,8 @@ def _recording(kube: Kube) -> Iterator[None]:
 
 
 @_unknown_without_data
-def no_hung_groups(model: str, namespace: str = None, window: str = "30s", since: float = None,
-                   configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def no_hung_groups(model: str, namespace: Optional[str] = None, window: str = "30s", since: Optional[float] = None,
+                   configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """No TP group of the model is hung: every replica whose pods have all been Ready for `window`
     finished requests over it while the model had demand. One that finished none, or whose lead
     exports no series (a frozen rank 0), is named; no series, or no demand, is not a pass. After
@@ -405,9 +408,9 @@ def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
 
 
 @_unknown_without_data
-def remediated_within(models: List[str], budget: float, node: str = None, namespace: str = None,
-                      path: str = "quarantine", since: float = None,
-                      configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+def remediated_within(models: List[str], budget: float, node: Optional[str] = None, namespace: Optional[str] = None,
+                      path: str = "quarantine", since: Optional[float] = None,
+                      configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """At some moment within `budget` s of time zero (the first fault of the run that hit the
     node, else the end of the last action before this probe, else `since`), on `path`:
     `quarantine` (the node cordoned and tainted or labelled, and drained) or `out-of-service` (a
@@ -437,7 +440,7 @@ def remediated_within(models: List[str], budget: float, node: str = None, namesp
 
 @_unknown_without_data
 def devices_tainted_within(budget: float, driver: str = "gpu.nvidia.com",
-                           configuration: Dict[str, Any] = None) -> Dict[str, Any]:
+                           configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Within `budget` s of each XID fault of the run (from its ledger), the DRA driver has
     tainted that card's device (`gpu-<card>` in its node's ResourceSlices) NoSchedule or NoExecute:
     the per-card twin of remediated_within. Waits while a card is untainted and within budget;
@@ -454,7 +457,7 @@ def devices_tainted_within(budget: float, driver: str = "gpu.nvidia.com",
         kube.close()
 
 
-def _faulted_nodes(records: List[ledger.Record]) -> set:
+def _faulted_nodes(records: List[ledger.Record]) -> Set[str]:
     """The nodes the faults hit as nodes (a card, its network, its kubelet), not the nodes of the
     pods a kill ended: a killed pod's replacement may well come back on its old node."""
     return {str(r.target["node"]) for r in records if r.target.get("node") and "name" not in r.target}

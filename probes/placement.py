@@ -71,7 +71,7 @@ def anti_affinity(snapshot: ClusterSnapshot, model: str, key: str = HOSTNAME, na
                       model=model, domains=len(per_domain))
     # Domains the replicas could use: Ready, schedulable nodes matching their node selector.
     selector = replicas[0].node_selector
-    eligible = {n.labels.get(key) for n in snapshot.nodes if n.ready and not n.unschedulable and key in n.labels
+    eligible = {n.labels[key] for n in snapshot.nodes if n.ready and not n.unschedulable and key in n.labels
                 and all(n.labels.get(k) == v for k, v in selector.items())}
     counts = [per_domain.get(d, 0) for d in eligible | set(per_domain)]
     skew = max(counts) - min(counts)

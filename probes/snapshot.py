@@ -234,8 +234,10 @@ def fetch(kube: Kube, card_resource: str | None = None, namespace: str | None = 
     source = source_for(kube)
     found = source.objects() if source is not None else None
     if found is None:
-        found = kube.batch(lambda lister: lister(cached=True), [kube.list_pods_raw, kube.list_nodes_raw])
-    pods, nodes = found
+        listers: list[Callable[..., list[dict[str, Any]]]] = [kube.list_pods_raw, kube.list_nodes_raw]
+        pods, nodes = kube.batch(lambda lister: lister(cached=True), listers)
+    else:
+        pods, nodes = found
     return build(pods, nodes, card_resource, namespace)
 
 

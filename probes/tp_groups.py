@@ -123,7 +123,11 @@ def desired(kube: Kube, model: str, namespace: str | None) -> int | None:
     label); None without a namespace to look in, or when no such workload exists (bare pods)."""
     if namespace is None:
         return None
-    workloads = [*kube.list_deployments(namespace), *kube.list_statefulsets(namespace)]
-    counts = [w.spec.replicas or 0 for w in workloads
-              if ((w.spec.template.metadata.labels or {}).get(MODEL_LABEL)) == model]
+    counts = []
+    for kind in ("deployments", "statefulsets"):
+        for w in kube.list_raw(f"list {kind} in {namespace}", f"/apis/apps/v1/namespaces/{namespace}/{kind}"):
+            spec = w.get("spec") or {}
+            labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get(MODEL_LABEL) == model:
+                counts.append(spec.get("replicas") or 0)
     return sum(counts) if counts else None

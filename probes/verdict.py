@@ -67,8 +67,10 @@ def recovery(output: dict[str, Any]) -> tuple[float, float] | None:
     """(seconds to recover, budget) from a budgeted probe's output that met its budget; None for
     any other output (not budgeted, not met, or not numbers)."""
     after, budget = output.get(RECOVERED_AFTER_SECONDS), output.get(BUDGET_SECONDS)
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (after, budget))
-    return (float(after), float(budget)) if numbers and budget > 0 else None
+    if (isinstance(after, bool) or isinstance(budget, bool) or not isinstance(after, (int, float))
+            or not isinstance(budget, (int, float))):
+        return None
+    return (float(after), float(budget)) if budget > 0 else None
 
 
 @dataclass(frozen=True)

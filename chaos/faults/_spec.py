@@ -3,6 +3,7 @@ expected ...`). Kinds build their frozen Spec dataclasses from these readers."""
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from typing import Any
@@ -64,7 +65,7 @@ class Fields:
             raise self.fail(name, f"one of {', '.join(choices)}", value)
         return value
 
-    def selector(self, name: str, default: Any = _MISSING) -> Any:
+    def selector(self, name: builtins.str, default: Any = _MISSING) -> Any:
         value = self.str(name, default)
         bad = None if value is default and default is not _MISSING else selector_problem(value)
         if bad is not None:
@@ -72,7 +73,8 @@ class Fields:
             raise self.fail(name, f"a label selector like 'a=b,c!=d,e in (f,g),!h'{part}", value)
         return value
 
-    def int(self, name: str, default: Any = _MISSING, low: int = 0, high: int = 2**31) -> Any:
+    def int(self, name: builtins.str, default: Any = _MISSING, low: builtins.int = 0,
+            high: builtins.int = 2**31) -> Any:
         value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -80,7 +82,7 @@ class Fields:
             raise self.fail(name, f"an integer from {low} to {high}", value)
         return value
 
-    def number(self, name: str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf,
+    def number(self, name: builtins.str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf,
                low_open: bool = False) -> Any:
         value = self.value(name, default)
         if value is default and default is not _MISSING:
@@ -91,13 +93,13 @@ class Fields:
             raise self.fail(name, f"a number {bound}{'' if high == math.inf else f' to {high:g}'}", value)
         return float(value)
 
-    def bool(self, name: str, default: bool = False) -> bool:
+    def bool(self, name: builtins.str, default: bool = False) -> bool:
         value = self.value(name, default)
         if not isinstance(value, bool):
             raise self.fail(name, "true or false", value)
         return value
 
-    def str_list(self, name: str, default: Any = _MISSING) -> Any:
+    def str_list(self, name: builtins.str, default: Any = _MISSING) -> Any:
         value = self.value(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -105,7 +107,7 @@ class Fields:
             raise self.fail(name, "a non-empty list of strings", value)
         return value
 
-    def cards(self, name: str) -> tuple[int, ...]:
+    def cards(self, name: builtins.str) -> tuple[builtins.int, ...]:
         """A non-empty list of distinct card indices, in the order given."""
         value = self.value(name, _MISSING)
         if not isinstance(value, list) or not value or not all(
@@ -116,7 +118,7 @@ class Fields:
             raise SpecError(f"{self.where}.{name}: card {twice[0]} listed twice")
         return tuple(value)
 
-    def card_or_cards(self) -> tuple[str, tuple[int, ...]]:
+    def card_or_cards(self) -> tuple[builtins.str, tuple[builtins.int, ...]]:
         """`card: 3` or `cards: [3, 5]`, exactly one of the two: (the field given, the indices)."""
         if self.has("card") == self.has("cards"):
             raise self.fail("card", "a card index, or a list of them as 'cards' (one of the two)", self.raw.get("card"))
@@ -130,7 +132,7 @@ class Fields:
             raise SpecError(f"{self.where}.ttl_seconds: required (every fault expires; at most {MAX_TTL_SECONDS})")
         return float(self.number("ttl_seconds", low=0, high=MAX_TTL_SECONDS, low_open=True))
 
-    def blast_radius(self) -> tuple[int | None, float | None]:
+    def blast_radius(self) -> tuple[builtins.int | None, float | None]:
         count = self.int("count", None, low=1, high=100_000)
         percent = self.number("percent", None, low=0, high=100, low_open=True)
         if count is not None and percent is not None:
@@ -150,7 +152,7 @@ class Fields:
         return NodeSelection(tuple(names) if names else None, selector, count, percent,
                              self.int("seed", None, high=2**62), pods)
 
-    def _nodes_of(self) -> tuple[str | None, str] | None:
+    def _nodes_of(self) -> tuple[builtins.str | None, builtins.str] | None:
         raw = self.value("nodes_of", None)
         if raw is None:
             return None
@@ -159,7 +161,7 @@ class Fields:
         inner.done()
         return found
 
-    def value(self, name: str, default: Any) -> Any:
+    def value(self, name: builtins.str, default: Any) -> Any:
         """The field as given, unchecked (marked as read); required when there is no default."""
         self.seen.add(name)
         if name in self.raw:

@@ -189,7 +189,8 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
+           ) -> tuple[str, str] | tuple[str, str, bool]:
     """Through the agent: its read-back. Through ClusterD: the public fault is in place, and
     confirmed once the node's device plugin lists the chip unhealthy; ClusterD's own handling has
     no read-back, so in place but not listed is inconclusive."""

@@ -200,8 +200,9 @@ def fingerprint(stage: Stage) -> dict[str, Any]:
     seen["device-taint-rules"] = [o["metadata"]["name"] for o in kube.list_objects(
         "resource.k8s.io/v1beta2", "DeviceTaintRule")]
     seen["markers"] = [c.metadata.name for c in kube.list_config_maps("kilocard-system", f"{LEDGER_LABEL}=true")]
-    for w in (*kube.list_deployments(stage.namespace), *kube.list_statefulsets(stage.namespace)):
-        seen[f"{type(w).__name__}/{w.metadata.name}"] = (w.spec.replicas, w.status.ready_replicas)
+    for kind in ("deployments", "statefulsets"):
+        for w in kube.list_raw(kind, f"/apis/apps/v1/namespaces/{stage.namespace}/{kind}"):
+            seen[f"{kind}/{w['metadata']['name']}"] = (w["spec"].get("replicas"), w["status"].get("readyReplicas"))
     return seen
 
 

@@ -22,6 +22,17 @@ def test_code_passes_the_projects_lint_rules():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_typed_modules_pass_mypy_strict():
+    """The modules [tool.mypy] in pyproject.toml names (the faults, the plan, the lifecycle, the
+    revert, the landed check, the probes), type-checked strictly; its cache kept between runs."""
+    root = Path(__file__).resolve().parents[2]
+    mypy = Path(sys.executable).with_name("mypy")
+    cache = Path.home() / ".cache" / "kilocard" / "mypy"
+    result = subprocess.run([str(mypy), "--cache-dir", str(cache)], cwd=root, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 LOADED = """
 import runpy, sys
 sys.argv = ["kilocard", *sys.argv[1:]]
