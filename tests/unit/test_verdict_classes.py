@@ -60,11 +60,8 @@ class FakeKube:
         while until is not None and time.monotonic() < until:
             time.sleep(0.05)
 
-    def list_deployments(self, namespace):
-        return []
-
-    def list_statefulsets(self, namespace):
-        return []
+    def list_raw(self, what, path, *args, **kwargs):
+        return []  # no Deployment or StatefulSet: bare pods
 
 
 def raw_pod(name, node="n0", ready=True, model="m"):
