@@ -292,14 +292,7 @@ class _Bulk:
     def get(self, path: str, params: dict[str, str], headers: dict[str, str]) -> bytes | Exception:
         """The reply's body, or the error it makes (decoded by the caller: a 60 MB list decoded
         here would stall every other stream)."""
-        async def get() -> bytes | Exception:
-            reply = await self._request("GET", f"{path}?{urlencode(params)}" if params else path, None,
-                                        list(headers.items()))
-            if isinstance(reply, Exception):
-                return reply
-            return _error(*reply) or reply[1]
-
-        return self._run(get())  # type: ignore[no-any-return]
+        return self.get_all([f"{path}?{urlencode(params)}" if params else path], headers)[0]
 
     def close(self) -> None:
         self._run(self.pool.aclose())
@@ -474,14 +467,8 @@ class Kube:
             reply = replies[index]
             assert reply is not None
             if _retryable(reply):
-                # The first failure counts as a retry and waits as `_call` would before its own.
-                _counted(_cause(reply))
-                time.sleep(min(_retry_after(reply) or random.uniform(0.1, 0.3), 5.0))
-                try:
-                    self._call(what, self._send, *requests[index])
-                    return None
-                except KubeError as exc:
-                    return exc
+                again = self._once_more(reply, what, self._send, *requests[index])
+                return again if isinstance(again, KubeError) else None
             return _to_kube_error(reply, what)
 
         outcomes: list[KubeError | None] = [None] * len(requests)
@@ -489,6 +476,17 @@ class Kube:
         for index, outcome in zip(failed, self.batch(settled, failed), strict=True):
             outcomes[index] = outcome
         return outcomes
+
+    def _once_more(self, failed: Exception, what: str, fn: Callable[..., T], *args: Any) -> T | KubeError:
+        """A bulk request that failed as `_call` retries (5xx, 429, a dropped connection), sent
+        again through `_call`: its first failure counts as a retry and waits as `_call` would
+        before its own."""
+        _counted(_cause(failed))
+        time.sleep(min(_retry_after(failed) or random.uniform(0.1, 0.3), 5.0))
+        try:
+            return self._call(what, fn, *args)
+        except KubeError as exc:
+            return exc
 
     # --- cluster ---------------------------------------------------------------------------
     def server_version(self) -> str:
@@ -744,22 +742,19 @@ class Kube:
         """Many (namespace, name) pods at once, every GET a stream on the bulk connection, from one
         thread: a pod kill reads every pod it killed back. One result per pod; those that failed as
         `_call` retries are read again one by one."""
-        replies = self._h2().get_all([f"/api/v1/namespaces/{ns}/pods/{name}" for ns, name in pods], self._headers())
+        paths = [f"/api/v1/namespaces/{ns}/pods/{name}" for ns, name in pods]
+        replies = self._h2().get_all(paths, self._headers())
 
-        def again(index: int) -> dict[str, Any] | KubeError:
-            try:
-                return self.read_pod_raw(*pods[index])
-            except KubeError as exc:
-                return exc
+        def settled(index: int) -> dict[str, Any] | KubeError:
+            failure, what = replies[index], f"get pod {pods[index][0]}/{pods[index][1]}"
+            assert isinstance(failure, Exception)
+            if _retryable(failure):
+                return self._once_more(failure, what, self._get, paths[index], {})
+            return _to_kube_error(failure, what)
 
-        found: list[dict[str, Any] | KubeError] = []
-        retry = []
-        for index, ((ns, name), reply) in enumerate(zip(pods, replies, strict=True)):
-            if isinstance(reply, Exception) and _retryable(reply):
-                retry.append(index)
-            found.append(_to_kube_error(reply, f"get pod {ns}/{name}") if isinstance(reply, Exception)
-                         else json.loads(reply))
-        for index, result in zip(retry, self.batch(again, retry), strict=True):
+        found: list[dict[str, Any] | KubeError] = [{} if isinstance(r, Exception) else json.loads(r) for r in replies]
+        failed = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
+        for index, result in zip(failed, self.batch(settled, failed), strict=True):
             found[index] = result
         return found
 
