@@ -17,7 +17,7 @@ from chaos.agent.client import AgentClient
 from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.kube import Kube
-from chaos.vocabulary import local_testbed_kubeconfig
+from chaos.vocabulary import DRA_DRIVER, local_testbed_kubeconfig
 
 __all__ = [
     "apply_fault",
@@ -280,7 +280,7 @@ def inject_npu_fault(cards: List[int], ttl_seconds: float, nodes: List[str] = No
 
 
 def isolate_dra_cards(cards: List[int], ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
-                      count: int = None, driver: str = "gpu.nvidia.com", effect: str = "NoSchedule",
+                      count: int = None, driver: str = DRA_DRIVER, effect: str = "NoSchedule",
                       configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Taint DRA-managed cards with a DeviceTaintRule (NoExecute evicts the pods holding them)."""
     return apply_fault(_drop_none(kind="dra-card-isolate", cards=cards, ttl_seconds=ttl_seconds, nodes=nodes,

@@ -38,7 +38,7 @@ from chaoslib.exceptions import InterruptExecution, InvalidActivity
 from chaos import actions
 from chaos import plan as planning
 from chaos.errors import NotFound, SpecError
-from chaos.faults._spec import Fields
+from chaos.fields import boolean, integer, mapping, read, strings
 from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
 from probes import capacity
 from probes import snapshot as snap
@@ -97,17 +97,23 @@ class Limits:
     contexts: tuple[str, ...] = ()
 
 
+SCHEMA = mapping(MODULE, "Limits the run may not pass, checked against the resolved plan and the cluster before "
+                 "anything is applied (and, declared, before each kilocard action).", {
+                     "max_pods": integer(0, 100_000, "pods the run may disrupt", Limits.max_pods),
+                     "max_nodes": integer(0, 100_000, "nodes the run may touch", Limits.max_nodes),
+                     "max_cards": integer(0, 1_000_000, "cards the run may take away", Limits.max_cards),
+                     "min_ready": integer(0, 100_000, "Ready replicas left per model it touches", Limits.min_ready),
+                     "room": boolean("the replicas driven off their nodes must have somewhere to go", Limits.room),
+                     "require_opt_in": boolean("every namespace whose pods it ends or displaces carries "
+                                               f"{CHAOS_OPT_IN_LABEL}=enabled", Limits.require_opt_in),
+                     "contexts": strings("the kubeconfig contexts the run may act on (default: any)",
+                                         ["kind-kilocard"]),
+                 }, example={"max_pods": 40, "min_ready": 0})
+
+
 def limits(arguments: Any, where: str) -> Limits:
-    f = Fields(arguments if arguments is not None else {}, where)
-    default = Limits()
-    found = Limits(max_pods=f.int("max_pods", default.max_pods, high=100_000),
-                   max_nodes=f.int("max_nodes", default.max_nodes, high=100_000),
-                   max_cards=f.int("max_cards", default.max_cards, high=1_000_000),
-                   min_ready=f.int("min_ready", default.min_ready, high=100_000),
-                   room=f.bool("room", default.room), require_opt_in=f.bool("require_opt_in", default.require_opt_in),
-                   contexts=tuple(f.str_list("contexts", [])))
-    f.done()
-    return found
+    values = read(SCHEMA, arguments if arguments is not None else {}, where)
+    return Limits(**{**values, "contexts": tuple(values["contexts"] or ())})
 
 
 def declared(experiment: dict[str, Any], source: str) -> Limits:

@@ -30,7 +30,7 @@ from typing import Any
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError
 from chaos.faults import Context
-from chaos.faults._spec import Fields
+from chaos.fields import boolean, mapping, number
 from probes.verdict import Contract
 
 STATUSES = (CONFIRMED, MISMATCH, INCONCLUSIVE)
@@ -59,17 +59,19 @@ class Options:
     within_seconds: float = DEFAULT_WITHIN_SECONDS
     allow_mismatch: bool = False
 
+    @classmethod
+    def of(cls, values: dict[str, Any] | None) -> Options:
+        """The options a fault's `verify` field gave (its schema accepted them), else the defaults."""
+        return cls(**values) if values else cls()
 
-def split(raw: Any, where: str) -> tuple[Any, Options]:
-    """(the fault mapping without its `verify` field, the options it gave)."""
-    if not isinstance(raw, dict) or FIELD not in raw:
-        return raw, Options()
-    rest = {k: v for k, v in raw.items() if k != FIELD}
-    f = Fields(raw[FIELD], f"{where}.{FIELD}")
-    options = Options(f.number("within_seconds", DEFAULT_WITHIN_SECONDS, high=MAX_WITHIN_SECONDS),
-                      f.bool("allow_mismatch"))
-    f.done()
-    return rest, options
+
+# Every fault kind has this field (chaos.faults._spec.kind).
+SCHEMA = mapping(FIELD, "how the fault's effect is read back once applied (chaos.landed): confirmed, mismatch or "
+                 "inconclusive per target; a mismatch fails the fault", {
+                     "within_seconds": number(0, MAX_WITHIN_SECONDS, "how long the read-back may take to confirm "
+                                              "(effects take a moment to show)", Options.within_seconds),
+                     "allow_mismatch": boolean("a mismatch is reported, not failed", Options.allow_mismatch)},
+                 example={"within_seconds": 30})
 
 
 def verify(ctx: Context, module: ModuleType, spec: Any, target: dict[str, Any], undo: dict[str, Any],
@@ -161,7 +163,7 @@ def _said(status: str, evidence: str, started: float) -> dict[str, Any]:
     return {"status": status, "evidence": evidence, "seconds": round(time.monotonic() - started, 3)}
 
 
-__all__ = ["CONFIRMED", "INCONCLUSIVE", "MISMATCH", "Options", "split", "summary", "verify", "verify_all"]
+__all__ = ["CONFIRMED", "INCONCLUSIVE", "MISMATCH", "Options", "SCHEMA", "summary", "verify", "verify_all"]
 
 
 def summary(landed: list[dict[str, Any]]) -> dict[str, int]:

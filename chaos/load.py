@@ -30,7 +30,7 @@ import select
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -39,7 +39,20 @@ from urllib.parse import urlsplit
 
 from chaos import __version__
 from chaos.errors import SpecError
-from chaos.faults._spec import Fields
+from chaos.fields import (
+    API_ROOT,
+    MODEL,
+    choice,
+    described,
+    errors,
+    filled,
+    integer,
+    mapping,
+    not_both,
+    number,
+    optional,
+    text,
+)
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI, quiet_thread
 
 APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -78,49 +91,78 @@ class LoadSpec:
         return {k: v for k, v in asdict(self).items() if k != "token" and v is not None}
 
 
-class _Flags(Fields):
-    """Fields whose errors name the command's flags (`--max-in-flight`, `--timeout`)."""
+# The experiment's `load:` block (run._load); the command's flags add a duration.
+SCHEMA = mapping(
+    "load", "Traffic the experiment brings, in its `kilocard` extension, for a cluster no production traffic "
+    "reaches: requests to an OpenAI-compatible endpoint (`POST {url}/v1/completions`, streamed) at `qps`, as a "
+    "seeded Poisson process (open loop: a slow server does not slow it), from before the steady-state hypothesis "
+    "until after the revert. Each is measured from the client (TTFT, TPOT, HTTP status, error kind); a request "
+    "over `max_in_flight` counts as an error, `client_saturated`. The journal keeps the summary (P50/P95/P99 TTFT "
+    "and TPOT, errors by kind, achieved QPS) and a series per second under `kilocard.load`. `kilocard load` "
+    "offers the same from the command line.",
+    {"url": described({"type": "string", "pattern": API_ROOT}, "the API's root, without /v1 (default: the local "
+                      "testbed's)", LoadSpec.url, "http://vllm.inference:8000"),
+     "model": text("the model's served name", example=MODEL),
+     "qps": number(0, MAX_QPS, "requests per second offered", example=10, above=True),
+     "prompt_tokens": integer(1, MAX_TOKENS, "about this many prompt tokens a request", example=1024),
+     "output_tokens": integer(1, MAX_TOKENS, "max_tokens of each request", example=128),
+     "api": choice(APIS, "completions (/v1/completions) or chat (/v1/chat/completions)", LoadSpec.api),
+     "seed": integer(0, 2**62, "seed of the arrivals and the prompts", LoadSpec.seed),
+     "max_in_flight": integer(1, MAX_IN_FLIGHT, "requests open at once; one more counts as an error",
+                              LoadSpec.max_in_flight),
+     "timeout_seconds": number(0, MAX_TIMEOUT_SECONDS, "seconds a request may take in all", LoadSpec.timeout_seconds,
+                               above=True),
+     "token_env": optional(text("an environment variable that holds a bearer token (never logged)",
+                                example="LLM_API_TOKEN")),
+     "token_file": optional(text("a file that holds a bearer token (never logged)",
+                                 example="/var/run/secrets/llm/token"))},
+    required=["model", "qps", "prompt_tokens", "output_tokens"],
+    rules=[not_both("give either token_env or token_file, not both", "token_env", "token_file")],
+    example={"url": "http://vllm.inference:8000", "model": MODEL, "qps": 10, "prompt_tokens": 1024,
+             "output_tokens": 128})
+_FLAGS = {**SCHEMA, "properties": {**SCHEMA["properties"], "duration_seconds": number(
+    0, 86_400, "seconds to send for", above=True)}}
 
-    def fail(self, name: str, expected: str, value: Any) -> SpecError:
-        return SpecError(f"--{name.removesuffix('_seconds').replace('_', '-')}: expected {expected}, got {value!r}")
+
+def _flag(name: str) -> str:
+    return f"--{name.removesuffix('_seconds').replace('_', '-')}"
+
+
+def _flagged(message: str) -> str:
+    """'max_in_flight: expected ...' -> '--max-in-flight: expected ...' (a rule across fields names none)."""
+    name, _, rest = message.partition(": ")
+    return f"{_flag(name)}: {rest}" if name.isidentifier() else message
 
 
 def parse(raw: Any, where: str, flags: bool = False) -> LoadSpec:
     """A load from plain data: an experiment's `load:` block, or the command's flags (`flags`: the
-    errors name them, and a duration is read). SpecError names the field; a token is read from where
-    it is said to be, so a missing one is found before anything is sent."""
-    f = (_Flags if flags else Fields)(raw, where)
-    url = f.str("url", LOCAL_TESTBED_OPENAI)
+    errors name them, and a duration is read). SpecError names every bad field; a token is read
+    from where it is said to be, so a missing one is found before anything is sent."""
+    schema = _FLAGS if flags else SCHEMA
+    said = errors(schema, raw, "" if flags else where)
+    if flags:
+        said = [_flagged(m) for m in said]
+    if said:
+        raise SpecError("\n".join(said))
+    values = filled(schema, raw)
+    name = _flag if flags else lambda field: f"{where}.{field}"
     try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        port_ok = urlsplit(values["url"]).port != 0  # what the pattern cannot say: a port from 1 to 65535
     except ValueError:
-        ok = False
-    if not ok or parts.query or parts.fragment or parts.path.rstrip("/").endswith("/v1"):
-        raise f.fail("url", "an http:// or https:// URL of the API's root (without /v1)", url)
-    token_env, token_file = f.str("token_env", None), f.str("token_file", None)
-    if token_env is not None and token_file is not None:
-        raise f.fail("token_env", "either token_env or token_file, not both", token_env)
-    spec = LoadSpec(
-        model=f.str("model"), qps=f.number("qps", low=0, high=MAX_QPS, low_open=True),
-        prompt_tokens=f.int("prompt_tokens", low=1, high=MAX_TOKENS),
-        output_tokens=f.int("output_tokens", low=1, high=MAX_TOKENS), url=url.rstrip("/"),
-        api=f.str("api", "completions", choices=tuple(APIS)),
-        duration_seconds=f.number("duration_seconds", low=0, high=86_400, low_open=True) if flags else None,
-        seed=f.int("seed", 0, high=2**62),
-        max_in_flight=f.int("max_in_flight", DEFAULT_MAX_IN_FLIGHT, low=1, high=MAX_IN_FLIGHT),
-        timeout_seconds=f.number("timeout_seconds", DEFAULT_TIMEOUT_SECONDS, low=0, high=MAX_TIMEOUT_SECONDS,
-                                 low_open=True),
-        token_env=token_env, token_file=token_file)
-    f.done()
-    return replace(spec, token=_token(f, token_env, token_file))
+        port_ok = False
+    if not port_ok:
+        raise SpecError(f"{name('url')}: expected an http:// or https:// URL of the API's root (without /v1), got "
+                        f"{values['url']!r}")
+    spec = LoadSpec(**{**values, "url": values["url"].rstrip("/")})
+    return replace(spec, token=_token(name, spec.token_env, spec.token_file))
 
 
-def _token(f: Fields, env: str | None, path: str | None) -> str | None:
+def _token(name: Callable[[str], str], env: str | None, path: str | None) -> str | None:
     if env is not None:
         token = os.environ.get(env, "").strip()
         if not token:
-            raise f.fail("token_env", "an environment variable that holds the token (it is unset or empty)", env)
+            raise SpecError(f"{name('token_env')}: expected an environment variable that holds the token (it is "
+                            f"unset or empty), got {env!r}")
         return token
     if path is not None:
         try:
@@ -128,7 +170,7 @@ def _token(f: Fields, env: str | None, path: str | None) -> str | None:
         except (OSError, UnicodeDecodeError):
             token = ""
         if not token:
-            raise f.fail("token_file", "a readable file that holds the token", path)
+            raise SpecError(f"{name('token_file')}: expected a readable file that holds the token, got {path!r}")
         return token
     return None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from chaos import failpoints, faults, landed, ledger
+from chaos import failpoints, faults, fields, landed, ledger
 from chaos.agent.protocol import iso
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
@@ -78,13 +78,14 @@ def parse(raw: Any, where: str) -> tuple[ModuleType, Any]:
 
 
 def parse_one(raw: Any, where: str) -> tuple[ModuleType, Any, landed.Options]:
-    """(kind module, spec, its verification options): the kind's own fields, and `verify`, which
-    every kind has."""
+    """(kind module, spec, its verification options): the fields its kind's schema declares, read
+    and checked once, every error at once; then what only the kind can tell (`build`)."""
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a mapping with a 'kind', got {type(raw).__name__}")
     module = faults.kind_module(raw.get("kind"), where)
-    own, options = landed.split(raw, where)
-    return module, module.parse(own, where), options
+    values = fields.read(module.SCHEMAS[raw["kind"]], raw, where)
+    options = landed.Options.of(values.pop(landed.FIELD))
+    return module, module.build(values, where), options
 
 
 def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:

@@ -57,7 +57,21 @@ from chaoslib.loader import load_experiment
 from chaoslib.run import RunEventHandler
 from chaoslib.secret import load_secrets
 
-from chaos import __version__, actions, guards, kube, landed, ledger, plan, release, revert, schemas, stop, timezero
+from chaos import (
+    __version__,
+    actions,
+    fields,
+    guards,
+    kube,
+    landed,
+    ledger,
+    plan,
+    release,
+    revert,
+    schemas,
+    stop,
+    timezero,
+)
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
@@ -372,7 +386,7 @@ def _pauses(data: dict[str, Any], configuration: dict[str, Any] | None = None, s
             value = substitute(given, configuration or {}, secrets or {}) if isinstance(given, str) else given
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
                 problems.append(f"{named}: pauses.{key}: expected seconds from 0, got {value!r}"
-                                + schemas.as_text(value, texts=texts))
+                                + fields.as_text(value, texts=texts))
     return problems
 
 

@@ -28,6 +28,7 @@ Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
@@ -39,7 +40,22 @@ from chaoslib.exceptions import InvalidActivity
 from chaoslib.exit import exit_gracefully
 
 from chaos.errors import KilocardError, SpecError
-from chaos.faults._spec import Fields
+from chaos.fields import (
+    MODEL,
+    NAMESPACE,
+    Schema,
+    choice,
+    described,
+    duration,
+    filled,
+    integer,
+    mapping,
+    number,
+    optional,
+    read,
+    text,
+    union,
+)
 from chaos.judgement import STOP_KEY
 from chaos.kube import Kube
 from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig, quiet_thread
@@ -49,7 +65,7 @@ from probes.snapshot import ClusterSnapshot
 from probes.verdict import Contract
 
 MODULE = "chaos.stop"
-KINDS = ("zero-ready", "unhealthy", "slo", "hung-group")
+EVERY_SECONDS = 2.0
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")
 PER_REPLICA = ("ttft_p95", "itl_p95")  # error_ratio is the gateway's, per model
 BLIND = "a stop condition treats that as a breach"  # how a condition that could not look says it fired
@@ -111,40 +127,50 @@ class Settings:
     conditions: tuple[Condition, ...]
 
 
+def _condition(kind: str, description: str, properties: dict[str, Schema], required: list[str],
+               example: dict[str, Any]) -> Schema:
+    return mapping(kind, description, {"kind": {"const": kind, "description": "the condition's kind"},
+                                       "model": text("the model (label kilocard.io/model)", example=MODEL),
+                                       "namespace": optional(text("the model's namespace (default: every namespace)",
+                                                                  example=NAMESPACE)), **properties},
+                   ["kind", "model", *required], example={"kind": kind, "model": MODEL, **example})
+
+
+CONDITIONS: dict[str, Schema] = {
+    "zero-ready": _condition("zero-ready", "The model is left with no Ready replica (TP groups whole and Ready).",
+                             {}, [], {"namespace": NAMESPACE}),
+    "unhealthy": _condition("unhealthy", "More than max of the model's replica pods are not Ready (Pending "
+                            "included).", {"max": integer(0, 100_000, "pods not Ready the run tolerates", example=2)},
+                            ["max"], {"max": 2}),
+    "slo": _condition("slo", "The model's indicator is past a hard limit on its worst replica; no series at all "
+                      "counts as past it.",
+                      {"indicator": choice(INDICATORS, "what is measured", Condition.indicator),
+                       "limit": number(0, math.inf, "the hard limit (seconds, or a ratio for error_ratio)",
+                                       example=5.0, above=True),
+                       "window": duration("the rate window (PromQL duration)", Condition.window)},
+                      ["limit"], {"limit": 5.0}),
+    "hung-group": _condition("hung-group", "A replica of the model, all its pods Ready for the window, finished no "
+                             "request over it while requests wait in its queue, or its lead exports no series (a "
+                             "stalled rank); no series for the model, or no demand at all, counts as hung.",
+                             {"window": duration("the window progress is judged over (PromQL duration)",
+                                                 Condition.window)}, [], {"window": "30s"}),
+}
+SCHEMA = mapping(MODULE, "Stop conditions: checks beside the method that end the run (exit 3, faults reverted) when "
+                 "the cluster goes past a hard limit; missing data is a breach.", {
+                     "every_seconds": number(0.2, 600, "how often the conditions are checked", EVERY_SECONDS),
+                     "conditions": described({"type": "array", "minItems": 1,
+                                              "items": union("stop condition", "", CONDITIONS)},
+                                             "the conditions, any of which stops the run", None,
+                                             [CONDITIONS["zero-ready"]["examples"][0]]),
+                 }, ["conditions"], example={"every_seconds": 2, "conditions": [
+                     CONDITIONS["zero-ready"]["examples"][0], CONDITIONS["slo"]["examples"][0]]})
+
+
 def settings(arguments: Any, where: str) -> Settings:
-    f = Fields(arguments if arguments is not None else {}, where)
-    every = f.number("every_seconds", 2.0, low=0.2, high=600)
-    raw = f.value("conditions", None)
-    if not isinstance(raw, list) or not raw:
-        raise SpecError(f"{where}.conditions: expected a non-empty list of stop conditions "
-                        f"(kind: {', '.join(KINDS)})")
-    f.done()
-    return Settings(every, tuple(_condition(c, f"{where}.conditions[{i}]") for i, c in enumerate(raw)))
-
-
-def _condition(raw: Any, where: str) -> Condition:
-    f = Fields(raw, where)
-    kind = f.str("kind", choices=KINDS)
-    model, namespace = f.str("model"), f.str("namespace", None)
-    if kind == "unhealthy":
-        found = Condition(kind, model, namespace, max=f.int("max", high=100_000))
-    elif kind == "slo":
-        limit = f.value("limit", None)
-        if limit is None:
-            raise SpecError(f"{where}.limit: required: the hard limit past which the run stops")
-        found = Condition(kind, model, namespace, indicator=f.str("indicator", "ttft_p95", INDICATORS),
-                          limit=f.number("limit", low=0, low_open=True), window=f.str("window", "30s"))
-    elif kind == "hung-group":
-        window = f.str("window", "30s")
-        try:
-            slo.seconds(window)
-        except slo.SloError:
-            raise f.fail("window", "a Prometheus duration (e.g. 30s, 1m)", window) from None
-        found = Condition(kind, model, namespace, window=window)
-    else:
-        found = Condition(kind, model, namespace)
-    f.done()
-    return found
+    values = read(SCHEMA, arguments if arguments is not None else {}, where)
+    return Settings(values["every_seconds"], tuple(
+        Condition(**{k: v for k, v in filled(CONDITIONS[c["kind"]], c).items() if v is not None})
+        for c in values["conditions"]))
 
 
 def declared(experiment: dict[str, Any], source: str) -> Settings | None:

@@ -52,6 +52,7 @@ def card_resource_of(nodes: Iterable[dict[str, Any]]) -> str:
 
 # --- what kilocard places on the cluster ---------------------------------------------------
 ISOLATION_TAINT = "kilocard.io/isolated"
+DRA_DRIVER = "gpu.nvidia.com"  # the DRA driver a card is allocated by, unless told (NVIDIA's)
 ISOLATION_ANNOTATION = "kilocard.io/isolation"  # JSON: which faults hold the node, what kilocard placed
 # Non-graceful node shutdown: PodGC force-deletes the pods stuck on a dead node carrying this taint.
 OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"

@@ -23,7 +23,7 @@ from chaos.actions import run_id_of
 from chaos.errors import KilocardError, KubeError
 from chaos.follower import Follower
 from chaos.kube import Kube
-from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+from chaos.vocabulary import DRA_DRIVER, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
 from probes import (
     capacity,
     device_taints,
@@ -439,7 +439,7 @@ def remediated_within(models: List[str], budget: float, node: Optional[str] = No
 
 
 @_unknown_without_data
-def devices_tainted_within(budget: float, driver: str = "gpu.nvidia.com",
+def devices_tainted_within(budget: float, driver: str = DRA_DRIVER,
                            configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Within `budget` s of each XID fault of the run (from its ledger), the DRA driver has
     tainted that card's device (`gpu-<card>` in its node's ResourceSlices) NoSchedule or NoExecute:

@@ -1,14 +1,20 @@
-"""Fault kinds. Each module holds one kind: a frozen Spec, `parse` (plain data -> Spec, errors
-naming the field), `targets` (what the spec selects, as plain dicts), optionally `check` (what
-only the cluster can tell: card indices, agents, other runs holding the target; SpecError naming
-the field), `prepare` (the state revert will need, read BEFORE anything changes, so the
-write-ahead ledger holds it), `apply` and `revert` side by side. Revert is idempotent, undoes only
-what this run placed, and a vanished target counts as reverted. `disrupts` says what one
-target takes away, for the guards' blast radius (chaos/guards.py).
+"""Fault kinds. Each module holds one kind (or a family of them): `SCHEMAS`, each kind's fields
+declared once (JSON Schema from chaos.fields, the shared ones from `_spec`: chaos.plan reads and
+checks them, chaos.schemas documents them), a frozen Spec, `build` (the Spec from the fields its
+schema accepted; what a schema cannot say is a SpecError naming the field), `targets` (what the
+spec selects, as plain dicts), optionally `check` (what only the cluster can tell: card indices,
+agents, other runs holding the target; SpecError naming the field), `prepare` (the state revert
+will need, read BEFORE anything changes, so the write-ahead ledger holds it), `apply` and `revert`
+side by side. Revert is idempotent, undoes only what this run placed, and a vanished target
+counts as reverted. `disrupts` says what one target takes away, for the guards' blast radius
+(chaos/guards.py). A new module here is a new kind: nothing else lists them.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,26 +52,13 @@ class Disruption:
     evicts: str = "none"
 
 
+@functools.cache
 def registry() -> dict[str, ModuleType]:
-    from chaos.faults import (
-        agent_faults,
-        dra_card_isolation,
-        network_policy,
-        node_isolation,
-        node_out_of_service,
-        npu_fault,
-        npu_isolation,
-        pod_kill,
-        rank_stall,
-        tp_group_kill,
-    )
-
-    kinds: dict[str, ModuleType] = {}
-    for module in (pod_kill, tp_group_kill, node_isolation, node_out_of_service, network_policy, agent_faults,
-                   dra_card_isolation, npu_isolation, npu_fault, rank_stall):
-        for kind in module.KINDS:
-            kinds[kind] = module
-    return kinds
+    """Every fault kind, by name: each module of this package (but the shared `_` ones) declares
+    the kinds it holds in `SCHEMAS`. Sorted by kind, as the reference lists them."""
+    modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+               if not m.name.startswith("_")]
+    return dict(sorted(((kind, module) for module in modules for kind in module.SCHEMAS), key=lambda km: km[0]))
 
 
 def kind_module(kind: Any, where: str) -> ModuleType:

@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from chaos.agent import kinds, protocol
+from chaos.agent import schema as agent_schema
 from chaos.agent.client import REVERT_PATIENCE_SECONDS, AgentError
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import SpecError, TargetConflict
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import Fields
+from chaos.faults._spec import ALLOW_EMPTY, CARD, CARD_RULE, CARDS, NODES, NODES_RULES, TTL, kind, nodes
+from chaos.faults._spec import cards as indices
+from chaos.fields import INTERFACE, NETNS, Schema, described, mapping, optional
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import card_resource_of
 
-AGENT_KINDS = {fault: kind.NAME for fault, kind in sorted(kinds.BY_FAULT.items())}
-KINDS = tuple(AGENT_KINDS)
+AGENT_KINDS = {fault: module.NAME for fault, module in sorted(kinds.BY_FAULT.items())}
 REVERTIBLE = True
 
 
@@ -52,25 +55,46 @@ class Spec:
     card_field: str = "cards"  # how the input named the cards, for error messages
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    kind = f.str("kind", choices=KINDS)
-    agent_kind = AGENT_KINDS[kind]
-    selection = f.nodes()
-    cards: tuple[int, ...] | None = None
-    interface = netns = None
-    card_field = "cards"
-    target_kind = kinds.get(agent_kind).TARGET
-    if target_kind == "card":
-        card_field, cards = f.card_or_cards()
-    elif target_kind == "node":
-        interface = f.str("interface", None)
-        netns = f.str("netns", None)
-    params = raw.get("params", {})
-    f.seen.add("params")
-    spec = Spec(kind=kind, cards=cards, interface=interface, netns=netns, params=params, ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"), nodes=selection, card_field=card_field)
-    f.done()
+def _schema(fault: str, module: ModuleType) -> Schema:
+    """A fault kind's schema from its agent kind's: the nodes, the card(s) or the interface its
+    target is, and the agent's parameters as the agent declares them."""
+    declared: dict[str, agent_schema.Param] = module.PARAMS
+    properties = {name: p.schema() for name, p in declared.items()}
+    required = [name for name, p in declared.items() if p.required]
+    # A parameter needed once another is a non-empty list (the ports' protocol).
+    rules = [{"if": {"properties": {p.needed_by: {"minItems": 1}}, "required": [p.needed_by]},
+              "then": {"required": [name], "properties": {name: properties[name]}}}
+             for name, p in declared.items() if p.needed_by]
+    example = module.EXAMPLE
+    params = described({**mapping("params", "", properties, required, rules), "default": {}},
+                       f"parameters of {module.NAME}" + ("" if properties else " (it takes none)"), None,
+                       example or None)
+    target: dict[str, Schema] = {}
+    rule: list[Schema] = []
+    sample: dict[str, Any] = {"nodes": ["worker-1"]}
+    if module.TARGET == "card":
+        target = {"card": CARD, "cards": CARDS}
+        rule = [CARD_RULE]
+        sample["cards"] = [0]
+    elif module.TARGET == "node":
+        target = {"interface": optional(described({"type": "string", "pattern": INTERFACE}, "the interface "
+                                                  "(default: the node's own)", None, "eth0")),
+                  "netns": optional(described({"type": "string", "pattern": NETNS}, "a network namespace on the "
+                                              "node (a pod's) instead of the node's own", None, "cni-1234"))}
+    return kind(fault, module.DESCRIPTION, {**NODES, **target, "params": params, "ttl_seconds": TTL,
+                                             "allow_empty": ALLOW_EMPTY},
+                ["ttl_seconds", *(["params"] if required else [])], [*NODES_RULES, *rule],
+                {**sample, **({"params": example} if example else {}), "ttl_seconds": 300})
+
+
+SCHEMAS = {fault: _schema(fault, module) for fault, module in sorted(kinds.BY_FAULT.items())}
+
+
+def build(values: dict[str, Any], where: str) -> Spec:
+    card_field, cards = indices(values) if "cards" in values else ("cards", None)
+    spec = Spec(kind=values["kind"], cards=cards, interface=values.get("interface"), netns=values.get("netns"),
+                params=values["params"], ttl_seconds=values["ttl_seconds"], allow_empty=values["allow_empty"],
+                nodes=nodes(values), card_field=card_field)
     for target in _agent_targets(spec):  # the agent's own rules, checked before anything is sent
         try:
             protocol.validate(_body(spec, target, "check"))

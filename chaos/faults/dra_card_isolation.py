@@ -16,11 +16,19 @@ from typing import Any
 from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import NotFound
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import Fields
+from chaos.faults._spec import ALLOW_EMPTY, CARDS, EFFECT, NODES, NODES_RULES, TTL, kind, nodes
+from chaos.fields import CARD_PATTERN, described, text
 from chaos.targets import NodeSelection, select_nodes
-from chaos.vocabulary import ISOLATION_TAINT, RUN_LABEL
+from chaos.vocabulary import DRA_DRIVER, ISOLATION_TAINT, RUN_LABEL
 
-KINDS = ("dra-card-isolate",)
+SCHEMAS = {"dra-card-isolate": kind(
+    "dra-card-isolate", "Isolate cards the cluster allocates with Dynamic Resource Allocation: one DeviceTaintRule per "
+    "card (NoExecute also evicts the pods whose claims hold it).",
+    {**NODES, "cards": CARDS,
+     "device_name": described({"type": "string", "minLength": 1, "pattern": CARD_PATTERN},
+                              "the device's name in its pool, {card} standing for the index", "gpu-{card}", None),
+     "driver": text("the DRA driver", DRA_DRIVER), "effect": EFFECT, "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+    ["cards", "ttl_seconds"], NODES_RULES, {"nodes": ["worker-1"], "cards": [0], "ttl_seconds": 300})}
 REVERTIBLE = True
 API_VERSION = "resource.k8s.io/v1beta2"
 
@@ -37,19 +45,10 @@ class Spec:
     allow_empty: bool
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    selection = f.nodes()
-    cards = f.cards("cards")
-    device_name = f.str("device_name", "gpu-{card}")
-    if "{card}" not in device_name:
-        raise f.fail("device_name", "a pattern containing {card}", device_name)
-    spec = Spec(kind="dra-card-isolate", cards=cards, driver=f.str("driver", "gpu.nvidia.com"),
-                device_name=device_name, effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")),
-                ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"), nodes=selection)
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(kind=values["kind"], nodes=nodes(values), cards=tuple(values["cards"]), driver=values["driver"],
+                device_name=values["device_name"], effect=values["effect"], ttl_seconds=values["ttl_seconds"],
+                allow_empty=values["allow_empty"])
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

@@ -4,18 +4,33 @@ The CNI enforces it; revert deletes the policy. Works wherever NetworkPolicy is 
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
 from chaos.agent.protocol import INCONCLUSIVE, MISMATCH
-from chaos.errors import Conflict, KubeError, NotFound, SpecError
+from chaos.errors import Conflict, KubeError, NotFound
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import Fields
+from chaos.faults._spec import TTL, kind
+from chaos.fields import MODEL, NAMESPACE, described, strings, text
 from chaos.targets import refused_selector
 from chaos.vocabulary import FAULT_LABEL
 
-KINDS = ("network-policy-partition",)
+DIRECTIONS = ("ingress", "egress")
+SCHEMAS = {"network-policy-partition": kind(
+    "network-policy-partition", "Cut pods off the network with a NetworkPolicy that allows no ingress and no egress "
+    "(or only to and from allow_cidrs); the CNI enforces it, no agent needed.",
+    {"namespace": text("the pods' namespace", example=NAMESPACE),
+     "pod_selector": described({"type": "object", "minProperties": 1, "propertyNames": {"type": "string"},
+                                "additionalProperties": {"type": "string"}},
+                               "label: value pairs the pods carry (never empty: that would be the whole namespace)",
+                               None, {"kilocard.io/model": MODEL}),
+     "directions": described(strings("", ["ingress"], {"enum": list(DIRECTIONS)}), "the directions cut",
+                             list(DIRECTIONS), ["ingress"]),
+     "allow_cidrs": strings("destinations still allowed", ["10.0.0.0/8"],
+                            {"type": "string", "minLength": 1, "format": "cidr"}),
+     "ttl_seconds": TTL},
+    ["namespace", "pod_selector", "ttl_seconds"], [],
+    {"namespace": NAMESPACE, "pod_selector": {"kilocard.io/model": MODEL}, "ttl_seconds": 300})}
 REVERTIBLE = True
 
 
@@ -30,28 +45,10 @@ class Spec:
     allow_empty: bool = False
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    selector = raw.get("pod_selector")
-    f.seen.add("pod_selector")
-    if not isinstance(selector, dict) or not selector or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
-        raise f.fail("pod_selector", "a non-empty mapping of label: value (refusing to cut off a whole namespace)",
-                      selector)
-    directions = f.str_list("directions", ["ingress", "egress"])
-    if not set(directions) <= {"ingress", "egress"}:
-        raise f.fail("directions", "a list of 'ingress' and/or 'egress'", directions)
-    cidrs = f.str_list("allow_cidrs", [])
-    for c in cidrs:
-        try:
-            ipaddress.ip_network(c, strict=False)
-        except ValueError:
-            raise SpecError(f"{where}.allow_cidrs: not a CIDR: {c!r}") from None
-    spec = Spec(kind="network-policy-partition", namespace=f.str("namespace"), pod_selector=dict(selector),
-                directions=tuple(sorted(set(directions))), allow_cidrs=tuple(cidrs), ttl_seconds=f.ttl())
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(kind=values["kind"], namespace=values["namespace"], pod_selector=dict(values["pod_selector"]),
+                directions=tuple(sorted(set(values["directions"]))), allow_cidrs=tuple(values["allow_cidrs"] or ()),
+                ttl_seconds=values["ttl_seconds"])
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

@@ -11,11 +11,17 @@ from typing import Any
 from chaos.errors import NotFound
 from chaos.faults import Context, Disruption, pod_kill
 from chaos.faults._node_hold import Mark, hold, landed, release
-from chaos.faults._spec import Fields
+from chaos.faults._spec import ALLOW_EMPTY, EFFECT, EVICTION_DEADLINE, NODES, NODES_RULES, TTL, kind, nodes
+from chaos.fields import boolean
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import ISOLATION_ANNOTATION, ISOLATION_TAINT
 
-KINDS = ("node-isolate",)
+SCHEMAS = {"node-isolate": kind(
+    "node-isolate", "Cordon nodes and taint them kilocard.io/isolated (NoSchedule, or NoExecute, which evicts), "
+    "optionally draining them through the Eviction API.",
+    {**NODES, "effect": EFFECT, "drain": boolean("evict the node's pods (not DaemonSets' nor static pods)", False),
+     "eviction_deadline_seconds": EVICTION_DEADLINE, "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+    ["ttl_seconds"], NODES_RULES, {"nodes": ["worker-1"], "ttl_seconds": 300})}
 REVERTIBLE = True
 MARK = Mark(ISOLATION_TAINT, "kilocard", ISOLATION_ANNOTATION, cordon=True)
 
@@ -31,15 +37,10 @@ class Spec:
     allow_empty: bool
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    spec = Spec(kind="node-isolate", nodes=f.nodes(),
-                effect=f.str("effect", "NoSchedule", ("NoSchedule", "NoExecute")), drain=f.bool("drain"),
-                eviction_deadline_seconds=f.number("eviction_deadline_seconds", 60.0, high=3600),
-                ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"))
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(kind=values["kind"], nodes=nodes(values), effect=values["effect"], drain=values["drain"],
+                eviction_deadline_seconds=values["eviction_deadline_seconds"], ttl_seconds=values["ttl_seconds"],
+                allow_empty=values["allow_empty"])
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

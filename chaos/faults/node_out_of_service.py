@@ -16,11 +16,16 @@ from typing import Any
 from chaos.errors import NotFound
 from chaos.faults import Context, Disruption
 from chaos.faults._node_hold import Mark, hold, landed, release
-from chaos.faults._spec import Fields
+from chaos.faults._spec import ALLOW_EMPTY, NODES, NODES_RULES, TTL, kind, nodes
+from chaos.fields import NAMESPACE
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import OUT_OF_SERVICE_ANNOTATION, OUT_OF_SERVICE_TAINT
 
-KINDS = ("node-out-of-service",)
+SCHEMAS = {"node-out-of-service": kind(
+    "node-out-of-service", "Taint nodes node.kubernetes.io/out-of-service (Kubernetes' non-graceful node shutdown): "
+    "PodGC force-deletes the pods stuck Terminating there.",
+    {**NODES, "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY}, ["ttl_seconds"], NODES_RULES,
+    {"nodes_of": {"namespace": NAMESPACE, "label_selector": "kilocard.io/tp-group=g0"}, "ttl_seconds": 600})}
 REVERTIBLE = True
 EFFECT = "NoExecute"
 MARK = Mark(OUT_OF_SERVICE_TAINT, "nodeshutdown", OUT_OF_SERVICE_ANNOTATION, cordon=False)
@@ -34,12 +39,9 @@ class Spec:
     allow_empty: bool
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    spec = Spec(kind="node-out-of-service", nodes=f.nodes(), ttl_seconds=f.ttl(), allow_empty=f.bool("allow_empty"))
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(kind=values["kind"], nodes=nodes(values), ttl_seconds=values["ttl_seconds"],
+                allow_empty=values["allow_empty"])
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

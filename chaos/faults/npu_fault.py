@@ -26,17 +26,50 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent import protocol
+from chaos.agent import schema as agent_schema
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import Conflict, KubeError, NotFound, SpecError
 from chaos.faults import Context, Disruption, agent_faults, npu_isolation
-from chaos.faults._spec import Fields
+from chaos.faults._spec import (
+    ALLOW_EMPTY,
+    CARD,
+    CARD_RULE,
+    CARDS,
+    NODES,
+    NODES_RULES,
+    TTL,
+    cards,
+    kind,
+    nodes,
+)
+from chaos.fields import boolean, choice, described, optional, text
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import RUN_LABEL, card_resource_of
 
-KINDS = ("npu-fault",)
 REVERTIBLE = True
 VIAS = ("auto", "clusterd", "agent")
+DEFAULT_LEVEL = "SeparateNPU"  # the device plugin isolates the chip
+SCHEMAS = {"npu-fault": kind(
+    "npu-fault", "A fault code on Ascend NPU chips: through ClusterD's public fault API where ClusterD runs (a "
+    "ConfigMap, no agent), else through the node agent.",
+    {**NODES, "card": CARD, "cards": CARDS,
+     "via": choice(VIAS, "the path: ClusterD where its Service exists (auto), or always one of the two", "auto"),
+     "fault_type": choice(("NPU", "Network"), "the chip itself, or its parameter-plane network", "NPU"),
+     "code": optional(text("the fault code: ClusterD's 9 digits (default 220001001), or the device plugin's hex "
+                           "through the agent (default 80E18402)", example="220001001")),
+     # A path's own field has no default of its own: given on the other path, it is refused.
+     "level": described({"enum": [*mindx.LEVELS, None]}, "through the agent: the device plugin's handling level "
+                        f"(default {DEFAULT_LEVEL})", None, None),
+     "speed": optional(agent_schema.SPEED.schema()),
+     "namespace": optional(text("through ClusterD: the public fault ConfigMap's namespace (default "
+                                f"{mindx.CLUSTERD_NAMESPACE})", example=mindx.CLUSTERD_NAMESPACE)),
+     "reporter": optional(text("through ClusterD: the public fault's resource, who reports it, one ClusterD lists "
+                               f"(default {mindx.PUBLIC_REPORTERS[0]})", example=mindx.PUBLIC_REPORTERS[0])),
+     "allow_unlisted": boolean("through ClusterD: send a code or reporter its default configuration does not list",
+                               False),
+     "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+    ["ttl_seconds"], [*NODES_RULES, CARD_RULE], {"nodes": ["worker-1"], "card": 3, "ttl_seconds": 300})}
 DEFAULT_CODES = {"clusterd": "220001001", "agent": "80E18402"}  # SeparateNPU in ClusterD's and the plugin's lists
 FIELDS_OF = {"agent": ("level", "speed"), "clusterd": ("namespace", "reporter", "allow_unlisted")}
 RECOVER_SECONDS = 3.0
@@ -63,23 +96,16 @@ class Spec:
     @property
     def params(self) -> dict[str, Any]:
         """The agent kind's parameters."""
-        params = {"code": self.code or DEFAULT_CODES["agent"], "level": self.level or "SeparateNPU",
+        params = {"code": self.code or DEFAULT_CODES["agent"], "level": self.level or DEFAULT_LEVEL,
                   "type": "chip" if self.fault_type == "NPU" else "network"}
         return params if self.speed is None else {**params, "speed": self.speed}
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    selection = f.nodes()
-    card_field, cards = f.card_or_cards()
-    spec = Spec(kind="npu-fault", nodes=selection, cards=cards, card_field=card_field, via=f.str("via", "auto", VIAS),
-                fault_type=f.str("fault_type", "NPU", ("NPU", "Network")), code=f.str("code", None),
-                level=f.str("level", None, mindx.LEVELS), speed=f.number("speed", None, high=1),
-                namespace=f.str("namespace", None), reporter=f.str("reporter", None),
-                allow_unlisted=f.bool("allow_unlisted"), ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"))
-    f.done()
+def build(values: dict[str, Any], where: str) -> Spec:
+    card_field, indices = cards(values)
+    fields = {k: v for k, v in values.items() if k not in ("card", "cards", "nodes", "node_selector", "nodes_of",
+                                                           "count", "percent", "seed")}
+    spec = Spec(**fields, nodes=nodes(values), cards=indices, card_field=card_field)
     if spec.via != "auto":  # the path is known: its rules are checked now (auto's, once the cluster says)
         check_path(spec, spec.via, where)
     return spec

@@ -32,13 +32,17 @@ from chaos import mindx
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import NotFound, SpecError
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import Fields
+from chaos.faults._spec import ALLOW_EMPTY, CARD, CARD_RULE, CARDS, NODES, NODES_RULES, TTL, cards, kind, nodes
 from chaos.faults.agent_faults import check_cards
 from chaos.ledger import Record
 from chaos.targets import NodeSelection, select_nodes
 from chaos.vocabulary import card_resource_of
 
-KINDS = ("npu-isolate",)
+SCHEMAS = {"npu-isolate": kind(
+    "npu-isolate", "Isolate Ascend NPU chips as MindX DL does: their names join ManuallySeparateNPU in the node's "
+    "device-info ConfigMap; the device plugin reports them Unhealthy (allocatable drops), evicting nothing.",
+    {**NODES, "card": CARD, "cards": CARDS, "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+    ["ttl_seconds"], [*NODES_RULES, CARD_RULE], {"nodes": ["worker-1"], "cards": [3], "ttl_seconds": 300})}
 REVERTIBLE = True
 ANNOTATION = "kilocard.io/npu-separation"
 
@@ -53,15 +57,10 @@ class Spec:
     card_field: str = "cards"  # how the input named the chips, for error messages
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    selection = f.nodes()
-    card_field, cards = f.card_or_cards()
-    spec = Spec(kind="npu-isolate", nodes=selection, cards=cards, ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"), card_field=card_field)
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    card_field, indices = cards(values)
+    return Spec(kind=values["kind"], nodes=nodes(values), cards=indices, ttl_seconds=values["ttl_seconds"],
+                allow_empty=values["allow_empty"], card_field=card_field)
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

@@ -11,12 +11,15 @@ from typing import Any
 from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
 from chaos.faults import Context, Disruption
-from chaos.faults._spec import Fields
+from chaos.faults._spec import PODS, PODS_RULES, SELECTED, kind
+from chaos.fields import NAMESPACE
 from chaos.targets import how_many, live_pods, sample
 
-KINDS = ("pod-kill",)
+SCHEMAS = {"pod-kill": kind(
+    "pod-kill", "Kill pods picked by selectors, by DELETE or through the Eviction API. Nothing to revert: the "
+    "workload's controller brings replacements.", PODS, rules=PODS_RULES,
+    example={"namespace": NAMESPACE, "label_selector": SELECTED, "count": 1})}
 REVERTIBLE = False
-MODES = ("delete", "evict")
 
 
 class BlockedByPDB(KilocardError):
@@ -39,28 +42,8 @@ class Spec:
     ttl_seconds: float = 0.0
 
 
-def read_selection(f: Fields) -> dict[str, Any]:
-    """The selector fields pod-kill and tp-group-kill share."""
-    namespace = f.str("namespace", None)
-    label_selector = f.selector("label_selector", None)
-    if namespace is None and label_selector is None:
-        raise f.fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
-    count, percent = f.blast_radius()
-    return {
-        "namespace": namespace, "label_selector": label_selector, "field_selector": f.str("field_selector", None),
-        "count": count, "percent": percent, "mode": f.str("mode", "delete", MODES),
-        "grace_seconds": f.int("grace_seconds", None, high=3600), "seed": f.int("seed", None, high=2**62),
-        "eviction_deadline_seconds": f.number("eviction_deadline_seconds", 60.0, high=3600),
-        "allow_empty": f.bool("allow_empty"),
-    }
-
-
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    spec = Spec(kind="pod-kill", **read_selection(f))
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(**values)
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

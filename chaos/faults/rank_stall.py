@@ -17,11 +17,33 @@ from typing import Any
 from chaos.agent.kinds import rank_stall
 from chaos.errors import NotFound, SpecError
 from chaos.faults import Context, Disruption, agent_faults
-from chaos.faults._spec import Fields
+from chaos.faults._spec import (
+    ALLOW_EMPTY,
+    COUNT,
+    PERCENT,
+    POD_NAMESPACE,
+    POD_SELECTOR,
+    PODS_RULES,
+    SEED,
+    SELECTED,
+    TTL,
+    kind,
+)
+from chaos.fields import NAMESPACE, choice, integer, optional, text
 from chaos.ledger import Record
 from chaos.targets import groups, how_many, live_pods, sample
 
-KINDS = ("rank-stall",)
+SCHEMAS = {"rank-stall": kind(
+    "rank-stall", "Freeze the engine process of one rank in each chosen tensor-parallel group through the node "
+    "agent (its cgroup's freezer, or SIGSTOP), for ttl_seconds: every pod stays Ready while the group serves nothing.",
+    {"namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR, "count": COUNT, "percent": PERCENT, "seed": SEED,
+     "rank": integer(0, 2**31, "the rank stalled in each group", 0),
+     "container": optional(text("the engine container (default: the one requesting cards, else the first)",
+                                example="engine")),
+     "method": choice(rank_stall.METHODS, "the cgroup freezer (v2 cgroup.freeze, else v1 freezer.state), or SIGSTOP "
+                      "to every process of the container", "freeze"),
+     "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+    ["ttl_seconds"], PODS_RULES, {"namespace": NAMESPACE, "label_selector": SELECTED, "rank": 3, "ttl_seconds": 60})}
 REVERTIBLE = True
 AGENT_KIND = rank_stall.NAME
 
@@ -41,21 +63,9 @@ class Spec:
     allow_empty: bool
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    f.str("kind")
-    namespace = f.str("namespace", None)
-    label_selector = f.selector("label_selector", None)
-    if namespace is None and label_selector is None:
-        raise f.fail("label_selector", "a selector (or a namespace): refusing to pick from every pod", None)
-    count, percent = f.blast_radius()
-    spec = Spec(kind="rank-stall", namespace=namespace, label_selector=label_selector, count=count,
-                percent=percent, seed=f.int("seed", None, high=2**62), rank=f.int("rank", 0),
-                container=f.str("container", None),
-                params={"method": f.str("method", "freeze", rank_stall.METHODS)}, ttl_seconds=f.ttl(),
-                allow_empty=f.bool("allow_empty"))
-    f.done()
-    return spec
+def build(values: dict[str, Any], where: str) -> Spec:
+    method = values.pop("method")
+    return Spec(**values, params={"method": method})
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

@@ -9,10 +9,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.faults import Context, pod_kill
-from chaos.faults._spec import Fields
+from chaos.faults._spec import PODS, PODS_RULES, SELECTED, kind
+from chaos.fields import NAMESPACE, integer
 from chaos.targets import groups, how_many, live_pods, sample
 
-KINDS = ("tp-group-kill", "rank-kill")
+_EXAMPLE = {"namespace": NAMESPACE, "label_selector": SELECTED}
+SCHEMAS = {
+    "tp-group-kill": kind("tp-group-kill", "Kill every pod of whole tensor-parallel groups (kilocard.io/tp-group or "
+                          "LeaderWorkerSet's group-key).", PODS, rules=PODS_RULES, example={**_EXAMPLE, "count": 1}),
+    "rank-kill": kind("rank-kill", "Kill only the member of the given rank in each chosen tensor-parallel group, "
+                      "which stalls the whole group.",
+                      {**PODS, "rank": integer(0, 2**31, "the rank killed in each group", example=1)}, ["rank"],
+                      PODS_RULES, {**_EXAMPLE, "rank": 1, "count": 1}),
+}
 REVERTIBLE = False
 
 
@@ -21,13 +30,8 @@ class Spec(pod_kill.Spec):
     rank: int | None = None
 
 
-def parse(raw: Any, where: str) -> Spec:
-    f = Fields(raw, where)
-    kind = f.str("kind", choices=KINDS)
-    selection = pod_kill.read_selection(f)
-    rank = f.int("rank") if kind == "rank-kill" else None
-    f.done()
-    return Spec(kind=kind, rank=rank, **selection)
+def build(values: dict[str, Any], where: str) -> Spec:
+    return Spec(**values)
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:

@@ -29,10 +29,11 @@ from typing import Any
 
 from chaos.errors import KubeError
 from chaos.kube import Kube
+from chaos.vocabulary import DRA_DRIVER
 from testbed.simulator.dcgm import DRIVER_VERSION
 from testbed.simulator.world import World
 
-DRIVER = "gpu.nvidia.com"
+DRIVER = DRA_DRIVER
 API_VERSION = "resource.k8s.io/v1"
 SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
 TAINT_KEY = f"{DRIVER}/xid"

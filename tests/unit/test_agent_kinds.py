@@ -19,7 +19,7 @@ def test_every_kind_module_is_complete_and_known_everywhere():
         assert all(isinstance(p, Param) for p in module.PARAMS.values()), name
         if module.FAULT:  # the toolkit's schema and docs are made from the declaration and its example
             assert check(dict(module.EXAMPLE), module.PARAMS) == module.EXAMPLE, name
-    assert set(agent_faults.KINDS) == set(kinds.BY_FAULT)
+    assert set(agent_faults.SCHEMAS) == set(kinds.BY_FAULT)
     assert set(EFFECTS) == set(kinds.REGISTRY)  # the simulator models every kind
 
 

@@ -30,8 +30,8 @@ class FakeKube:
 
 
 def planned(kube, mode="delete", n=3):
-    spec = pod_kill.parse({"kind": "pod-kill", "namespace": "ns", "label_selector": "a=b", "mode": mode,
-                           "grace_seconds": 0}, "fault")
+    _module, spec = plan.parse({"kind": "pod-kill", "namespace": "ns", "label_selector": "a=b", "mode": mode,
+                                "grace_seconds": 0}, "fault")
     records = [ledger.Record(run_id="r1", fault_id=f"f{i}", kind="pod-kill", expires_at="", undo={"fault_id": f"f{i}"},
                              target={"namespace": "ns", "name": f"p{i}", "uid": f"u{i}", "node": "n"})
                for i in range(n)]

@@ -165,7 +165,7 @@ def test_validate_speaks_json_for_ci_annotations_every_problem_with_its_file(tmp
         {"file": None, "valid": False, "what": None, "problems": [f"{tmp_path / 'missing'}: no such file or folder"]},
         {"file": str(good), "valid": True, "what": "1 kilocard fault(s)", "problems": []},
         {"file": str(faults), "valid": False, "what": None,
-         "problems": [f"{faults}[1].ttl_seconds: required (every fault expires; at most 86400)"]}]
+         "problems": [f"{faults}[1].ttl_seconds: required: expected a number above 0 to 86400"]}]
 
 
 def test_a_folder_run_settles_the_models_the_last_experiment_touched_before_the_next(tmp_path, monkeypatch, capsys):

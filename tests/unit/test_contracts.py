@@ -20,7 +20,7 @@ def test_every_probe_stop_condition_guard_and_the_runner_have_a_contract():
     names = [c.name for c in contracts.contracts()]
     assert len(names) == len(set(names))
     assert set(chaostoolkit.__all__) <= set(names)
-    assert set(stop.KINDS) <= set(names)
+    assert set(stop.CONDITIONS) <= set(names)
     limits = {n.strip() for c in guards.CONTRACTS for n in c.name.split(",")}
     assert limits == set(guards.Limits.__dataclass_fields__)
     assert {"the run's verdict", "expect", "fault landed"} <= set(names)

@@ -63,7 +63,7 @@ def fleets(draw: st.DrawFn) -> Fleet:
 
 
 def _planned(module, raw: dict, targets: list[dict]) -> planning.Planned:
-    spec = module.parse(raw, "fault")
+    _module, spec = planning.parse(raw, "fault")
     return planning.Planned("fault", module, spec, [Record("r", f"f{i}", spec.kind, t, "") for i, t in
                                                       enumerate(targets)])
 

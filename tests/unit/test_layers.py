@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,26 @@ def test_kilocard_commands_and_chaostoolkit_modules_never_load_the_testbed(argv,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert result.stdout.strip() == "2 []", result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stderr.startswith("kilocard: ")
+
+
+def test_every_file_the_architecture_names_exists():
+    """docs/architecture.md's layers and "where a change goes" name files and modules; a rename
+    that leaves the map behind fails here (`<kind>` and globs stand for many)."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:chaos|probes|testbed|tests|bench|docs|experiments)/[\w./-]+)`", text))
+    modules = set(re.findall(r"`((?:chaos|probes|testbed)(?:\.\w+)+)`", text))
+    missing = [p for p in sorted(named) if not (root / p).exists()]
+    missing += [m for m in sorted(modules) if not _module_exists(root, m)]
+    assert len(named) > 10 and len(modules) > 20
+    assert not missing, missing
+
+
+def _module_exists(root: Path, dotted: str) -> bool:
+    """A module, a package, or a name inside one (`chaos.kube.Kube`, `chaos.guards.SCHEMA`)."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 1, -1):  # at least a module of the package
+        base = root.joinpath(*parts[:n])
+        if base.with_suffix(".py").exists() or (base / "__init__.py").exists():
+            return True
+    return False

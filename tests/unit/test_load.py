@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from chaos import load, run
+from chaos import fields, load, run
 from chaos.cli import main
 from chaos.errors import SpecError
 
@@ -160,7 +160,7 @@ def test_the_token_is_read_from_where_it_is_said_to_be_and_never_recorded(tmp_pa
     ({**SPEC, "token_env": "KILOCARD_UNSET_TOKEN"}, "extensions[0].load.token_env: expected an environment variable "
                                                     "that holds the token (it is unset or empty), got "),
     ({**SPEC, "duration_seconds": 5}, "extensions[0].load: unknown field 'duration_seconds'"),  # it lasts the run
-    ("fast", "extensions[0].load: expected a mapping of fields, got str"),
+    ("fast", "extensions[0].load: expected a mapping, got 'fast'"),
 ])
 def test_a_bad_load_block_is_invalid_input_naming_the_field(tmp_path, block, message):
     path = tmp_path / "e.yaml"
@@ -189,7 +189,7 @@ def test_the_documented_example_is_a_load():
     from chaos import schemas
 
     example = schemas.LOAD["examples"][0]
-    assert schemas.errors(schemas.LOAD, example) == [] and load.parse(example, "load").qps == 10
+    assert fields.errors(schemas.LOAD, example) == [] and load.parse(example, "load").qps == 10
 
 
 @pytest.mark.parametrize("block", [SPEC, {**SPEC, "qps": 0}, {**SPEC, "url": "https://x/llm"}, {**SPEC, "url": "x"},

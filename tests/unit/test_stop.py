@@ -60,8 +60,8 @@ def test_a_watcher_fires_once_with_the_first_breach():
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    ({}, "conditions: expected a non-empty list of stop conditions"),
-    ({"conditions": [{"kind": "slo", "model": "m"}]}, r"conditions\[0\].limit: required: the hard limit"),
+    ({}, "conditions: required: expected a non-empty list, each a mapping"),
+    ({"conditions": [{"kind": "slo", "model": "m"}]}, r"conditions\[0\].limit: required: expected a number above 0"),
     ({"conditions": [{"kind": "slo", "model": "m", "limit": -1}]}, r"conditions\[0\].limit: expected a number above 0"),
     ({"conditions": [{"kind": "zero-ready"}]}, r"conditions\[0\].model: required"),
     ({"conditions": [{"kind": "meteor", "model": "m"}]}, r"conditions\[0\].kind: expected one of zero-ready"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from chaos import plan
 from chaos.faults import node_isolation, pod_kill
 from chaos.targets import NodeSelection, select_nodes
 
@@ -30,7 +31,7 @@ def ctx(run_id: str) -> Any:
 
 
 def test_an_unseeded_pick_is_the_same_for_the_same_run_and_differs_across_runs() -> None:
-    spec = pod_kill.parse({"kind": "pod-kill", "namespace": "fleet", "label_selector": "a=b", "count": 3}, "f")
+    _, spec = plan.parse({"kind": "pod-kill", "namespace": "fleet", "label_selector": "a=b", "count": 3}, "f")
     planned = pod_kill.targets(ctx("run-1"), spec, "f")
     assert pod_kill.targets(ctx("run-1"), spec, "f") == planned
     picks = {tuple(t["name"] for t in pod_kill.targets(ctx(f"run-{i}"), spec, "f")) for i in range(8)}
@@ -40,7 +41,7 @@ def test_an_unseeded_pick_is_the_same_for_the_same_run_and_differs_across_runs()
 def test_a_seed_of_its_own_wins_over_the_run_id() -> None:
     selection = NodeSelection(None, "pool=gpu", 2, None, 7)
     assert select_nodes(Listing(64), selection, "f", "run-1") == select_nodes(Listing(64), selection, "f", "run-2")
-    spec = node_isolation.parse({"kind": "node-isolate", "node_selector": "pool=gpu", "count": 2, "seed": 7,
-                                 "ttl_seconds": 60}, "f")
+    _, spec = plan.parse({"kind": "node-isolate", "node_selector": "pool=gpu", "count": 2, "seed": 7,
+                          "ttl_seconds": 60}, "f")
     assert [t["node"] for t in node_isolation.targets(ctx("run-9"), spec, "f")] == \
         select_nodes(Listing(64), selection, "f", "run-1")
