@@ -19,8 +19,10 @@ experiment declares this module as a Chaos Toolkit control with its own argument
     - name: kilocard-guards
       provider: {type: python, module: chaos.guards, arguments: {max_pods: 40, min_ready: 0}}
 
-Declared, the control also checks each kilocard action again just before it runs (targets move
-while an experiment goes on), under plain `chaos run` too: a breach then interrupts the run.
+Declared, the control also judges each kilocard action as it runs (targets move while an
+experiment goes on), under plain `chaos run` too: the very plan the action resolved, just before it
+executes (a judge of chaos.plan), never one made again. A breach applies nothing of that action,
+then interrupts the run (exit 3; the journal says what the guard refused).
 
 The blast radius comes from each fault kind's own `disrupts`. Which pod holds a given card is not
 in the API, so a fault that drives off a card's pod counts every card-holding pod of that node.
@@ -32,13 +34,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaoslib import substitute
 from chaoslib.exceptions import InterruptExecution, InvalidActivity
 
 from chaos import actions
 from chaos import plan as planning
 from chaos.errors import NotFound, SpecError
 from chaos.fields import boolean, integer, mapping, read, strings
+from chaos.judgement import GUARD_KEY
 from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
 from probes import capacity
 from probes import snapshot as snap
@@ -53,8 +55,10 @@ class GuardRefused(SpecError):
 
 
 _BEFORE = ("before anything is applied, on the plan resolved against one snapshot; declared as a control, "
-           "again just before each kilocard action")
-_REFUSES = "a refusal exits 2 with nothing applied; an error reading the cluster fails the run before anything runs"
+           "again on the plan each kilocard action resolves, just before it executes that very plan")
+_REFUSES = ("a refusal before the run exits 2 with nothing applied; mid-run (the control) it applies nothing of that "
+            "action and aborts the run (exit 3, reverted, the refusal in the journal); an error reading the cluster "
+            "fails the run (before anything runs, or that action)")
 CONTRACTS = (
     Contract("max_pods, max_nodes, max_cards", "guard", judge=("chaos.guards.radius", "chaos.guards.judge"),
              asserts="the run's blast radius stays within the limits: pods it ends or drives off their nodes, nodes "
@@ -243,22 +247,56 @@ def validate_control(control: dict[str, Any]) -> None:
         raise InvalidActivity(str(exc)) from None
 
 
+@dataclass
+class _Judge:
+    """The guard over one kilocard action: it judges each plan the action resolves (chaos.plan
+    calls it with the plan about to execute) and remembers a refusal."""
+
+    limits: Limits
+    where: str
+    refused: str | None = None
+
+    def __call__(self, ctx: Any, plan: planning.Plan) -> None:
+        try:
+            check(ctx, plan, self.limits, self.where)
+        except SpecError as exc:
+            self.refused = str(exc)
+            raise
+
+
+# Each kilocard action's judge, by its activity (chaoslib hands the same mapping to the before and
+# after controls), with its run: chaoslib's controls are module functions.
+_judging: dict[int, tuple[str, _Judge]] = {}
+_refusals: list[str] = []
+
+
 def before_activity_control(context: dict[str, Any], configuration: dict[str, Any] | None = None,
                             secrets: dict[str, Any] | None = None, **arguments: Any) -> None:
-    """Just before a kilocard action runs: resolve what it would do now and refuse a breach by
-    interrupting the run (its earlier faults are then reverted)."""
+    """Just before a kilocard action runs: judge every plan it resolves, the very plan it then
+    executes (not one made again here), and refuse a breach: nothing of it is applied, and the run
+    is interrupted once the action returns (its earlier faults are then reverted)."""
     provider = context.get("provider") or {}
     if provider.get("type") != "python" or provider.get("module") != actions.__name__:
         return
-    call = substitute(dict(provider.get("arguments") or {}), configuration or {}, secrets or {})
-    faults = actions.faults_of(getattr(actions, provider["func"]), call)
-    if not faults:
+    run_id = actions.run_id_of(configuration)
+    judge = _Judge(limits(arguments, f"control {MODULE}"), f"activity {context.get('name', '?')!r}")
+    _judging[id(context)] = run_id, judge
+    planning.judge_with(run_id, judge)
+
+
+def after_activity_control(context: dict[str, Any], **_arguments: Any) -> None:
+    found = _judging.pop(id(context), None)
+    if found is None:
         return
-    where = f"activity {context.get('name', '?')!r}"
-    ctx, _book = actions.session(configuration)
-    try:
-        check(ctx, planning.plan(ctx, planning.entries(faults, where)), limits(arguments, f"control {MODULE}"), where)
-    except SpecError as exc:
-        raise InterruptExecution(str(exc)) from None
-    finally:
-        ctx.kube.close()
+    run_id, judge = found
+    planning.unjudge(run_id, judge)
+    if judge.refused is not None:
+        _refusals.append(judge.refused)
+        raise InterruptExecution(judge.refused)
+
+
+def after_experiment_control(context: Any, state: dict[str, Any] | None = None, **_arguments: Any) -> None:
+    """Write what the guard refused into the journal (the strict runner's verdict reads it)."""
+    if _refusals and state is not None:
+        state[GUARD_KEY] = _refusals[0]
+    _refusals.clear()

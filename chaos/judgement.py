@@ -23,6 +23,7 @@ from probes import verdict as verdict_of
 from probes.verdict import Contract
 
 STOP_KEY = "kilocard_stop"  # where a fired stop condition (chaos.stop) leaves its reason in the journal
+GUARD_KEY = "kilocard_guard"  # where the guards' control (chaos.guards) leaves what it refused mid-run
 PROBES_MODULE = "probes.chaostoolkit"
 REPLAY_JUDGE = "incident_symptoms"  # the probe function (probes.chaostoolkit) that judges a replay's symptoms
 EXPECTABLE = (Exit.PASSED, Exit.FAILED, Exit.ABORTED)
@@ -70,6 +71,7 @@ class KilocardSection(Refused):
     runner_seconds: dict[str, float]  # the runner's own time per phase
     snapshots: dict[str, Any]  # where the run's snapshots came from
     api_retries: dict[str, int]  # the run's retries by cause
+    parsed: dict[str, int]  # by where each fault is: how often this process parsed it (once: chaos.plan)
 
 
 def refused(path: Path, code: Exit, reason: str) -> Refused:
@@ -138,6 +140,8 @@ def verdict(journal: dict[str, Any]) -> Judgement:
         if fired:
             return Judgement(Exit.ABORTED, f"stop condition fired: {fired['reason']}",
                              UNKNOWN if fired.get("blind") else JUDGED)
+        if journal.get(GUARD_KEY):  # the plan, not the system, was judged: it tells nothing of resilience
+            return Judgement(Exit.ABORTED, f"refused mid-run by a guard: {journal[GUARD_KEY]}", UNKNOWN)
         return Judgement(Exit.ABORTED, "interrupted (a signal or a control stopped the run)", ERROR)
     before = (journal.get("steady_states") or {}).get("before")
     if before is not None and before.get("steady_state_met") is False:

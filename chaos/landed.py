@@ -4,7 +4,7 @@ silently did not land (the wrong interface, an agent on the wrong node, a DCGM f
 injected) would make a green experiment meaningless; a Mismatch fails the fault unless the fault
 allows it, and Inconclusive is said as such, never counted as landed.
 
-Each kind's module may define `verify(ctx, spec, target, undo) -> (status, evidence[, final])`:
+Each kind's module may define `verify(ctx, spec, target, undo) -> Look(status, evidence, final)`:
 one look, from what the cluster or the node's agent shows (a taint, allocatable, the agent's
 read-back of a qdisc, an nft table, a frozen cgroup); or `verify_all(ctx, spec, [(target, undo)])`,
 one such outcome (or the exception it makes) per target, for a kind that reads many targets back
@@ -24,12 +24,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError
-from chaos.faults import Context
+from chaos.faults import Context, FaultKind, Look
 from chaos.fields import boolean, mapping, number
 from probes.verdict import Contract
 
@@ -74,14 +73,14 @@ SCHEMA = mapping(FIELD, "how the fault's effect is read back once applied (chaos
                  example={"within_seconds": 30})
 
 
-def verify(ctx: Context, module: ModuleType, spec: Any, target: dict[str, Any], undo: dict[str, Any],
+def verify(ctx: Context, module: FaultKind, spec: Any, target: dict[str, Any], undo: dict[str, Any],
            options: Options) -> dict[str, Any]:
     """{"status", "evidence", "seconds"}: the last look, repeated until confirmed or out of time."""
     (said,) = verify_all(ctx, module, spec, [(target, undo)], options)
     return said
 
 
-def verify_all(ctx: Context, module: ModuleType, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]],
+def verify_all(ctx: Context, module: FaultKind, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]],
                options: Options) -> list[dict[str, Any]]:
     """`verify` for every (target, undo) of one fault, one result each: the targets still undecided
     are looked at together, by the kind's `verify_all` where it has one (a pod kill reads every pod
@@ -113,10 +112,10 @@ def verify_all(ctx: Context, module: ModuleType, spec: Any, targets: list[tuple[
         pause = min(pause * 2, 2.0)
 
 
-Look = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], list[tuple[str, str, bool]]]
+Looker = Callable[[list[tuple[dict[str, Any], dict[str, Any]]]], list[tuple[str, str, bool]]]
 
 
-def _looks(ctx: Context, module: ModuleType, spec: Any) -> Look | None:
+def _looks(ctx: Context, module: FaultKind, spec: Any) -> Looker | None:
     """One look at many targets: (status, evidence, final) each. A look that could not be made (an
     API error) is inconclusive and looked at again; one that failed otherwise (a read-back's bug)
     is inconclusive and final, so it never undoes the run's ledger."""
@@ -133,10 +132,10 @@ def _looks(ctx: Context, module: ModuleType, spec: Any) -> Look | None:
             return INCONCLUSIVE, f"could not read the effect back: {found}", False
         if isinstance(found, Exception):
             return INCONCLUSIVE, f"the read-back failed: {type(found).__name__}: {found}", True
-        status, evidence, *rest = found
-        if status not in STATUSES:
-            return INCONCLUSIVE, f"an unknown read-back status {status!r}: {evidence}", False
-        return status, evidence, bool(rest and rest[0])
+        seen = Look(*found)
+        if seen.status not in STATUSES:
+            return INCONCLUSIVE, f"an unknown read-back status {seen.status!r}: {seen.evidence}", False
+        return seen.status, seen.evidence, bool(seen.final)
 
     def look(targets: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[tuple[str, str, bool]]:
         found = _caught(lambda: each(ctx, spec, targets))

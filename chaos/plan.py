@@ -12,17 +12,19 @@ goes through, and where a blast-radius guard looks before anything happens.
 
 from __future__ import annotations
 
+import collections
 import json
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from chaos import failpoints, faults, fields, landed, ledger
 from chaos.agent.protocol import iso
 from chaos.errors import KilocardError, SpecError
-from chaos.faults import Context
+from chaos.faults import Context, FaultKind
 
 
 @dataclass
@@ -30,7 +32,7 @@ class Planned:
     """One fault of a plan: where it came from, its kind module and spec, one record per target."""
 
     where: str
-    module: ModuleType
+    module: FaultKind
     spec: Any
     records: list[ledger.Record] = field(default_factory=list)
     verify: landed.Options = field(default_factory=landed.Options)
@@ -71,21 +73,48 @@ class Plan:
                  "targets": [r.target for r in p.records]} for p in self.faults]
 
 
-def parse(raw: Any, where: str) -> tuple[ModuleType, Any]:
+def parse(raw: Any, where: str) -> tuple[FaultKind, Any]:
     """(kind module, spec) from plain data; SpecError names the field."""
     module, spec, _options = parse_one(raw, where)
     return module, spec
 
 
-def parse_one(raw: Any, where: str) -> tuple[ModuleType, Any, landed.Options]:
+def parse_one(raw: Any, where: str) -> tuple[FaultKind, Any, landed.Options]:
     """(kind module, spec, its verification options): the fields its kind's schema declares, read
-    and checked once, every error at once; then what only the kind can tell (`build`)."""
+    and checked, every error at once; then what only the kind can tell (`build`). A run meets one
+    fault several times (checked before it starts, planned, applied by its action): it is parsed
+    once, the first time, and the same frozen spec serves the rest."""
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a mapping with a 'kind', got {type(raw).__name__}")
-    module = faults.kind_module(raw.get("kind"), where)
-    values = fields.read(module.SCHEMAS[raw["kind"]], raw, where)
-    options = landed.Options.of(values.pop(landed.FIELD))
-    return module, module.build(values, where), options
+    key = _canonical(raw)
+    found = _parsed.get(key)
+    if found is None:
+        module = faults.kind_module(raw.get("kind"), where)
+        values = fields.read(module.SCHEMAS[raw["kind"]], raw, where)
+        options = landed.Options.of(values.pop(landed.FIELD))
+        found = module, module.build(values, where), options
+        with _parsing:  # background actions parse in threads
+            _parsed[key] = found
+            PARSED[key] += 1
+            while len(_parsed) > _PARSED_KEPT:
+                del _parsed[next(iter(_parsed))]
+    return found
+
+
+# Specs by their fault's canonical JSON (errors are never kept: each one is said where it is met).
+_parsed: dict[str, tuple[FaultKind, Any, landed.Options]] = {}
+_PARSED_KEPT = 1024
+PARSED: collections.Counter[str] = collections.Counter()  # how often each fault was parsed in this process
+_parsing = threading.Lock()
+
+
+def _canonical(raw: dict[str, Any]) -> str:
+    return json.dumps(raw, sort_keys=True, default=repr)
+
+
+def parses(raw: Any) -> int:
+    """How many times this process has parsed this fault (its canonical form): once, or never."""
+    return PARSED[_canonical(raw)] if isinstance(raw, dict) else 0
 
 
 def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
@@ -93,7 +122,7 @@ def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
     return [(raw, f"{source}[{i}]" if len(raws) > 1 else source) for i, raw in enumerate(raws)]
 
 
-def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any, landed.Options]]:
+def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, FaultKind, Any, landed.Options]]:
     """(where, kind module, spec, verification options) of every entry: all bad input found
     before any cluster is asked, every entry's at once."""
     found, problems = [], []
@@ -107,12 +136,33 @@ def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, ModuleType, Any, 
     return found
 
 
+# What judges a run's plan just before it executes (the guards' control, around each kilocard
+# action: chaos/guards.py): the exact resolved plan, which it may refuse by raising.
+Judge = Callable[[Context, Plan], None]
+_judges: dict[str, list[Judge]] = {}
+
+
+def judge_with(run_id: str, judge: Judge) -> None:
+    _judges.setdefault(run_id, []).append(judge)
+
+
+def unjudge(run_id: str, judge: Judge) -> None:
+    if judge in _judges.get(run_id, []):
+        _judges[run_id].remove(judge)
+    if not _judges.get(run_id):
+        _judges.pop(run_id, None)
+
+
 def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
-    """Parse everything first (no cluster needed), then resolve and check each fault."""
-    return resolve(ctx, parse_all(items))
+    """Parse everything first (no cluster needed), then resolve and check each fault; then the
+    run's judges (`judge_with`) see the plan, exactly as it will execute, and may refuse it."""
+    planned = resolve(ctx, parse_all(items))
+    for judge in list(_judges.get(ctx.run_id, ())):
+        judge(ctx, planned)
+    return planned
 
 
-def resolve(ctx: Context, parsed: list[tuple[str, ModuleType, Any, landed.Options]]) -> Plan:
+def resolve(ctx: Context, parsed: list[tuple[str, FaultKind, Any, landed.Options]]) -> Plan:
     """Resolve and check each parsed fault against the cluster. Nothing is written; a SpecError
     means nothing will have been applied."""
     planned: list[Planned] = []
@@ -127,7 +177,7 @@ def resolve(ctx: Context, parsed: list[tuple[str, ModuleType, Any, landed.Option
     return Plan(ctx.run_id, planned)
 
 
-def _records(ctx: Context, module: ModuleType, spec: Any, found: list[dict[str, Any]]) -> list[ledger.Record]:
+def _records(ctx: Context, module: FaultKind, spec: Any, found: list[dict[str, Any]]) -> list[ledger.Record]:
     """One ledger record per target, with the undo data read now, before anything changes."""
 
     def prepared(target: dict[str, Any]) -> ledger.Record:

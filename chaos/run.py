@@ -532,6 +532,9 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         # without telling; kilocard's retries and re-watches are counted).
         api_retries={k: n - retried_before.get(k, 0) for k, n in kube.retries().items()
                      if n > retried_before.get(k, 0)},
+        # How often this process parsed each of the run's faults: once (chaos.plan keeps what it
+        # parsed; loading, the check, the guards and the action all meet the same spec).
+        parsed={where: plan.parses(raw) for raw, where in experiment.faults},
     )
     return Result(experiment.path, run_id, code, reason, journal)
 

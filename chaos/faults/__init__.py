@@ -18,8 +18,7 @@ import pkgutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from chaos.agent.client import AgentClient
 from chaos.errors import SpecError
@@ -40,6 +39,16 @@ class Context:
         return Context(self.kube, self.agents, run_id, self.say, self.card_resource, self.stop)
 
 
+class Look(NamedTuple):
+    """One look at a fault's effect on one target (a kind's `verify`, read by chaos.landed):
+    confirmed, mismatch or inconclusive; what was seen; and `final` when looking again cannot tell
+    more (no read-back exists), so the look stands at once."""
+
+    status: str
+    evidence: str
+    final: bool = False
+
+
 @dataclass(frozen=True)
 class Disruption:
     """What one target of a fault takes away: the pods it ends, the node it touches, the cards it
@@ -52,20 +61,47 @@ class Disruption:
     evicts: str = "none"
 
 
+@runtime_checkable
+class FaultKind(Protocol):
+    """What every kind module provides; chaos.plan, chaos.landed and chaos.revert call nothing
+    else, but for what a kind may add: `check(ctx, spec, targets, where, earlier)`, `verify(ctx,
+    spec, target, undo) -> Look` or `verify_all` (one look at many), `apply_all` (every target at
+    once). `registry` refuses a module that lacks a part."""
+
+    SCHEMAS: dict[str, dict[str, Any]]
+    REVERTIBLE: bool
+
+    def build(self, values: dict[str, Any], where: str) -> Any: ...
+
+    def targets(self, ctx: Context, spec: Any, where: str) -> list[dict[str, Any]]: ...
+
+    def prepare(self, ctx: Context, spec: Any, target: dict[str, Any], fault_id: str) -> dict[str, Any]: ...
+
+    def disrupts(self, spec: Any, target: dict[str, Any]) -> Disruption: ...
+
+    def apply(self, ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> dict[str, Any]: ...
+
+    def revert(self, ctx: Context, undo: dict[str, Any]) -> None: ...
+
+
 @functools.cache
-def registry() -> dict[str, ModuleType]:
+def registry() -> dict[str, FaultKind]:
     """Every fault kind, by name: each module of this package (but the shared `_` ones) declares
     the kinds it holds in `SCHEMAS`. Sorted by kind, as the reference lists them."""
     modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
                if not m.name.startswith("_")]
-    return dict(sorted(((kind, module) for module in modules for kind in module.SCHEMAS), key=lambda km: km[0]))
+    lacking = [m.__name__ for m in modules if not isinstance(m, FaultKind)]
+    if lacking:
+        raise TypeError(f"not a fault kind (chaos.faults.FaultKind): {', '.join(lacking)}")
+    kinds: dict[str, FaultKind] = {kind: module for module in modules for kind in module.SCHEMAS}
+    return dict(sorted(kinds.items()))
 
 
-def kind_module(kind: Any, where: str) -> ModuleType:
+def kind_module(kind: Any, where: str) -> FaultKind:
     kinds = registry()
     if kind not in kinds:
         raise SpecError(f"{where}.kind: unknown fault kind {kind!r}; expected one of {', '.join(sorted(kinds))}")
     return kinds[kind]
 
 
-__all__ = ["Context", "Disruption", "kind_module", "registry"]
+__all__ = ["Context", "Disruption", "FaultKind", "Look", "kind_module", "registry"]

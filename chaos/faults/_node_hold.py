@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.agent.protocol import CONFIRMED, MISMATCH
+from chaos.faults import Look
 from chaos.vocabulary import cordon_held_by_other
 
 
@@ -75,14 +76,15 @@ def hold(node: dict[str, Any], mark: Mark, holder: str, effect: str) -> dict[str
     return {"spec": spec, "metadata": {"annotations": {mark.annotation: json.dumps(state, sort_keys=True)}}}
 
 
-def landed(node: dict[str, Any], mark: Mark, effect: str) -> tuple[str, str]:
+def landed(node: dict[str, Any], mark: Mark, effect: str) -> Look:
     """Is the mark on the node: its taint with this effect (and the cordon, where the mark cordons)?"""
     name = node["metadata"]["name"]
     if not _has(_taints(node), mark, effect):
-        return MISMATCH, f"node {name} has no taint {mark.taint}:{effect}"
+        return Look(MISMATCH, f"node {name} has no taint {mark.taint}:{effect}")
     if mark.cordon and not _cordoned(node):
-        return MISMATCH, f"node {name} has the taint {mark.taint}:{effect} but is not cordoned"
-    return CONFIRMED, f"node {name} has the taint {mark.taint}:{effect}" + (" and is cordoned" if mark.cordon else "")
+        return Look(MISMATCH, f"node {name} has the taint {mark.taint}:{effect} but is not cordoned")
+    return Look(CONFIRMED, f"node {name} has the taint {mark.taint}:{effect}"
+                + (" and is cordoned" if mark.cordon else ""))
 
 
 def release(node: dict[str, Any], mark: Mark, holder: str) -> dict[str, Any] | None:

@@ -30,7 +30,7 @@ from chaos.agent import schema as agent_schema
 from chaos.agent.client import REVERT_PATIENCE_SECONDS, AgentError
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import SpecError, TargetConflict
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._spec import ALLOW_EMPTY, CARD, CARD_RULE, CARDS, NODES, NODES_RULES, TTL, kind, nodes
 from chaos.faults._spec import cards as indices
 from chaos.fields import INTERFACE, NETNS, Schema, described, mapping, optional
@@ -206,19 +206,19 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return {**undo, "agent_id": created["id"], "expires_at": created.get("expires_at")}
 
 
-def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str, bool]:
+def verify(ctx: Context, spec: Any, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     """The agent's read-back of its fault (a qdisc, an nft table, a frozen cgroup; on the testbed
     the fake node's state); for a card taken out of service, also the node's allocatable as the
     apiserver has it, which must have dropped below what it was before."""
     if not undo.get("agent_id"):
-        return INCONCLUSIVE, "the agent's fault id is unknown (its reply was lost)", True
+        return Look(INCONCLUSIVE, "the agent's fault id is unknown (its reply was lost)", True)
     status, evidence, final = ctx.agents.observe(undo["endpoint"], undo["agent_id"])
     if "allocatable_before" not in undo or status == MISMATCH:
-        return status, evidence, final
+        return Look(status, evidence, final)
     node, before, now = undo["node"], int(undo["allocatable_before"]), _allocatable(ctx, undo["node"])
     if now >= before:
-        return MISMATCH, f"node {node}'s allocatable cards are still {now} (were {before}); agent: {evidence}", False
-    return CONFIRMED, f"node {node}'s allocatable cards dropped from {before} to {now}; agent: {evidence}", False
+        return Look(MISMATCH, f"node {node}'s allocatable cards are still {now} (were {before}); agent: {evidence}")
+    return Look(CONFIRMED, f"node {node}'s allocatable cards dropped from {before} to {now}; agent: {evidence}")
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

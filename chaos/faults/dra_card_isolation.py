@@ -15,7 +15,7 @@ from typing import Any
 
 from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import NotFound
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._spec import ALLOW_EMPTY, CARDS, EFFECT, NODES, NODES_RULES, TTL, kind, nodes
 from chaos.fields import CARD_PATTERN, described, text
 from chaos.targets import NodeSelection, select_nodes
@@ -78,17 +78,18 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     """The rule is there and selects the device (the scheduler and the eviction controller act on it)."""
     try:
         rule = ctx.kube.get_object(API_VERSION, "DeviceTaintRule", undo["name"]).to_dict()
     except NotFound:
-        return MISMATCH, f"DeviceTaintRule {undo['name']} is not there"
+        return Look(MISMATCH, f"DeviceTaintRule {undo['name']} is not there")
     selector = (rule.get("spec") or {}).get("deviceSelector") or {}
     wanted = {"driver": target["driver"], "pool": target["pool"], "device": target["device"]}
     if {k: selector.get(k) for k in wanted} != wanted:
-        return MISMATCH, f"DeviceTaintRule {undo['name']} selects {selector}, not {wanted}"
-    return CONFIRMED, f"DeviceTaintRule {undo['name']} taints {target['driver']}/{target['pool']}/{target['device']}"
+        return Look(MISMATCH, f"DeviceTaintRule {undo['name']} selects {selector}, not {wanted}")
+    return Look(CONFIRMED, f"DeviceTaintRule {undo['name']} taints "
+                           f"{target['driver']}/{target['pool']}/{target['device']}")
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

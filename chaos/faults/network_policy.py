@@ -9,7 +9,7 @@ from typing import Any
 
 from chaos.agent.protocol import INCONCLUSIVE, MISMATCH
 from chaos.errors import Conflict, KubeError, NotFound
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._spec import TTL, kind
 from chaos.fields import MODEL, NAMESPACE, described, strings, text
 from chaos.targets import refused_selector
@@ -88,14 +88,14 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str, bool]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     """The policy is in place; whether the CNI enforces it no API tells (a cluster without a
     policy-enforcing CNI accepts it and cuts nothing), so present is inconclusive, never confirmed."""
     names = {p.metadata.name for p in ctx.kube.list_network_policies(undo["namespace"], f"{FAULT_LABEL}={ctx.run_id}")}
     if undo["name"] not in names:
-        return MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there", False
-    return INCONCLUSIVE, (f"NetworkPolicy {undo['namespace']}/{undo['name']} is in place; whether the CNI "
-                          "enforces it cannot be read back"), True
+        return Look(MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there", False)
+    return Look(INCONCLUSIVE, f"NetworkPolicy {undo['namespace']}/{undo['name']} is in place; whether the CNI "
+                              "enforces it cannot be read back", True)
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

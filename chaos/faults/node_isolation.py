@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
-from chaos.faults import Context, Disruption, pod_kill
+from chaos.faults import Context, Disruption, Look, pod_kill
 from chaos.faults._node_hold import Mark, hold, landed, release
 from chaos.faults._spec import ALLOW_EMPTY, EFFECT, EVICTION_DEADLINE, NODES, NODES_RULES, TTL, kind, nodes
 from chaos.fields import boolean
@@ -88,7 +88,7 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     return landed(ctx.kube.read_node_raw(target["node"]), MARK, spec.effect)
 
 

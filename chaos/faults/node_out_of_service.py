@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.errors import NotFound
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._node_hold import Mark, hold, landed, release
 from chaos.faults._spec import ALLOW_EMPTY, NODES, NODES_RULES, TTL, kind, nodes
 from chaos.fields import NAMESPACE
@@ -61,7 +61,7 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
     return undo
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     return landed(ctx.kube.read_node_raw(target["node"]), MARK, EFFECT)
 
 

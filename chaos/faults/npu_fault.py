@@ -29,7 +29,7 @@ from chaos.agent import protocol
 from chaos.agent import schema as agent_schema
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import Conflict, KubeError, NotFound, SpecError
-from chaos.faults import Context, Disruption, agent_faults, npu_isolation
+from chaos.faults import Context, Disruption, Look, agent_faults, npu_isolation
 from chaos.faults._spec import (
     ALLOW_EMPTY,
     CARD,
@@ -216,7 +216,7 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
 
 
 def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
-           ) -> tuple[str, str] | tuple[str, str, bool]:
+           ) -> Look:
     """Through the agent: its read-back. Through ClusterD: the public fault is in place, and
     confirmed once the node's device plugin lists the chip unhealthy; ClusterD's own handling has
     no read-back, so in place but not listed is inconclusive."""
@@ -225,16 +225,16 @@ def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any
     try:
         cm = ctx.kube.read_config_map(undo["namespace"], undo["name"])
     except NotFound:
-        return MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} is not there"
+        return Look(MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} is not there")
     if '"occur"' not in ((cm.get("data") or {}).get(mindx.PUBLIC_FAULT_KEY) or ""):
-        return MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} does not assert occur"
+        return Look(MISMATCH, f"the public fault ConfigMap {undo['namespace']}/{undo['name']} does not assert occur")
     chip = mindx.chip_name(ctx.card_resource or card_resource_of([ctx.kube.read_node_raw(undo["node"])]),
                            int(undo["card"]))
     suffix = "-NetworkUnhealthy" if undo["type"] == "Network" else "-Unhealthy"
-    status, evidence = npu_isolation.reported(ctx, undo["node"], chip, suffix)
-    if status == CONFIRMED:
-        return status, evidence
-    return INCONCLUSIVE, f"the public fault is in place ({undo['name']}), and {evidence}"
+    seen = npu_isolation.reported(ctx, undo["node"], chip, suffix)
+    if seen.status == CONFIRMED:
+        return seen
+    return Look(INCONCLUSIVE, f"the public fault is in place ({undo['name']}), and {seen.evidence}")
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

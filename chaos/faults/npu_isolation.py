@@ -31,7 +31,7 @@ from typing import Any
 from chaos import mindx
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import NotFound, SpecError
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._spec import ALLOW_EMPTY, CARD, CARD_RULE, CARDS, NODES, NODES_RULES, TTL, cards, kind, nodes
 from chaos.faults.agent_faults import check_cards
 from chaos.ledger import Record
@@ -90,7 +90,7 @@ def chip_of(ctx: Context, target: dict[str, Any]) -> str:
     return mindx.chip_name(resource, int(target["card"]))
 
 
-def reported(ctx: Context, node: str, chip: str, suffix: str) -> tuple[str, str]:
+def reported(ctx: Context, node: str, chip: str, suffix: str) -> Look:
     """Does the node's device plugin list the chip under `<resource><suffix>` in its device-info
     ConfigMap (what the scheduler and ClusterD act on)?"""
     resource = f"huawei.com/{chip.rpartition('-')[0]}"
@@ -98,15 +98,15 @@ def reported(ctx: Context, node: str, chip: str, suffix: str) -> tuple[str, str]
         cm = ctx.kube.read_config_map(mindx.DEVICE_INFO_NAMESPACE, mindx.device_info_name(node))
         devices = mindx.device_list_of((cm.get("data") or {}).get(mindx.DEVICE_INFO_KEY) or "")
     except NotFound:
-        return INCONCLUSIVE, f"node {node} has no device-info ConfigMap (no Ascend device plugin reports here)"
+        return Look(INCONCLUSIVE, f"node {node} has no device-info ConfigMap (no Ascend device plugin reports here)")
     except (ValueError, KeyError, TypeError):
-        return INCONCLUSIVE, f"node {node}'s device-info ConfigMap cannot be read"
+        return Look(INCONCLUSIVE, f"node {node}'s device-info ConfigMap cannot be read")
     if chip in mindx.listed(devices, resource, suffix):
-        return CONFIRMED, f"the device plugin of {node} lists {chip} as {resource}{suffix}"
-    return MISMATCH, f"the device plugin of {node} does not list {chip} as {resource}{suffix}"
+        return Look(CONFIRMED, f"the device plugin of {node} lists {chip} as {resource}{suffix}")
+    return Look(MISMATCH, f"the device plugin of {node} does not list {chip} as {resource}{suffix}")
 
 
-def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> tuple[str, str]:
+def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     """Listed in ManuallySeparateNPU is not enough: the plugin must report the chip Unhealthy (a
     real one reads additions only when it restarts)."""
     return reported(ctx, undo["node"], undo["chip"], "-Unhealthy")

@@ -10,7 +10,7 @@ from typing import Any
 
 from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
-from chaos.faults import Context, Disruption
+from chaos.faults import Context, Disruption, Look
 from chaos.faults._spec import PODS, PODS_RULES, SELECTED, kind
 from chaos.fields import NAMESPACE
 from chaos.targets import how_many, live_pods, sample
@@ -102,25 +102,25 @@ def apply_all(ctx: Context, spec: Spec, targets: list[tuple[dict[str, Any], dict
 
 
 def verify_all(ctx: Context, spec: Any, targets: list[tuple[dict[str, Any], dict[str, Any]]]
-               ) -> list[tuple[str, str] | Exception]:
+               ) -> list[Look | Exception]:
     """Each killed incarnation (by uid) is gone or terminating; a replacement of the same name is
     not it. Every pod is read back at once, all the GETs in flight on the bulk connection."""
     pods = ctx.kube.read_pods_raw([(t["namespace"], t["name"]) for t, _undo in targets])
     return [_landed(t, pod) for (t, _undo), pod in zip(targets, pods, strict=True)]
 
 
-def _landed(target: dict[str, Any], pod: dict[str, Any] | Exception) -> tuple[str, str] | Exception:
+def _landed(target: dict[str, Any], pod: dict[str, Any] | Exception) -> Look | Exception:
     name = f"{target['namespace']}/{target['name']}"
     if isinstance(pod, NotFound):
-        return CONFIRMED, f"pod {name} is gone"
+        return Look(CONFIRMED, f"pod {name} is gone")
     if isinstance(pod, Exception):
         return pod
     meta = pod["metadata"]
     if meta.get("uid") != target["uid"]:
-        return CONFIRMED, f"pod {name} {target['uid']} is gone (a replacement, {meta.get('uid')}, took its name)"
+        return Look(CONFIRMED, f"pod {name} {target['uid']} is gone (a replacement, {meta.get('uid')}, took its name)")
     if meta.get("deletionTimestamp"):
-        return CONFIRMED, f"pod {name} is terminating (since {meta['deletionTimestamp']})"
-    return MISMATCH, f"pod {name} {target['uid']} is still there and not terminating"
+        return Look(CONFIRMED, f"pod {name} is terminating (since {meta['deletionTimestamp']})")
+    return Look(MISMATCH, f"pod {name} {target['uid']} is still there and not terminating")
 
 
 def revert(ctx: Context, undo: dict[str, Any]) -> None:

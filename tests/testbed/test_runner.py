@@ -75,13 +75,18 @@ def two_replicas(kube, pool):
 
 
 def test_a_passing_experiment_exits_0_and_reverts_its_fault(kube, testbed, tmp_path, two_replicas):
+    """With the guards declared too: checked before the run, then judging the plan the action
+    resolves; the fault is parsed once in all (loading, the check, the guards, the action)."""
     p, free = two_replicas
+    guarded = {"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                              "arguments": {"max_nodes": 1}}}
     code, journal, _ = kilocard_run(testbed, tmp_path, {
         "steady-state-hypothesis": {"title": "spread", "probes": [placement(p.namespace)]},
-        "method": [isolate(free)]})
+        "method": [isolate(free)], "controls": [guarded]})
     assert code == 0, journal["kilocard"]["reason"]
     assert journal["kilocard"]["reason"] == "steady state met before and after the method"
     assert [f["state"] for f in journal["kilocard"]["faults"]] == ["reverted"]
+    assert journal["kilocard"]["parsed"] == {"method[0] ('isolate'): fault": 1}
     assert not isolated(kube, free)
 
 
