@@ -48,7 +48,7 @@ def test_deletes_share_one_http2_connection_and_each_gets_its_own_outcome(testbe
 
 def test_lists_page_through_continue_and_snapshots_read_the_watch_cache(testbed, kube, monkeypatch):
     everything = sorted(n["metadata"]["name"] for n in kube.list_nodes_raw())
-    monkeypatch.setattr(kube_module, "LIST_PAGE", 1)  # the test testbed is small: a page per node
+    monkeypatch.setattr(kube_module.api, "LIST_PAGE", 1)  # the test testbed is small: a page per node
     before = testbed.apiserver_requests(("nodes",), ("LIST",))
     paged = sorted(n["metadata"]["name"] for n in kube.list_nodes_raw())
     pages = testbed.apiserver_requests(("nodes",), ("LIST",)) - before

@@ -3,18 +3,17 @@ in a bulk send is counted and waited on before its retry, as `Kube._call` does."
 
 from kubernetes import client
 
-from chaos import kube as kube_module
 from chaos.errors import NotFound
-from chaos.kube import Kube
+from chaos.kube import Kube, bulk, retry
 
 
 def test_retry_after_is_read_whatever_the_case_of_the_header():
     # HTTP/2 sends header names in lower case.
-    error = kube_module._error(429, b'{"message": "slow down"}', [(b"retry-after", b"7"), (b"x", b"y")])
-    assert error.status == 429 and kube_module._retry_after(error) == 7.0
-    assert "429 slow down" in str(kube_module._to_kube_error(error, "delete pod a"))
-    assert kube_module._error(200, b"", []) is None
-    assert kube_module._error(599, b"?", []).reason == ""  # no standard phrase: no crash
+    error = bulk.reply_error(429, b'{"message": "slow down"}', [(b"retry-after", b"7"), (b"x", b"y")])
+    assert error.status == 429 and retry.retry_after(error) == 7.0
+    assert "429 slow down" in str(retry.kube_error(error, "delete pod a"))
+    assert bulk.reply_error(200, b"", []) is None
+    assert bulk.reply_error(599, b"?", []).reason == ""  # no standard phrase: no crash
 
 
 class FakeBulk:
@@ -27,8 +26,8 @@ class FakeBulk:
         self.sent.append([path for _method, path, _body in requests])
         if len(requests) == 1:
             return [None]
-        return [None, kube_module._error(429, b"{}", [(b"retry-after", b"0")]),
-                kube_module._error(404, b'{"message": "gone"}', [])]
+        return [None, bulk.reply_error(429, b"{}", [(b"retry-after", b"0")]),
+                bulk.reply_error(404, b'{"message": "gone"}', [])]
 
     def close(self):
         pass
@@ -37,13 +36,13 @@ class FakeBulk:
 def test_a_failure_in_a_bulk_send_is_counted_and_retried_alone_and_a_final_one_kept():
     kube = Kube(client.ApiClient(client.Configuration()))
     kube._bulk = fake = FakeBulk()
-    before = kube_module.retries().get("429", 0)
+    before = retry.retries().get("429", 0)
     try:
         outcomes = kube.send_all("delete pods", [("DELETE", f"/p/{i}", {}) for i in range(3)])
     finally:
         kube.close()
     assert outcomes[0] is None and outcomes[1] is None and isinstance(outcomes[2], NotFound)
-    assert kube_module.retries().get("429", 0) == before + 1
+    assert retry.retries().get("429", 0) == before + 1
     assert fake.sent == [["/p/0", "/p/1", "/p/2"], ["/p/1"]]  # only the 429 again; the 404 is an answer
     assert kube._bulk is None  # closed: a later call opens a new connection
 
@@ -59,10 +58,10 @@ def test_a_stream_the_peer_closed_mid_write_is_a_dropped_connection_not_a_crash(
         async def request(self, *_a, **_k):
             raise anyio.EndOfStream
 
-    bulk = object.__new__(kube_module._Bulk)
-    bulk.pool, bulk.host, bulk.extensions = Closing(), "https://127.0.0.1:6443", {}
-    reply = asyncio.run(bulk._request("GET", "/api/v1/nodes", None, []))
-    assert isinstance(reply, ConnectionError) and kube_module._retryable(reply)
+    connection = object.__new__(bulk.Bulk)
+    connection.pool, connection.host, connection.extensions = Closing(), "https://127.0.0.1:6443", {}
+    reply = asyncio.run(connection._request("GET", "/api/v1/nodes", None, []))
+    assert isinstance(reply, ConnectionError) and retry.retryable(reply)
 
 
 class FakeReads:
@@ -73,8 +72,8 @@ class FakeReads:
 
     def get_all(self, paths, headers):
         self.asked.append(paths)
-        return [b'{"metadata": {"name": "a"}}', kube_module._error(404, b'{"message": "gone"}', []),
-                kube_module._error(503, b"{}", [(b"retry-after", b"0")])]
+        return [b'{"metadata": {"name": "a"}}', bulk.reply_error(404, b'{"message": "gone"}', []),
+                bulk.reply_error(503, b"{}", [(b"retry-after", b"0")])]
 
     def get(self, path, params, headers):
         self.asked.append([path])

@@ -9,6 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from chaos import kube
 from chaos.errors import TooManyRequests
+from chaos.kube import connection
 
 
 def refusal(status: int, retry_after: str | None = None) -> ApiException:
@@ -45,6 +46,6 @@ def test_a_429_the_caller_must_decide_on_is_neither_retried_nor_counted():
 
 
 def test_urllib3_leaves_429s_to_the_client():
-    tuned = kube._tuned(client.Configuration(), 8)
+    tuned = connection.tuned(client.Configuration(), 8)
     assert tuned.connection_pool_maxsize == 8
     assert tuned.retries.respect_retry_after_header is False and tuned.retries.total == 3

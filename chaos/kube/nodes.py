@@ -1,0 +1,56 @@
+"""Nodes: read (typed, or plain JSON), created on the bulk connection, patched, changed by
+read-modify-write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from chaos.kube.api import Api
+
+
+class Nodes(Api):
+    def list_nodes(self, label_selector: str | None = None) -> list[client.V1Node]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return list(self._call("list nodes", self.core.list_node, **kwargs).items)
+
+    def list_nodes_raw(self, label_selector: str | None = None, cached: bool = False) -> list[dict[str, Any]]:
+        """Nodes as plain JSON (see `list_raw`)."""
+        return self.list_raw("list nodes", "/api/v1/nodes", label_selector, None, cached)
+
+    def read_node(self, name: str) -> client.V1Node:
+        return self._call(f"get node {name}", self.core.read_node, name)
+
+    def create_node(self, body: dict[str, Any]) -> None:
+        """Create a node on the bulk connection, the reply not decoded (a testbed creates thousands)."""
+        self._call(f"create node {body['metadata']['name']}", self._send, "POST", "/api/v1/nodes", body)
+
+    def patch_node(self, name: str, patch: dict[str, Any], resource_version: str | None = None) -> client.V1Node:
+        """Strategic-merge patch; with `resource_version`, only if the node has not changed since
+        it was read (else Conflict: read again and recompute)."""
+        if resource_version is not None:
+            patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
+        return self._call(f"patch node {name}", self.core.patch_node, name, patch)
+
+    def read_node_raw(self, name: str) -> dict[str, Any]:
+        """A node as the API's plain JSON (taints keep `timeAdded`, which typed models rename)."""
+        return json.loads(self._call(f"get node {name}", self.core.read_node, name, _preload_content=False).data)
+
+    def update_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
+                    attempts: int = 20) -> dict[str, Any]:
+        """Read-modify-write of a node (`_read_modify_write`): `change(node)` returns the patch."""
+        return self._read_modify_write(f"patch node {name}", lambda: self.read_node_raw(name),
+                                       lambda patch: self.patch_node(name, patch), change, attempts)
+
+    def patch_node_status(self, name: str, patch: dict[str, Any]) -> client.V1Node:
+        return self._call(f"patch node {name} status", self.core.patch_node_status, name, patch)
+
+    def delete_node(self, name: str) -> None:
+        self._call(f"delete node {name}", self.core.delete_node, name)
+
+
+def node_ready(node: client.V1Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
