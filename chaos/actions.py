@@ -9,15 +9,14 @@ Every fault lands in the run's write-ahead ledger, so `revert_faults` (or `kiloc
 
 import os
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from chaos import ledger, plan, replay, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KilocardError
 from chaos.faults import Context
-from chaos.kube import Kube
-from chaos.vocabulary import DRA_DRIVER, local_testbed_kubeconfig
+from chaos.settings import Settings
+from chaos.vocabulary import DRA_DRIVER
 
 __all__ = [
     "apply_fault",
@@ -51,8 +50,7 @@ _COLLECTING: ContextVar[Optional[List[Dict[str, Any]]]] = ContextVar("kilocard_c
 def run_id_of(configuration: Optional[Dict[str, Any]]) -> str:
     """The run this experiment's faults belong to: configured, else $KILOCARD_RUN_ID, else one
     per process (the probes of probes.chaostoolkit read the same one)."""
-    cfg = configuration or {}
-    return cfg.get("kilocard_run_id") or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
+    return Settings.of(configuration).run_id or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
 
 
 def faults_of(func: Callable[..., Any], arguments: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -69,13 +67,11 @@ def faults_of(func: Callable[..., Any], arguments: Dict[str, Any]) -> List[Dict[
 
 def session(configuration: Optional[Dict[str, Any]]) -> tuple:
     """(Context, Ledger) of this experiment's run, connected as its configuration says."""
-    cfg = configuration or {}
-    run_id = run_id_of(cfg)
-    kube = Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
-    directory = Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else None
-    ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None,
-                  card_resource=cfg.get("kilocard_card_resource"))
-    return ctx, ledger.Ledger(run_id, kube, directory)
+    settings = Settings.of(configuration)
+    run_id = run_id_of(configuration)
+    kube = settings.kube()
+    ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None, card_resource=settings.card_resource)
+    return ctx, ledger.Ledger(run_id, kube, settings.ledger_dir)
 
 
 def apply_fault(fault: Dict[str, Any], configuration: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:

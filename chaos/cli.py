@@ -26,6 +26,7 @@ from chaos import __version__, failpoints, ledger
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
+from chaos.settings import key
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI
 
 
@@ -561,8 +562,8 @@ def _kilocard_vars(args: argparse.Namespace) -> list[str]:
     Prometheus token goes to the environment instead)."""
     _prometheus_access(args)
     return [f"{key}={value}" for key, value in (
-        ("kilocard_kubeconfig", args.kubeconfig), ("kilocard_context", args.context),
-        ("kilocard_prometheus_url", args.prometheus_url), ("kilocard_ledger_dir", args.ledger_dir))
+        (key("kubeconfig"), args.kubeconfig), (key("context"), args.context),
+        (key("prometheus_url"), args.prometheus_url), (key("ledger_dir"), args.ledger_dir))
         if value is not None]
 
 
@@ -1049,11 +1050,11 @@ def _plan_experiment(args: argparse.Namespace) -> int:
     from chaos import actions, run
 
     experiment = run.load(args.experiment, args.var)
-    configuration = {**(experiment.data.get("configuration") or {}), "kilocard_ledger_dir": str(args.ledger_dir),
-                     "kilocard_card_resource": args.card_resource}
-    configuration.update({k: v for k, v in (("kilocard_kubeconfig", args.kubeconfig),
-                                            ("kilocard_context", args.context)) if v is not None})
-    ctx, _book = actions.session({**configuration, "kilocard_run_id": ledger.new_run_id()})
+    configuration = {**(experiment.data.get("configuration") or {}), key("ledger_dir"): str(args.ledger_dir),
+                     key("card_resource"): args.card_resource}
+    configuration.update({k: v for k, v in ((key("kubeconfig"), args.kubeconfig),
+                                            (key("context"), args.context)) if v is not None})
+    ctx, _book = actions.session({**configuration, key("run_id"): ledger.new_run_id()})
     try:
         found = run.check(ctx, experiment)
     finally:
@@ -1094,10 +1095,10 @@ def _rehearse_on_twin(args: argparse.Namespace, experiment: Any, models: list[st
     finally:
         real.close()
     try:
-        on_twin = {"kilocard_kubeconfig": str(twin.paths.kubeconfig), "kilocard_prometheus_url": twin.prometheus_url,
-                   "kilocard_ledger_dir": str(twin.paths.root / "ledger")}
+        on_twin = {key("kubeconfig"): str(twin.paths.kubeconfig), key("prometheus_url"): twin.prometheus_url,
+                   key("ledger_dir"): str(twin.paths.root / "ledger")}
         for configuration in (experiment.data.setdefault("configuration", {}), experiment.config_vars):
-            configuration.pop("kilocard_context", None)
+            configuration.pop(key("context"), None)
             configuration.update(on_twin)
         result = run.execute(experiment, actions.session, view=timeline.Timeline(console))
     finally:

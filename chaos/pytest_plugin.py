@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from chaos.errors import Exit
+from chaos.settings import key
 
 if TYPE_CHECKING:
     from chaos.ledger import Ledger
     from chaos.run import Result
 
 SUFFIXES = (".yaml", ".yml", ".json")
-CLUSTER_KEYS = ("kilocard_kubeconfig", "kilocard_prometheus_url")  # option dests, named as cmd_run's variables
+CLUSTER_KEYS = (key("kubeconfig"), key("prometheus_url"))  # option dests, named as cmd_run's variables
 _EXPERIMENTS = pytest.StashKey[frozenset[Path]]()
 _LEFT_OPEN = pytest.StashKey[list[tuple[Path, str]]]()  # (file, run id) of runs whose revert is incomplete
 
@@ -54,9 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write each run's journal there, as journal-<stem>-<run id>.json")
     group.addoption("--kilocard-reports", type=Path, metavar="DIR",
                     help="write each run's report there (<run id>/index.html, summary.md, junit.xml), as kilocard run")
-    group.addoption("--kilocard-kubeconfig", dest="kilocard_kubeconfig", metavar="PATH",
+    group.addoption("--kilocard-kubeconfig", dest=key("kubeconfig"), metavar="PATH",
                     help="the cluster (configuration kilocard_kubeconfig); default as kilocard run")
-    group.addoption("--kilocard-prometheus-url", dest="kilocard_prometheus_url", metavar="URL",
+    group.addoption("--kilocard-prometheus-url", dest=key("prometheus_url"), metavar="URL",
                     help="Prometheus of the SLO probes (configuration kilocard_prometheus_url)")
     group.addoption("--kilocard-testbed", action="store_true",
                     help="with no cluster named, start the local testbed if it is not running (as kilocard run "
@@ -133,7 +134,7 @@ def _session(configuration: dict[str, Any]) -> tuple[Any, Ledger]:
     from chaos import actions
     from chaos.cli import _embedded_default
 
-    _embedded_default(argparse.Namespace(kubeconfig=configuration.get("kilocard_kubeconfig"), testbed=_START_TESTBED))
+    _embedded_default(argparse.Namespace(kubeconfig=configuration.get(key("kubeconfig")), testbed=_START_TESTBED))
     return actions.session(configuration)
 
 

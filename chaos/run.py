@@ -76,6 +76,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
+from chaos.settings import key
 from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
 
@@ -379,13 +380,13 @@ def _pauses(data: dict[str, Any], configuration: dict[str, Any] | None = None, s
             continue
         problems += [f"{named}: pauses: unknown field {k!r}; expected before or after"
                      for k in pauses if k not in ("before", "after")]
-        for key in ("before", "after"):
-            given = pauses.get(key)
+        for when in ("before", "after"):
+            given = pauses.get(when)
             if given is None or (configuration is None and isinstance(given, str) and given.startswith("${")):
                 continue
             value = substitute(given, configuration or {}, secrets or {}) if isinstance(given, str) else given
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-                problems.append(f"{named}: pauses.{key}: expected seconds from 0, got {value!r}"
+                problems.append(f"{named}: pauses.{when}: expected seconds from 0, got {value!r}"
                                 + fields.as_text(value, texts=texts))
     return problems
 
@@ -458,7 +459,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     watches it live; it is stopped after the revert, so the reverts show too."""
     data = experiment.data
     run_id = run_id or ledger.new_run_id()
-    data["configuration"] = {**(data.get("configuration") or {}), "kilocard_run_id": run_id}
+    data["configuration"] = {**(data.get("configuration") or {}), key("run_id"): run_id}
     spent = _Stopwatch()  # the runner's own time, per phase, beside chaoslib's
     retried_before = kube.retries()  # the process's count: several runs may share one process
     ctx, book = spent("connect", session, data["configuration"])

@@ -57,8 +57,8 @@ from chaos.fields import (
     union,
 )
 from chaos.judgement import STOP_KEY
-from chaos.kube import Kube
-from chaos.vocabulary import GROUP_SIZE_LABEL, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig, quiet_thread
+from chaos.settings import Settings as RunSettings
+from chaos.vocabulary import GROUP_SIZE_LABEL, quiet_thread
 from probes import hung, slo
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot
@@ -276,12 +276,11 @@ class Watcher:
 
     def _snapshot(self) -> ClusterSnapshot | None:
         try:
-            kube = Kube.connect(self.cfg.get("kilocard_kubeconfig"), self.cfg.get("kilocard_context"),
-                                local_testbed_kubeconfig())
+            kube = RunSettings.of(self.cfg).kube()
         except KilocardError:
             return None
         try:
-            return snap.fetch(kube, self.cfg.get("kilocard_card_resource"))
+            return snap.fetch(kube, RunSettings.of(self.cfg).card_resource)
         except KilocardError:
             return None
         finally:
@@ -294,7 +293,7 @@ class Watcher:
         return self._figures(c) if c.kind == "hung-group" else None
 
     def _prom(self) -> Any:
-        return slo.connect(self.cfg.get("kilocard_prometheus_url", LOCAL_TESTBED_PROMETHEUS))
+        return slo.connect(RunSettings.of(self.cfg).prometheus_url)
 
     def _values(self, c: Condition) -> dict[str, float] | Exception:
         try:

@@ -23,7 +23,8 @@ from chaos.actions import run_id_of
 from chaos.errors import KilocardError, KubeError
 from chaos.follower import Follower
 from chaos.kube import Kube
-from chaos.vocabulary import DRA_DRIVER, LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+from chaos.settings import Settings
+from chaos.vocabulary import DRA_DRIVER
 from probes import (
     capacity,
     device_taints,
@@ -69,24 +70,22 @@ def _unknown_without_data(probe: Callable[..., Dict[str, Any]]) -> Callable[...,
 
 
 def _kube(cfg: Optional[Dict[str, Any]]) -> Kube:
-    cfg = cfg or {}
-    return Kube.connect(cfg.get("kilocard_kubeconfig"), cfg.get("kilocard_context"), local_testbed_kubeconfig())
+    return Settings.of(cfg).kube()
 
 
 def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapshot.ClusterSnapshot:
     kube = _kube(cfg)
     try:
-        return snapshot.fetch(kube, (cfg or {}).get("kilocard_card_resource"), namespace)
+        return snapshot.fetch(kube, Settings.of(cfg).card_resource, namespace)
     finally:
         kube.close()
 
 
-PROMETHEUS_URL = LOCAL_TESTBED_PROMETHEUS
 XID_FAULT = "gpu-xid"  # the fault kind whose records devices_tainted_within judges (chaos.agent.kinds.xid)
 
 
 def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
-    return slo.connect((cfg or {}).get("kilocard_prometheus_url", PROMETHEUS_URL))
+    return slo.connect(Settings.of(cfg).prometheus_url)
 
 
 @_unknown_without_data
@@ -121,7 +120,7 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: Optional[st
         records = _applied_records(cfg, kube)
         zero, zero_is = time_zero(cfg, kube, since, first=True)
         return tp_groups.recovered_within(kube, model, _faulted_nodes(records), zero, budget, namespace,
-                                          cfg.get("kilocard_card_resource"), zero_is, _settled(records)).to_json()
+                                          Settings.of(cfg).card_resource, zero_is, _settled(records)).to_json()
     finally:
         kube.close()
 
@@ -184,9 +183,10 @@ def expected_series(s: snapshot.ClusterSnapshot, model: str, namespace: Optional
 
 
 def _scrape(cfg: Dict[str, Any], prom: Any, ind: slo.Indicator) -> float:
-    if cfg.get("kilocard_scrape_interval"):
-        return float(cfg["kilocard_scrape_interval"])
-    return slo.scrape_interval(cfg.get("kilocard_prometheus_url", PROMETHEUS_URL), _job(prom, ind))
+    settings = Settings.of(cfg)
+    if settings.scrape_interval is not None:
+        return settings.scrape_interval
+    return slo.scrape_interval(settings.prometheus_url, _job(prom, ind))
 
 
 @_unknown_without_data
@@ -350,15 +350,16 @@ def no_hung_groups(model: str, namespace: Optional[str] = None, window: str = "3
     cfg = configuration or {}
     zero = _time_zero_if_any(cfg, since)
     if zero is not None:
-        scrape = float(cfg["kilocard_scrape_interval"]) if cfg.get("kilocard_scrape_interval") else \
-            slo.scrape_interval(cfg.get("kilocard_prometheus_url", PROMETHEUS_URL))
+        settings = Settings.of(cfg)
+        scrape = settings.scrape_interval if settings.scrape_interval is not None else \
+            slo.scrape_interval(settings.prometheus_url)
         time.sleep(max(0.0, zero[0] + slo.seconds(window) + scrape - time.time()))
     figures = hung.fetch(_prom(configuration), model, namespace, window)
     return hung.judge(_snapshot(configuration, namespace), figures, model, window, namespace).to_json()
 
 
 def _ledger_dir(cfg: Dict[str, Any]) -> Path:
-    return Path(cfg["kilocard_ledger_dir"]) if cfg.get("kilocard_ledger_dir") else ledger.default_dir()
+    return Settings.of(cfg).ledger_dir or ledger.default_dir()
 
 
 def time_zero(cfg: Dict[str, Any], kube: Optional[Kube], since: Optional[float] = None,
@@ -431,7 +432,7 @@ def remediated_within(models: List[str], budget: float, node: Optional[str] = No
             node = hit[0]
         on_node = [r.applied_at for r in records if r.target.get("node") == node]
         zero, zero_is = (min(on_node), f"the fault on {node}") if on_node else time_zero(cfg, kube, since)
-        cards = cfg.get("kilocard_card_resource")
+        cards = Settings.of(cfg).card_resource
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path, fault_at=zero,
                                   zero_is=zero_is, settled=_settled(records)).to_json()
     finally:

@@ -1,0 +1,59 @@
+"""The `kilocard_*` keys of a Chaos Toolkit configuration, read in one place and typed: which run,
+which cluster, where the ledger is, which Prometheus. The strict runner and the CLI write them
+(`key`); the actions, the probes and the stop conditions read them (`Settings.of`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.errors import SpecError
+from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+
+if TYPE_CHECKING:
+    from chaos.kube import Kube
+
+PREFIX = "kilocard_"
+
+
+def key(name: str) -> str:
+    """The configuration key of a setting: `kubeconfig` -> `kilocard_kubeconfig`."""
+    if name not in _NAMES:
+        raise KeyError(name)
+    return PREFIX + name
+
+
+@dataclass(frozen=True)
+class Settings:
+    run_id: str | None = None  # else $KILOCARD_RUN_ID, else one per process (chaos.actions.run_id_of)
+    kubeconfig: str | None = None  # else $KUBECONFIG, ~/.kube/config, in-cluster, the local testbed
+    context: str | None = None
+    ledger_dir: Path | None = None  # else the default ledger directory
+    card_resource: str | None = None  # else the nodes' own (vocabulary.card_resource_of)
+    prometheus_url: str = LOCAL_TESTBED_PROMETHEUS
+    scrape_interval: float | None = None  # seconds; else read from Prometheus
+
+    @classmethod
+    def of(cls, configuration: dict[str, Any] | None) -> Settings:
+        """The settings a configuration gives (a key left out, or null, takes its default)."""
+        cfg = configuration or {}
+        given = {f.name: cfg[PREFIX + f.name] for f in fields(cls) if cfg.get(PREFIX + f.name) not in (None, "")}
+        if "ledger_dir" in given:
+            given["ledger_dir"] = Path(given["ledger_dir"])
+        if "scrape_interval" in given:
+            try:
+                given["scrape_interval"] = float(given["scrape_interval"])
+            except (TypeError, ValueError):
+                raise SpecError(f"configuration.{key('scrape_interval')}: expected seconds, got "
+                                f"{given['scrape_interval']!r}") from None
+        return cls(**given)
+
+    def kube(self) -> Kube:
+        """A connection to the cluster these settings name (chaos.kube.Kube.connect)."""
+        from chaos.kube import Kube  # the client's import is paid only where a cluster is reached
+
+        return Kube.connect(self.kubeconfig, self.context, local_testbed_kubeconfig())
+
+
+_NAMES = frozenset(f.name for f in fields(Settings))
