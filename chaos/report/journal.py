@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,12 +213,13 @@ def _argument(data: dict[str, Any], activity: str, name: str) -> Any:
 _BUDGETED_BEFORE = ("slo_recovered_within", "tp_groups_recovered_within", "remediated_within")
 
 
-def _as_today(func: str, output: dict[str, Any], budget: Any) -> dict[str, Any]:
+def _as_today(func: str, output: dict[str, Any], budget: Callable[[], Any]) -> dict[str, Any]:
+    """`budget()`: the probe's argument, looked up (a scan of the journal) only for an old journal."""
     if BUDGET_SECONDS in output or func not in _BUDGETED_BEFORE:
         return output
     after = next((output[k] for k in ("recovered_after", "seconds") if output.get(k) is not None), None)
     try:
-        limit = float(output["deadline"] if func == "slo_recovered_within" else budget)
+        limit = float(output["deadline"] if func == "slo_recovered_within" else budget())
     except (KeyError, TypeError, ValueError):
         return output
     return {**output, **budgeted(limit, after)}
@@ -239,7 +241,7 @@ def _checks(data: dict[str, Any]) -> list[Check]:
             continue
         name, func = str(activity.get("name", "?")), str((activity.get("provider") or {}).get("func", ""))
         output = e.get("output") if isinstance(e.get("output"), dict) else {}
-        output = _as_today(func, output, _argument(data, name, "budget"))
+        output = _as_today(func, output, lambda name=name: _argument(data, name, "budget"))
         if phase == "method":  # as the runner judges it: failed, or out of its tolerance
             ok = e.get("status") == "succeeded" and passes(e)
         else:

@@ -176,6 +176,19 @@ def test_every_budgeted_probe_counts_in_the_score_by_its_two_keys_alone() -> Non
     assert trend.slowest(not_met) is None
 
 
+def test_a_journal_of_today_is_read_without_looking_up_any_probes_argument(monkeypatch) -> None:
+    """Only a journal from before the two keys needs the budget from the probe's arguments (a scan
+    of the whole journal per probe)."""
+    from chaos.report import journal as reader
+
+    def scanned(*_a):
+        raise AssertionError("an argument was looked up")
+
+    monkeypatch.setattr(reader, "_argument", scanned)
+    run = run_of(with_probe(journal("s7"), "slo_recovered_within", {"budget_seconds": 90, "recovered_after_seconds": 9.0}))
+    assert trend.slowest(run) == trend.Recovery(9.0, 90.0, "the-slo_recovered_within")
+
+
 @pytest.mark.parametrize(("func", "output", "arguments", "expected"), [
     ("remediated_within", {"recovered_after": 30.0}, {"budget": "${budget}"}, (30.0, 120.0)),
     ("remediated_within", {"seconds": 12.5}, {"budget": 50}, (12.5, 50.0)),
