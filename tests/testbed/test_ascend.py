@@ -34,7 +34,7 @@ from tests.testbed.conftest import PORT_BASE
 from tests.testbed.helpers import apply_deploy, eventually, query, service_account_kubeconfig, wait_ready
 from tests.testbed.test_runner import kilocard_run
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.long(320)]  # all, together (a module-scoped fixture)
 R = "huawei.com/Ascend910"
 BIG = "llama-3-70b"
 WINDOW = "5s"

@@ -19,8 +19,7 @@ from chaos.kube import node_ready
 from chaos.report import browser
 from probes import chaostoolkit, slo
 from testbed import audit, fleet, timing
-from testbed.cluster import Testbed
-from testbed.config import TestbedConfig
+from testbed.remediator import OPT_OUT_LABEL
 from tests.testbed.conftest import PORT_BASE
 from tests.testbed.helpers import deploy, eventually, per_node, serving, wait_ready
 from tests.testbed.test_runner import KILOCARD, kilocard_run
@@ -53,6 +52,7 @@ def reported(tmp_path: Path, journal: dict, figures: int) -> Path:
     return page
 
 
+@pytest.mark.long(115)
 def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s1-kill-one-replica.yaml"),
@@ -90,6 +90,7 @@ def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, 
     assert journal["kilocard"]["basis"] == "judged"
 
 
+@pytest.mark.long(160)
 def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, pool, testbed, tmp_path, two_tp8):
     p = two_tp8
     # First the rehearsal: plan --twin copies this cluster into a fresh testbed and runs S2 there,
@@ -131,6 +132,7 @@ def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, p
     assert seconds < 15
 
 
+@pytest.mark.long(170)
 def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s3-ecc-one-tp-member.yaml"),
@@ -232,36 +234,15 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     assert "reproduced: " in page and "ReplicaTtftP95High" in page  # the symptoms' table
 
 
-def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
-    tb = Testbed(TestbedConfig(nodes=3, port_base=PORT_BASE + 80, state_dir=tmp_path / "state",
-                               remediation=False).validate())
-    tb.up(say=lambda _m: None, timeout=120)
-    try:
-        kube = tb.kube()
-        objects = fleet.scaled(fleet.only(fleet.load("default", tb.config.card_resource), TP8), {TP8: 2})
-        fleet.deploy(kube, timing.stamp(objects, "default"), timeout=90, say=lambda _m: None)
-        kube.close()
-        prom = PrometheusConnect(tb.prometheus_url)
-        serving(prom, fleet.DEFAULT_NAMESPACE, {TP8: 2})
-        code, journal, _ = kilocard_run(tb, tmp_path, experiment("s3-ecc-one-tp-member.yaml"))
-        # The field account's ECC incident, replayed as the regression test of its fix (remediation):
-        # here there is none, and the alert it was about comes back and outlasts the fix's budget.
-        # S3's alert quiet for 15 s first: one still flapping at the replay's start is "already firing", unknown.
-        assert eventually(lambda: not prom.custom_query('count_over_time(ALERTS{alertname="ReplicaTtftP95High"}[15s])'),
-                          90)
-        done = subprocess.run([*KILOCARD, "replay", str(CATALOG / "incidents" / "ecc-one-card.yaml"), "--expect",
-                               "fixed", "--kubeconfig", str(tb.paths.kubeconfig), "--prometheus-url",
-                               tb.prometheus_url, "--ledger-dir", str(tmp_path / "ledger"), "--journal",
-                               str(tmp_path / "fixed.json"), "--reports", str(tmp_path / "reports"), "--no-report"],
-                              capture_output=True, text=True, timeout=300)
-    finally:
-        tb.down(say=lambda _m: None)
-    assert "Traceback" not in done.stderr and done.returncode == 1, done.stdout + done.stderr
-    fix = json.loads((tmp_path / "fixed.json").read_text())["kilocard"]["reason"]
-    assert fix.startswith("probe 'incident-fixed' failed: not fixed: alert ReplicaTtftP95High{model_name=llama-3-70b,"
-                          "namespace=kilocard-fleet,severity=page} came back and lasted "), fix
-    assert "over the fix's 25 s" in fix
-    # One cause changed (no remediator), the budget as in the catalog: the node is never quarantined.
+@pytest.mark.long(140)
+def test_s3_without_remediation_fails_and_its_incident_replayed_as_fixed_is_not(kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    # One cause changed: the remediator leaves the pool's nodes alone (its opt-out label: a testbed
+    # started with --no-remediation, for these nodes only); the budget as in the catalog.
+    for n in p.node_names:
+        kube.patch_node(n, {"metadata": {"labels": {OPT_OUT_LABEL: "false"}}})
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s3-ecc-one-tp-member.yaml"),
+                                    "--var", f"namespace={p.namespace}")
     assert code == 1
     reason = journal["kilocard"]["reason"]
     (fault,) = journal["kilocard"]["faults"]
@@ -272,8 +253,27 @@ def test_s3_on_a_testbed_started_with_no_remediation_fails(tmp_path):
     assert ttft["outcome"] == "not_recovered" and ttft["breach_after"] is not None, ttft["reason"]
     assert ttft["reason"].startswith("not recovered within 60 s (never back under 0.5)"), ttft["reason"]
     assert f"last: {ttft['worst']} at" in ttft["reason"]  # the sick replica, named
+    # The field account's ECC incident, replayed as the regression test of its fix (remediation):
+    # here there is none, and the alert it was about comes back and outlasts the fix's budget.
+    # S3's alert quiet for 15 s first: one still flapping at the replay's start is "already firing", unknown.
+    prom = PrometheusConnect(testbed.prometheus_url)
+    alerts = f'count_over_time(ALERTS{{alertname="ReplicaTtftP95High",namespace="{p.namespace}"}}[15s])'
+    assert eventually(lambda: not prom.custom_query(alerts), 90)
+    incident = tmp_path / "ecc-one-card.yaml"
+    incident.write_text((CATALOG / "incidents" / incident.name).read_text().replace(fleet.DEFAULT_NAMESPACE,
+                                                                                     p.namespace))
+    done = subprocess.run([*KILOCARD, "replay", str(incident), "--expect", "fixed", "--kubeconfig",
+                           str(testbed.paths.kubeconfig), "--prometheus-url", testbed.prometheus_url, "--ledger-dir",
+                           str(tmp_path / "ledger"), "--journal", str(tmp_path / "fixed.json"), "--no-report"],
+                          capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in done.stderr and done.returncode == 1, done.stdout + done.stderr
+    fix = json.loads((tmp_path / "fixed.json").read_text())["kilocard"]["reason"]
+    assert fix.startswith("probe 'incident-fixed' failed: not fixed: alert ReplicaTtftP95High{model_name=llama-3-70b,"
+                          f"namespace={p.namespace},severity=page}} came back and lasted "), fix
+    assert "over the fix's 25 s" in fix
 
 
+@pytest.mark.long(80)
 def test_s8_the_fragile_fleets_placement_fails_as_the_experiment_expects(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     # The same drill on the model with required anti-affinity passes: the expectation is not met.
@@ -309,6 +309,7 @@ def tp16(kube, pool):
     return p
 
 
+@pytest.mark.long(100)
 def test_s5_a_tp16_group_comes_back_after_a_machine_loss_with_the_out_of_service_step(kube, testbed, tmp_path,
                                                                                    tp16):
     code, journal, seconds = kilocard_run(testbed, tmp_path, experiment("s5-tp16-node-loss.yaml"),
@@ -327,6 +328,7 @@ def test_s5_a_tp16_group_comes_back_after_a_machine_loss_with_the_out_of_service
     assert lost in reported(tmp_path, journal, figures=3).read_text()  # timeline, recovery, placement
 
 
+@pytest.mark.long(95)
 def test_s5_without_the_out_of_service_step_fails_with_the_group_incomplete(kube, testbed, tmp_path, tp16):
     twin = experiment("s5-tp16-node-loss.yaml")
     twin["method"] = [a for a in twin["method"] if a["name"] != "non-graceful-node-shutdown"]
@@ -342,6 +344,7 @@ def test_s5_without_the_out_of_service_step_fails_with_the_group_incomplete(kube
     assert journal["kilocard"]["faults"][0]["state"] == "reverted"
 
 
+@pytest.mark.long(65)
 def test_s7_killing_every_replica_is_stopped_by_its_stop_condition(kube, pool, testbed, tmp_path):
     p = pool(2)
     fleet.deploy(kube, timing.stamp(p.fleet("llama-3-70b", replicas={"llama-3-70b": 2}), "default"), timeout=90,
@@ -375,6 +378,7 @@ def rack_fleet(kube, pool, prom):
     return p
 
 
+@pytest.mark.long(180)
 def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, testbed, tmp_path, rack_fleet):
     p = rack_fleet
     rack = f"rack-{p.name}"
@@ -409,6 +413,7 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, testb
     assert reason.startswith("probe 'tp16-ttft-holds-or-recovers' failed: not recovered within 40 s"), reason
 
 
+@pytest.mark.long(145)
 def test_s10_tcp_resets_on_a_tp16_groups_collectives(kube, testbed, tmp_path, rack_fleet):
     """S10 on the S4/S6 fleet: TCP resets on one TP=16 group's collective port, on both its machines."""
     p = rack_fleet
@@ -441,6 +446,7 @@ def test_s10_tcp_resets_on_a_tp16_groups_collectives(kube, testbed, tmp_path, ra
     assert reason.startswith("probe 'tp16-errors-breached-then-recovered' failed: not recovered within 40 s"), reason
 
 
+@pytest.mark.long(100)
 def test_s9_a_stalled_rank_is_named_by_hung_group_with_every_pod_ready_and_the_stop_ends_it(kube, testbed,
                                                                                            tmp_path, two_tp8):
     p = two_tp8

@@ -49,7 +49,7 @@ from tests.testbed.helpers import (
 )
 from tests.testbed.test_catalog import serving
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.long(140)]  # all, together (a module-scoped fixture)
 MODEL, NAMESPACE = "llama-3-70b", "kc-control-plane"
 RUNNER = ("kilocard-system", "kilocard-runner")
 # The controller manager's mirrors of a node's state (its cordon, its Ready condition): the spec

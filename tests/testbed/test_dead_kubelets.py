@@ -23,6 +23,7 @@ pytestmark = pytest.mark.testbed
 BIG, SMALL = "llama-3-405b", "llama-2-7b-fragile"
 
 
+@pytest.mark.long(110)
 def test_a_lost_nodes_statefulset_rank_waits_until_the_node_is_out_of_service(kube, pool, testbed, tmp_path):
     p = pool(7)  # two TP=16 groups on four nodes, the 7B replica on a fifth, two free
     fleet.deploy(kube, p.fleet(BIG, SMALL, replicas={SMALL: 1}), timeout=60, say=lambda _m: None)

@@ -30,6 +30,7 @@ def kilocard(*args: str, env: dict[str, str], timeout: float = 400) -> subproces
                           timeout=timeout, check=False, env=env)
 
 
+@pytest.mark.long(90)
 def test_run_with_no_cluster_named_starts_the_thousand_card_testbed_with_its_fleet(tmp_path):
     if taken_ports(TestbedConfig().ports):
         pytest.skip(f"the default testbed's ports are taken: {', '.join(taken_ports(TestbedConfig().ports))}")

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.testbed
 FRAGILE = "llama-2-7b-fragile"  # TP=1: a replica starts in a few seconds
 
 
+@pytest.mark.long(75)
 def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_reproduced_and_its_twin_is_not(kube, testbed, pool, prom,
                                                                                           tmp_path):
     p = pool(1)

@@ -26,7 +26,7 @@ from testbed import fleet
 from tests.testbed.helpers import agent, wait_ready
 from tests.testbed.test_runner import kilocard_run
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.long(70)]  # all, together (a module-scoped fixture)
 SMALL = "llama-2-7b"
 SOON = landed.Options(within_seconds=3)
 

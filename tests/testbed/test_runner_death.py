@@ -36,7 +36,7 @@ from tests import figures
 from tests.netns.netns import Pair, free_port, start_agent, veth_pair
 from tests.testbed.helpers import differences, settled, steady, wait_ready
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.long(280)]  # all, together (a module-scoped fixture)
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("KILOCARD_TRIAL_SEED", "20261201"))
 BIG, SMALL = "llama-3-405b", "llama-2-7b-fragile"

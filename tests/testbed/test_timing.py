@@ -17,6 +17,7 @@ pytestmark = pytest.mark.testbed
 BIG = "llama-3-70b"
 
 
+@pytest.mark.long(55)
 def test_a_70b_replica_starts_in_its_computed_time_and_drains_before_its_cards_are_reused(kube, pool):
     p = pool(1)  # one 8-card node: the replacement needs the cards the deleted replica holds
     objects = timing.stamp(p.fleet(BIG, replicas={BIG: 1}), "default")

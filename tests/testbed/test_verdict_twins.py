@@ -21,6 +21,7 @@ def probe_of(name: str, func: str, **arguments) -> dict:
             "provider": {"type": "python", "module": "probes.chaostoolkit", "func": func, "arguments": arguments}}
 
 
+@pytest.mark.long(65)
 def test_a_recovery_probe_reached_after_its_budget_judges_the_record_not_the_present(testbed, tmp_path, two_tp8):
     """S1, its probes reached 35 s after the kill: the model is whole by then either way, but only
     the budget the recovery (about 25 s) fitted in passes, and it says when the recovery was."""
@@ -44,6 +45,7 @@ def test_a_recovery_probe_reached_after_its_budget_judges_the_record_not_the_pre
     assert "not Ready (0/1)" in reason, reason
 
 
+@pytest.mark.long(60)
 def test_a_hold_that_breaks_late_in_its_interval_fails(testbed, tmp_path, two_tp8):
     """S1 with a second fault 25 s in (a card of the other replica slows): its TTFT probe, which
     held through the blind window and its first ten seconds, must see the breach at the end of its
@@ -65,6 +67,7 @@ def test_a_hold_that_breaks_late_in_its_interval_fails(testbed, tmp_path, two_tp
                                                     "40 s"), journal["kilocard"]["reason"]
 
 
+@pytest.mark.long(50)
 def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(testbed, tmp_path, two_tp8):
     """S3, its probes reached 20 s after the ECC fault: the quarantine and drain (about 12 s on
     the testbed) fit in the catalog's 90 s, not in 5 s; counted from the probe's start, both
@@ -88,6 +91,7 @@ def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(test
         journal["kilocard"]["reason"])
 
 
+@pytest.mark.long(60)
 def test_s2_with_no_room_left_turns_its_recovery_probe_red(kube, pool, prom, testbed, tmp_path):
     """S2 on a two-node pool (each node full with a replica): the drained card's replica has
     nowhere to go. The room guard is lifted so the run goes on: the recovery probe, not the guard,
@@ -110,6 +114,7 @@ def test_s2_with_no_room_left_turns_its_recovery_probe_red(kube, pool, prom, tes
     assert moved["judgement"] == "failed" and moved["impact_seen"]
 
 
+@pytest.mark.long(85)
 def test_s6_without_a_throttle_that_bites_is_no_impact_not_a_pass(kube, pool, prom, testbed, tmp_path):
     """S6 with a bandwidth limit no link reaches (100 Gbit/s): the TP=16 probe, which needs the
     fault to show, says no impact observed."""
@@ -138,6 +143,7 @@ def chaosk8s_kill(namespace: str, budget: int) -> dict:
                                 namespace=namespace)]}
 
 
+@pytest.mark.long(75)
 def test_a_kill_by_chaostoolkit_kubernetes_is_judged_by_kilocards_recovery_probe(kube, testbed, tmp_path, two_tp8):
     p = two_tp8
     env = {"KUBECONFIG": str(testbed.paths.kubeconfig)}  # how chaostoolkit-kubernetes finds the cluster

@@ -50,6 +50,7 @@ def test_the_wheel_carries_the_catalog_the_license_and_the_toolkits_dependencies
     assert meta["Project-URL"] and "Typing :: Typed" in meta.get_all("Classifier")
 
 
+@pytest.mark.long(50)
 def test_installed_alone_it_validates_its_own_catalog_and_reports_without_figures(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", venv).returncode == 0
