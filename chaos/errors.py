@@ -3,8 +3,6 @@
     KilocardError                 anything kilocard reports as a one-line message
     ├── SpecError                 bad input: names the file/flag, entry and field; nothing was applied (exit 2)
     │   └── TargetConflict        the target is held by another open run that this kind cannot stack with
-    ├── ApplyError                a fault could not be applied (exit 1)
-    ├── RevertError               a fault could not be reverted: operator action needed (exit 4)
     ├── Aborted                   a stop condition or a signal ended the run early (exit 3)
     └── KubeError                 the Kubernetes API refused or failed a call
         ├── NotFound              404
@@ -44,14 +42,6 @@ class SpecError(KilocardError):
 
 class TargetConflict(SpecError):
     """Another open run holds the target in a way this fault cannot share."""
-
-
-class ApplyError(KilocardError):
-    exit = Exit.FAILED
-
-
-class RevertError(KilocardError):
-    exit = Exit.REVERT_INCOMPLETE
 
 
 class Aborted(KilocardError):

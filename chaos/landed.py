@@ -29,7 +29,7 @@ from typing import Any
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH
 from chaos.errors import KilocardError
 from chaos.faults import Context, FaultKind, Look
-from chaos.fields import boolean, mapping, number
+from chaos.fields import boolean, filled, mapping, number
 from probes.verdict import Contract
 
 STATUSES = (CONFIRMED, MISMATCH, INCONCLUSIVE)
@@ -60,8 +60,9 @@ class Options:
 
     @classmethod
     def of(cls, values: dict[str, Any] | None) -> Options:
-        """The options a fault's `verify` field gave (its schema accepted them), else the defaults."""
-        return cls(**values) if values else cls()
+        """The options a fault's `verify` field gave (its schema accepted them), else the defaults;
+        a number as a float, as for every field (`filled`)."""
+        return cls(**filled(SCHEMA, values or {}))
 
 
 # Every fault kind has this field (chaos.faults._spec.kind).

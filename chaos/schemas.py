@@ -38,6 +38,7 @@ from chaos.fields import (
     errors,
     expected,
     mapping,
+    one_of,
     optional,
     rule_fields,
     text,
@@ -70,9 +71,9 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "topology_key": ("the node label that names a failure domain", "kubernetes.io/hostname", _NAMED),
     "max_skew": ("replicas one domain may have over another, when anti-affinity is preferred", 1, _NOT_NEGATIVE),
     "guaranteed": ("pass only a required rule (anti-affinity, or a DoNotSchedule spread)", True, {}),
-    "budget": ("seconds from the run's fault (the first; per card for the device-taint probe)", 120, _POSITIVE),
+    "budget": ("seconds from time zero (the fault: the probe's description says which)", 120, _POSITIVE),
     "driver": ("the DRA driver whose ResourceSlices carry the device taints", DRA_DRIVER, _NAMED),
-    "deadline": ("seconds from the fault", 120, _POSITIVE),
+    "deadline": ("the old name of budget (an experiment written before it may still say it)", 120, _POSITIVE),
     "hold": ("seconds the indicator must stay under the threshold", 10, _NOT_NEGATIVE),
     "qps": ("requests per second to serve", 20, _POSITIVE),
     "prompt_tokens": ("prompt tokens per request", 2048, {"minimum": 1}),
@@ -151,9 +152,10 @@ def parameters(func: Callable[..., Any]) -> list[inspect.Parameter]:
 
 
 def arguments_schema(func: Callable[..., Any], described: dict[str, tuple[str, Any, Schema]],
-                     overrides: dict[str, Schema]) -> Schema:
+                     overrides: dict[str, Schema], rules: Iterable[Schema] = ()) -> Schema:
     """The schema of `func`'s arguments, from its signature: types from the annotations, defaults,
-    required where there is none; a default None lets null through, as the function does."""
+    required where there is none; a default None lets null through, as the function does. `rules`
+    say what the signature cannot (one of two names); the example gives each rule's first."""
     properties: dict[str, Schema] = {}
     for p in parameters(func):
         found = overrides.get(p.name) or _of_annotation(p.annotation)
@@ -167,8 +169,9 @@ def arguments_schema(func: Callable[..., Any], described: dict[str, tuple[str, A
             found = {**found, "default": p.default}
         properties[p.name] = found
     required = [p.name for p in parameters(func) if p.default is inspect.Parameter.empty]
-    example = {n: described[n][1] for n in [*required, "namespace"] if n in properties and n in described}
-    return mapping(func.__name__, " ".join((inspect.getdoc(func) or "").split()), properties, required,
+    named = [*required, *(rule_fields(r)[0] for r in rules), "namespace"]
+    example = {n: described[n][1] for n in named if n in properties and n in described}
+    return mapping(func.__name__, " ".join((inspect.getdoc(func) or "").split()), properties, required, rules,
                    example=example or None)
 
 
@@ -178,7 +181,11 @@ def _functions(module: ModuleType) -> dict[str, Callable[..., Any]]:
 
 ACTIONS = {name: arguments_schema(func, {}, {"fault": FAULT} if func is actions.apply_fault else {})
            for name, func in _functions(actions).items()}
-PROBES = {name: arguments_schema(func, _PROBE_ARGUMENTS, {}) for name, func in _functions(chaostoolkit).items()}
+# A budget once called `deadline` (slo_recovered_within): either name, not both, not neither.
+_PROBE_RULES = {"slo_recovered_within": (one_of("budget, or deadline (its old name): one of the two", "budget",
+                                                 "deadline"),)}
+PROBES = {name: arguments_schema(func, _PROBE_ARGUMENTS, {}, _PROBE_RULES.get(name, ()))
+          for name, func in _functions(chaostoolkit).items()}
 CALLS = {actions.__name__: ACTIONS, chaostoolkit.__name__: PROBES}
 
 

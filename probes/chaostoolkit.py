@@ -14,6 +14,7 @@ ledger, else the end of the last action before the probe (any driver's), else it
 import bisect
 import contextlib
 import functools
+import logging
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
@@ -39,6 +40,8 @@ from probes import (
 )
 from probes.errors import NoData, ProbeError
 from probes.verdict import unknown
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = [
     "capacity_fits",
@@ -235,19 +238,21 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
 
 
 @_unknown_without_data
-def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95", threshold: float = 0.5,
-                         hold: float = 10.0, per: str = "replica", expect_impact: bool = True,
+def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: str = "ttft_p95",
+                         threshold: float = 0.5, hold: float = 10.0, per: str = "replica", expect_impact: bool = True,
                          namespace: Optional[str] = None, window: str = "30s", query: Optional[str] = None,
                          fault_at: Optional[float] = None, since: Optional[float] = None,
+                         deadline: Optional[float] = None,
                          configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Over the whole interval from time zero (`fault_at` if given, else the run's last fault,
-    else the end of the last action before this probe, else `since`) to `deadline` s after it:
+    else the end of the last action before this probe, else `since`) to `budget` s after it:
     with `expect_impact`, the indicator breaches the threshold, then is back under it and stays
     there to the deadline, for at least `hold` s; without, it holds (or comes back and stays) the
     same way. Never judged healthy before the metric could show the fault (rate window + scrape
     interval); a replica that goes silent while its pod is Ready is not health, and an absence is
     impact only where the cluster corroborates it (the pod not Ready, nothing Ready, the gateway
     failing requests). "No impact observed" is its own outcome, not a pass."""
+    budget = _renamed("budget", budget, "deadline", deadline)
     cfg = configuration or {}
     prom = _prom(cfg)
     ind = _indicator(prom, indicator, model, namespace, window, per, query)
@@ -255,7 +260,7 @@ def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95
     try:
         zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
         scrape = _scrape(cfg, prom, ind)
-        recovery = slo.Recovery(threshold, deadline, hold, ind.window_seconds + scrape, expect_impact, scrape,
+        recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
                                 replicas=ind.by is not None)
         with _recording(kube):
             annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0))
@@ -263,6 +268,19 @@ def slo_recovered_within(model: str, deadline: float, indicator: str = "ttft_p95
     finally:
         kube.close()
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
+
+
+def _renamed(name: str, value: Optional[float], old: str, given: Optional[float]) -> float:
+    """An argument that once had another name (an experiment written before may still say it);
+    the experiment's schema lets exactly one through."""
+    if given is None:
+        if value is None:
+            raise ProbeError(f"{name}: required")
+        return value
+    if value is not None:
+        raise ProbeError(f"{name} and {old} (its old name) both given")
+    _LOG.warning("%s: the argument '%s' is now called '%s'", name, old, name)
+    return given
 
 
 class _Corroboration:

@@ -45,6 +45,12 @@ def _unanswered(exc: Exception) -> bool:
     return bool(_SERVER_ERROR.search(str(exc)))  # prometheus-api-client's "HTTP Status Code 503 (...)"
 
 
+# A name exists if it has a sample this recent. Not only now: one failed scrape marks the target's
+# series stale at once, and an instant query then finds nothing, though the metric is there (its
+# gap is the judging code's to read, as missing data, never as a misspelt name).
+LOOKBACK = "5m"
+
+
 def spellings(name: str) -> list[str]:
     """The names a metric may be stored under, the documented one first."""
     alternatives = [name]
@@ -64,10 +70,11 @@ def resolve_any(prom: Queryable, names: tuple[str, ...], matchers: str = "") -> 
     tried = [candidate for name in names for candidate in spellings(name)]
     for candidate in tried:
         selector = f'{{__name__="{candidate}"{"," + matchers if matchers else ""}}}'
+        query = f"count(last_over_time({selector}[{LOOKBACK}]))"
         try:
-            found = prom.custom_query(f"count({selector})")
+            found = prom.custom_query(query)
         except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
-            raise query_failed(f"PromQL count({selector})", exc) from None
+            raise query_failed(f"PromQL {query}", exc) from None
         if found:
             return candidate
     raise MetricNotFound(f"no series named {' or '.join(tried)}{' with ' + matchers if matchers else ''} in Prometheus")

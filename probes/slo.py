@@ -355,7 +355,7 @@ def classify(samples: list[Sample], threshold: float, replicas: bool) -> list[Se
 @dataclass(frozen=True)
 class Recovery:
     threshold: float
-    deadline: float  # seconds after the fault: the end of the interval judged, whole
+    budget: float  # seconds after the fault: the interval judged, whole, ends there (the deadline)
     hold: float  # seconds it must have been healthy by the deadline to count as recovered
     blind: float  # seconds after the fault before a healthy sample may count (rate window + scrape)
     expect_impact: bool = True  # the fault should hurt: a pass needs a breach, then a recovery
@@ -363,10 +363,10 @@ class Recovery:
     replicas: bool = True  # one series per replica (a series that vanishes is judged by its pod)
 
     def __post_init__(self) -> None:
-        if self.deadline <= 0 or self.hold < 0 or self.blind < 0 or self.scrape < 0:
-            raise SloError(f"deadline must be positive and hold, blind, scrape not negative (got {self})")
-        if self.blind + self.hold > self.deadline:
-            raise SloError(f"deadline {self.deadline:g} s is shorter than the blind window ({self.blind:g} s: rate "
+        if self.budget <= 0 or self.hold < 0 or self.blind < 0 or self.scrape < 0:
+            raise SloError(f"budget must be positive and hold, blind, scrape not negative (got {self})")
+        if self.blind + self.hold > self.budget:
+            raise SloError(f"budget {self.budget:g} s is shorter than the blind window ({self.blind:g} s: rate "
                            f"window + scrape interval) plus hold ({self.hold:g} s): no verdict could ever pass")
 
 
@@ -388,8 +388,8 @@ class _Judged:
     """The samples of one interval, classified, with what a verdict on them needs."""
 
     def __init__(self, samples: list[Sample], fault_at: float, r: Recovery) -> None:
-        self.fault_at, self.r, self.due = fault_at, r, fault_at + r.deadline
-        seen = classify([s for s in samples if s.at <= self.due], r.threshold, r.replicas)
+        self.fault_at, self.r, self.deadline = fault_at, r, fault_at + r.budget
+        seen = classify([s for s in samples if s.at <= self.deadline], r.threshold, r.replicas)
         self.judged = [x for x in seen if x.at >= fault_at]
         # A value over the threshold in the scrape before the fault was there before it; one in the
         # scrape after may be either: it is neither the fault's impact nor its absence.
@@ -401,7 +401,7 @@ class _Judged:
         self.last_bad = next((x for x in reversed(self.judged) if x.state != HEALTHY), None)
         self.peak = _peak([x.sample for x in self.judged])
         self.details: dict[str, Any] = {
-            "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, **budgeted(r.deadline, None),
+            "fault_at": fault_at, "threshold": r.threshold, "hold": r.hold, **budgeted(r.budget, None),
             "blind_until": r.blind, "expect_impact": r.expect_impact,
             "breach_after": None if self.breach is None else round(self.breach.at - fault_at, 3),
             "worst": self.peak[0] if self.peak else None,
@@ -419,9 +419,10 @@ class _Judged:
         if self.already is not None:
             return self.already_over(self.already)
         bad = self.last_bad
-        # At due - hold or later, the healthy samples after it (strictly later, none past the
+        # At the deadline less hold or later, the healthy samples after it (strictly later, none past the
         # deadline) cannot span `hold`.
-        if bad is not None and bad.state == BREACH and bad.at >= self.counts_from and bad.at + self.r.hold >= self.due:
+        if (bad is not None and bad.state == BREACH and bad.at >= self.counts_from
+                and bad.at + self.r.hold >= self.deadline):
             return self.not_recovered(bad)
         return None
 
@@ -430,42 +431,42 @@ class _Judged:
         if self.already is not None:
             return self.already_over(self.already)
         if not any(x.sample.values for x in judged) and breach is None:
-            return unknown(f"no data within {r.deadline:g} s of the fault", **details)
+            return unknown(f"no data within {r.budget:g} s of the fault", **details)
         recovered = streak is not None and judged[-1].at - streak >= r.hold
         if recovered and streak is not None:
-            details.update(budgeted(r.deadline, streak - self.fault_at))
+            details.update(budgeted(r.budget, streak - self.fault_at))
         gaps = [x for x in judged if x.state == UNKNOWN_STATE and x.at >= self.counts_from
                 and (streak is None or x.at < streak)]
         if r.expect_impact and breach is None:
             if gaps:
-                return unknown(f"no impact seen in {r.deadline:g} s, and not seen {_span(gaps, self.fault_at)} "
+                return unknown(f"no impact seen in {r.budget:g} s, and not seen {_span(gaps, self.fault_at)} "
                                f"({gaps[0].why})", **details)
             since = self.counts_from - self.fault_at
             counted = _peak([x.sample for x in judged if x.at >= self.counts_from])
             if counted is None:  # what was seen came before a breach could count
-                return unknown(f"no impact seen, and no sample from {since:g} s to the deadline ({r.deadline:g} s)",
+                return unknown(f"no impact seen, and no sample from {since:g} s to the deadline ({r.budget:g} s)",
                                **details)
             # Over in the scrape after the fault, it may be from before it (see counts_from).
             first = next((x for x in judged if x.over and x.at < self.counts_from), None)
             then = f"; {first.why} at {first.at - self.fault_at:.1f} s may predate the fault" if first else ""
-            return failed(f"no impact observed: under {r.threshold:g} from {since:g} to {r.deadline:g} s after the "
+            return failed(f"no impact observed: under {r.threshold:g} from {since:g} to {r.budget:g} s after the "
                           f"fault (worst {counted[0]}, peak {counted[1]:.3f}){then}; did the fault land?",
                           outcome="no_impact", **details)
         if recovered and breach is not None:
             return passed(f"breached {details['breach_after']:.1f} s after the fault ({breach.why}), back under "
                           f"{r.threshold:g} after {details[RECOVERED_AFTER_SECONDS]:.1f} s and held to the deadline "
-                          f"({r.deadline:g} s){self.worst}", outcome="recovered", **details)
+                          f"({r.budget:g} s){self.worst}", outcome="recovered", **details)
         if recovered:
             if gaps:
                 back = details[RECOVERED_AFTER_SECONDS]
                 return unknown(f"under {r.threshold:g} from {back:.1f} s to the deadline, but "
                                f"not seen before, {_span(gaps, self.fault_at)} ({gaps[0].why})", **details)
             return passed(f"held under {r.threshold:g} from {r.blind:g} s after the fault to the deadline "
-                          f"({r.deadline:g} s)", outcome="held", **details)
+                          f"({r.budget:g} s)", outcome="held", **details)
         if breach is None:
             said = (self.last_bad.why if self.last_bad else
                     f"its samples end {judged[-1].at - self.fault_at:.1f} s after the fault")
-            return unknown(f"not seen healthy for {r.hold:g} s by the deadline ({r.deadline:g} s): {said}", **details)
+            return unknown(f"not seen healthy for {r.hold:g} s by the deadline ({r.budget:g} s): {said}", **details)
         return self.not_recovered(self.last_bad or breach)
 
     def already_over(self, already: Seen) -> Verdict:
@@ -478,7 +479,7 @@ class _Judged:
         healthy_after = next((x.at for x in self.judged if x.at > last_bad.at), None)
         state = (f"never back under {r.threshold:g}" if healthy_after is None else
                  f"under {r.threshold:g} since {healthy_after - zero:.1f} s, not held {r.hold:g} s by the deadline")
-        return failed(f"not recovered within {r.deadline:g} s ({state}); last: {last_bad.why} at "
+        return failed(f"not recovered within {r.budget:g} s ({state}); last: {last_bad.why} at "
                       f"{last_bad.at - zero:.1f} s{self.worst}", outcome="not_recovered", **self.details)
 
 
@@ -577,11 +578,11 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
     leaves no hole where Prometheus has the data). `annotate` adds what the cluster says at each sample's time
     (its pods' readiness, the gateway's failures): what a missing series means."""
     values(prom, ind)  # bad PromQL or an unreachable Prometheus is an error now, not a red verdict later
-    due = fault_at + r.deadline
+    deadline = fault_at + r.budget
     start = fault_at - max(ind.window_seconds, interval)  # which series the fault found
-    samples = history(prom, ind, start, min(clock(), due), interval)
+    samples = history(prom, ind, start, min(clock(), deadline), interval)
     live: list[Sample] = []
-    while (now := clock()) < due:
+    while (now := clock()) < deadline:
         try:
             live.append(Sample(now, values(prom, ind)))
         except (SloError, NoData) as exc:
@@ -589,12 +590,12 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
         told = annotate(samples + live)
         seen = classify(told, r.threshold, r.replicas)
         events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": live[-1].worst(),
-                        "error": live[-1].error, "threshold": r.threshold, "left": due - now, "at": now,
+                        "error": live[-1].error, "threshold": r.threshold, "left": deadline - now, "at": now,
                         "phase": "blind" if now < fault_at + r.blind else _PHASES[seen[-1].state]})
         verdict = judge(told, fault_at, r, final=False)
         if verdict is not None:
             return verdict
-        sleep(max(0.0, min(interval, due - now)))
-    sleep(max(0.0, due + r.scrape - clock()))  # Prometheus holds every scrape up to the deadline
-    whole = history(prom, ind, start, due, interval) + [s for s in live if not s.error]
+        sleep(max(0.0, min(interval, deadline - now)))
+    sleep(max(0.0, deadline + r.scrape - clock()))  # Prometheus holds every scrape up to the deadline
+    whole = history(prom, ind, start, deadline, interval) + [s for s in live if not s.error]
     return at_deadline(annotate(whole), fault_at, r)

@@ -103,8 +103,7 @@ class Spec:
 
 def build(values: dict[str, Any], where: str) -> Spec:
     card_field, indices = cards(values)
-    fields = {k: v for k, v in values.items() if k not in ("card", "cards", "nodes", "node_selector", "nodes_of",
-                                                           "count", "percent", "seed")}
+    fields = {k: v for k, v in values.items() if k not in (*NODES, "card", "cards")}
     spec = Spec(**fields, nodes=nodes(values), cards=indices, card_field=card_field)
     if spec.via != "auto":  # the path is known: its rules are checked now (auto's, once the cluster says)
         check_path(spec, spec.via, where)

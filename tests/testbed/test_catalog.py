@@ -162,7 +162,7 @@ def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, t
     assert replaced["node"] != fault["target"]["node"] and replaced["ready"] < 90, replaced
     # On the same measurements, a budget shorter than the measured recovery fails, naming the replica.
     samples = [slo.Sample(x["at"], x["values"]) for x in series]
-    short = slo.Recovery(0.5, deadline=ttft["recovered_after_seconds"] + 10 - 2, hold=10, blind=ttft["blind_until"])
+    short = slo.Recovery(0.5, budget=ttft["recovered_after_seconds"] + 10 - 2, hold=10, blind=ttft["blind_until"])
     too_short = slo.judge(samples, fault_at, short, final=True)
     assert not too_short.ok and too_short.details["outcome"] == "not_recovered" and f"worst {sick}" in too_short.reason
     # The report opens in a browser with no network: the SLO plot with its shaded fault window.
@@ -407,7 +407,7 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, testb
     # Negative twin: a burst that outlasts the deadline is not a recovery.
     code, journal, _ = kilocard_run(testbed, tmp_path / "s4-twin", experiment("s4-top-of-hour-congestion.yaml"),
                                     *ns, "--var", f"rack={rack}", "--var", "congestion_seconds:int=45",
-                                    "--var", "deadline_seconds:int=40")
+                                    "--var", "budget_seconds:int=40")
     assert code == 1
     reason = journal["kilocard"]["reason"]
     assert reason.startswith("probe 'tp16-ttft-holds-or-recovers' failed: not recovered within 40 s"), reason
@@ -440,7 +440,7 @@ def test_s10_tcp_resets_on_a_tp16_groups_collectives(kube, testbed, tmp_path, ra
     assert eventually(lambda: chaostoolkit.slo_under(BIG, "error_ratio", 0.001, "model", p.namespace, "20s",
                                                      configuration=cfg)["verdict"] == "ok", 60)
     code, journal, _ = kilocard_run(testbed, tmp_path / "s10-twin", experiment("s10-tp16-tcp-resets.yaml"), *ns,
-                                    "--var", "reset_seconds:int=45", "--var", "deadline_seconds:int=40")
+                                    "--var", "reset_seconds:int=45", "--var", "budget_seconds:int=40")
     assert code == 1
     reason = journal["kilocard"]["reason"]
     assert reason.startswith("probe 'tp16-errors-breached-then-recovered' failed: not recovered within 40 s"), reason

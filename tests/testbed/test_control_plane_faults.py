@@ -159,7 +159,7 @@ def experiment(stage: Stage, pause: float, *, slo_probe: bool = False, stop_cond
     method[-1]["pauses"] = {"after": pause}
     method.append(probe("placement", "placement_holds"))
     if slo_probe:
-        method.append(probe("ttft", "slo_recovered_within", deadline=10, threshold=0.5, hold=3,
+        method.append(probe("ttft", "slo_recovered_within", budget=10, threshold=0.5, hold=3,
                             expect_impact=False, window="10s"))
     steady_state = [probe("spread", "placement_holds")]
     if slo_probe or stop_condition:  # the data is there before Prometheus goes

@@ -54,7 +54,7 @@ method:
   pauses: 10
   tolerance: {type: regex, target: verdict, pattern: "^ok$"}
   provider: {type: python, module: probes.chaostoolkit, func: slo_recovered_within,
-             arguments: {model: m, deadline: "${budget_seconds}", hold: -1, window: 10 secs}}
+             arguments: {model: m, budget: "${budget_seconds}", hold: -1, window: 10 secs}}
 """
 
 
@@ -80,7 +80,7 @@ def test_an_untyped_var_takes_the_type_the_experiment_declares_and_text_where_it
     path.write_text(EVERYTHING_AT_ONCE)
     with pytest.raises(SpecError) as err:  # `budget_seconds: 60` declared: "90" is the number 90
         run.load(path, ["budget_seconds=90", "pause:int=2"])
-    assert "deadline" not in str(err.value)
+    assert "budget:" not in str(err.value)
     with pytest.raises(SpecError) as err:
         run.load(path, ["budget_seconds=ninety"])
     assert str(err.value) == "--var budget_seconds=ninety: expected an integer (the experiment declares " \
@@ -88,7 +88,7 @@ def test_an_untyped_var_takes_the_type_the_experiment_declares_and_text_where_it
     path.write_text(EVERYTHING_AT_ONCE.replace("  budget_seconds: 60\n", ""))  # declared nowhere: text, and said so
     with pytest.raises(SpecError) as err:
         run.load(path, ["budget_seconds=90"])
-    assert "method[1] ('back'): deadline: expected a number above 0, got '90' (text from --var budget_seconds: give " \
+    assert "method[1] ('back'): budget: expected a number above 0, got '90' (text from --var budget_seconds: give " \
            "--var budget_seconds:int=90 or budget_seconds:float=90)" in str(err.value)
 
 

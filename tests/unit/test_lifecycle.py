@@ -2,7 +2,7 @@
 
 import pytest
 
-from chaos.errors import Aborted, ApplyError, Exit, RevertError, SpecError, TargetConflict, exit_code
+from chaos.errors import Aborted, Exit, KilocardError, KubeError, SpecError, TargetConflict, exit_code
 from chaos.kube import Kube
 from chaos.lifecycle import desired_phase
 
@@ -16,8 +16,8 @@ def test_desired_phase():
 
 
 def test_one_definition_of_the_exit_codes():
-    assert [exit_code(e("x")) for e in (SpecError, TargetConflict, ApplyError, Aborted, RevertError)] == [
-        Exit.INVALID, Exit.INVALID, Exit.FAILED, Exit.ABORTED, Exit.REVERT_INCOMPLETE]
+    assert [exit_code(e("x")) for e in (SpecError, TargetConflict, KilocardError, KubeError, Aborted)] == [
+        Exit.INVALID, Exit.INVALID, Exit.FAILED, Exit.FAILED, Exit.ABORTED]
     assert [int(e) for e in Exit] == [0, 1, 2, 3, 4]
 
 

@@ -58,4 +58,4 @@ def test_an_apiserver_gone_is_unknown_and_a_refusal_is_raised(monkeypatch):
 
 def test_the_wrapped_probes_keep_their_signatures_for_chaos_toolkit():
     params = inspect.signature(chaostoolkit.slo_recovered_within).parameters
-    assert list(params)[:3] == ["model", "deadline", "indicator"] and "configuration" in params
+    assert list(params)[:3] == ["model", "budget", "indicator"] and "configuration" in params

@@ -295,6 +295,7 @@ BOUNDS = {  # argument: (the last value refused, the first accepted)
     "headroom": (-0.001, 0), "qps": (0, 0.001), "latency_seconds": (0, 0.001), "fault_at": (0, 1),
     "prompt_tokens": (0, 1), "output_tokens": (0, 1), "max_skew": (-1, 0), "since": (0, 1),
 }
+RENAMED = {"deadline": "budget"}  # an old name: given instead of the new one, never beside it
 
 
 def test_every_probe_argument_with_a_bound_refuses_what_cannot_mean_anything():
@@ -303,7 +304,7 @@ def test_every_probe_argument_with_a_bound_refuses_what_cannot_mean_anything():
         for arg, (refused, accepted) in BOUNDS.items():
             if arg in schema["properties"]:
                 seen.add(arg)
-                example = schema["examples"][0]
+                example = {k: v for k, v in schema["examples"][0].items() if k != RENAMED.get(arg)}
                 assert fields.errors(schema, {**example, arg: accepted}) == [], (name, arg)
                 (said,) = fields.errors(schema, {**example, arg: refused})
                 assert said.startswith(f"{arg}: expected "), said
@@ -341,7 +342,7 @@ def keys_of(func: str) -> str:
 def test_problems_reports_every_bad_probe_argument_and_target_at_once():
     experiment = {"steady-state-hypothesis": {"title": "h", "probes": [
         probe("whole", "tp_groups_whole", "verdcit", model="m"),
-        probe("slo", "slo_recovered_within", "peak", model="m", deadline=0, hold=-1, window="10 secs"),
+        probe("slo", "slo_recovered_within", "peak", model="m", budget=0, hold=-1, window="10 secs"),
     ]}, "method": [
         probe("moved", "tp_groups_recovered_within", "peak", model="m", budget="${budget}"),
         probe("room", "capacity_fits", "need_bytes", model="m", qps=0, prompt_tokens=0, output_tokens=1,
@@ -352,7 +353,7 @@ def test_problems_reports_every_bad_probe_argument_and_target_at_once():
     assert schemas.problems(experiment, {"budget": -5}) == [
         "steady-state-hypothesis.probes[0] ('whole'): tolerance.target: expected a key tp_groups_whole returns: "
         f"one of {keys_of('tp_groups_whole')}, got 'verdcit'",
-        "steady-state-hypothesis.probes[1] ('slo'): deadline: expected a number above 0, got 0",
+        "steady-state-hypothesis.probes[1] ('slo'): budget: expected a number above 0, got 0",
         "steady-state-hypothesis.probes[1] ('slo'): hold: expected a number from 0, got -1",
         "steady-state-hypothesis.probes[1] ('slo'): window: expected a Prometheus duration above 0 like 30s, 1m or "
         "1m30s, got '10 secs'",
@@ -365,6 +366,18 @@ def test_problems_reports_every_bad_probe_argument_and_target_at_once():
     ]
 
 
+def test_the_slo_budget_may_still_be_called_deadline_but_not_both_and_not_neither():
+    def said(**arguments):
+        return schemas.problems({"method": [probe("p", "slo_recovered_within", model="m", **arguments)]})
+
+    assert said(budget=60) == said(deadline=60) == []
+    assert said(deadline=0) == ["method[0] ('p'): deadline: expected a number above 0, got 0"]  # bounded as before
+    rule = "budget, or deadline (its old name): one of the two"
+    assert said() == [f"method[0] ('p'): budget: expected {rule}, got nothing"]
+    assert said(budget=60, deadline=60) == [
+        f"method[0] ('p'): budget: expected {rule}, got {{'budget': 60, 'deadline': 60}}"]
+
+
 def test_every_key_a_probe_returns_may_be_a_target_and_no_other():
     for name in schemas.PROBES:
         for key in (*schemas.VERDICT_KEYS, *schemas.PROBE_KEYS[name]):
@@ -375,14 +388,14 @@ def test_every_key_a_probe_returns_may_be_a_target_and_no_other():
 
 
 def test_a_number_given_as_text_says_so_and_names_its_var():
-    experiment = {"method": [probe("p", "slo_recovered_within", model="m", deadline="${deadline}",
+    experiment = {"method": [probe("p", "slo_recovered_within", model="m", budget="${budget}",
                                    threshold="${threshold}"),
                              activity("action", "a", "chaos.actions", "kill_pods", label_selector="a=b",
                                       count="${count}")]}
-    config = {"deadline": "90", "threshold": "0.5", "count": "2"}
-    assert schemas.problems(experiment, config, {}, {"90": "deadline", "2": "count"}) == [
-        "method[0] ('p'): deadline: expected a number above 0, got '90' (text from --var deadline: give --var "
-        "deadline:int=90 or deadline:float=90)",
+    config = {"budget": "90", "threshold": "0.5", "count": "2"}
+    assert schemas.problems(experiment, config, {}, {"90": "budget", "2": "count"}) == [
+        "method[0] ('p'): budget: expected a number above 0, got '90' (text from --var budget: give --var "
+        "budget:int=90 or budget:float=90)",
         "method[0] ('p'): threshold: expected a number from 0, got '0.5' (text, not a number: write it without "
         "quotes)",
         "method[1] ('a'): count: expected an integer, got '2' (text from --var count: give --var count:int=2)",

@@ -7,7 +7,7 @@ from probes import slo
 from probes.slo import Recovery, Sample, judge
 
 T0 = 1_000_000.0  # the fault's apply time
-ECC = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+ECC = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
 
 
 def series(points, start=0.0, step=1.0):
@@ -27,7 +27,7 @@ def test_healthy_right_after_the_fault_is_not_a_pass_when_impact_is_expected():
 
 
 def test_a_hold_is_judged_to_the_deadline_never_passed_early():
-    steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
+    steady = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=False)
     assert judge(series(healthy(40)), T0, steady, final=False) is None  # healthy so far, not yet to the deadline
     v = judge(series(healthy(61)), T0, steady, final=True)
     assert v.ok and v.details["outcome"] == "held" and v.details["recovered_after_seconds"] == 6.0
@@ -57,7 +57,7 @@ def test_a_relapse_before_the_deadline_moves_the_recovery_or_fails_it():
 
 def test_a_budget_shorter_than_the_recovery_fails_naming_the_replica():
     sick = [{"a": 0.23, "b": 0.74}] * 40 + healthy(30)
-    short = Recovery(threshold=0.5, deadline=45, hold=10, blind=6)
+    short = Recovery(threshold=0.5, budget=45, hold=10, blind=6)
     v = judge(series(sick[:46]), T0, short, final=True)
     assert not v.ok and v.details["outcome"] == "not_recovered"
     assert v.reason == ("not recovered within 45 s (under 0.5 since 40.0 s, not held 10 s by the deadline); "
@@ -88,14 +88,14 @@ def test_absence_is_impact_only_when_the_cluster_corroborates_it():
 
 
 def test_a_breach_already_there_when_the_fault_came_is_not_its_impact():
-    late = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, scrape=1)
+    late = Recovery(threshold=0.5, budget=60, hold=10, blind=6, scrape=1)
     v = judge(series([{"a": 0.9}] * 4 + healthy(40), start=-1), T0, late, final=False)  # over in the scrape before
     assert not v.ok and v.details["outcome"] == "unknown" and v.reason.startswith("already over 0.5 when the fault")
 
 
 def test_only_samples_up_to_the_deadline_count():
     recovered_then_blip = [{"a": 0.9}] * 40 + healthy(40) + [{"a": 0.9}] * 5 + healthy(60)
-    budget = Recovery(threshold=0.5, deadline=120, hold=10, blind=6)
+    budget = Recovery(threshold=0.5, budget=120, hold=10, blind=6)
     v = judge(series(recovered_then_blip), T0, budget, final=True)  # a probe started long after the deadline
     assert v.ok and v.details["recovered_after_seconds"] == 85.0 and v.details["series"][-1]["at"] == T0 + 120
     breach_too_late = judge(series(healthy(121) + [{"a": 0.9}] * 5), T0, budget, final=True)
@@ -104,7 +104,7 @@ def test_only_samples_up_to_the_deadline_count():
 
 def test_settings_no_verdict_could_pass_are_refused():
     with pytest.raises(slo.SloError, match="shorter than the blind window"):
-        Recovery(threshold=0.5, deadline=30, hold=10, blind=31)
+        Recovery(threshold=0.5, budget=30, hold=10, blind=31)
 
 
 def test_one_series_expected_means_one():

@@ -151,7 +151,7 @@ def test_the_slo_probe_publishes_each_live_sample_with_its_phase():
     unsubscribe = events.subscribe(heard.append)
     try:
         verdict = slo.recovered_within(Prom(), slo.Indicator("llama", "q", "5s", "pod"), T0,
-                                       slo.Recovery(threshold=0.5, deadline=60, hold=10, blind=6), interval=1.0,
+                                       slo.Recovery(threshold=0.5, budget=60, hold=10, blind=6), interval=1.0,
                                        clock=lambda: now[0], sleep=sleep)
     finally:
         unsubscribe()

@@ -96,7 +96,7 @@ def test_1_remediation_counts_its_budget_from_the_fault_not_from_the_probe():
 
 # --- 2. "holds" stops looking early ------------------------------------------------------------------------
 def test_2_a_hold_covers_the_whole_interval_a_late_breach_fails_it():
-    steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
+    steady = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=False)
     late = series([{"a": 0.2}] * 22 + [{"a": 2.0}] * 39)  # healthy to 21 s, then over to the deadline
     v = slo.judge(late, T0, steady, final=True)
     assert not v.ok, v.reason  # was: ok, "breached 22.0 s after the fault, back under 0.5 after 11.0 s ..."
@@ -104,7 +104,7 @@ def test_2_a_hold_covers_the_whole_interval_a_late_breach_fails_it():
 
 
 def test_2_a_recovery_that_relapses_before_the_deadline_fails():
-    ecc = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+    ecc = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
     relapse = series([{"a": 0.2}] * 5 + [{"a": 0.9}] * 10 + [{"a": 0.2}] * 20 + [{"a": 0.9}] * 26)
     v = slo.judge(relapse, T0, ecc, final=True)
     assert not v.ok and v.details["outcome"] == "not_recovered", v.reason
@@ -112,14 +112,14 @@ def test_2_a_recovery_that_relapses_before_the_deadline_fails():
 
 # --- 3. silence reads as health ----------------------------------------------------------------------------
 def test_3_a_replica_that_goes_silent_does_not_leave_the_worst_of_the_rest_to_judge():
-    steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
+    steady = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=False)
     silent = series([{"a": 0.2, "b": 0.2}] * 5 + [{"a": 0.3}] * 56)  # b stops completing requests (NaN)
     v = slo.judge(silent, T0, steady, final=True)
     assert not v.ok and v.details["outcome"] == "unknown" and "b" in v.reason, v.reason  # was: ok, "held"
 
 
 def test_3_a_silent_replica_whose_pod_is_ready_is_not_healthy_one_whose_pod_is_gone_is_dropped():
-    steady = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=False)
+    steady = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=False)
     ready = [Sample(s.at, s.values, pods={"a": True, "b": True}) for s in series([{"a": 0.2, "b": 0.2}] * 61)]
     silent = ready[:5] + [Sample(s.at, {"a": 0.3}, pods={"a": True, "b": True}) for s in ready[5:]]
     assert not slo.judge(silent, T0, steady, final=True).ok
@@ -128,7 +128,7 @@ def test_3_a_silent_replica_whose_pod_is_ready_is_not_healthy_one_whose_pod_is_g
 
 
 def test_3_a_sick_replica_that_dies_outright_is_not_a_recovery():
-    ecc = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+    ecc = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
     points = [{"a": 0.2, "b": 0.2}] * 5 + [{"a": 0.2, "b": 2.0}] * 10 + [{"a": 0.2}] * 46
     pods = [{"a": True, "b": True}] * 15 + [{"a": True, "b": False}] * 46  # b NotReady, not deleted
     dead = [Sample(T0 + i, p, pods=r) for i, (p, r) in enumerate(zip(points, pods, strict=True))]
@@ -154,14 +154,14 @@ def test_3_slo_under_and_the_stop_condition_see_a_silent_ready_replica():
 
 # --- 4. absence reads as impact ----------------------------------------------------------------------------
 def test_4_a_scrape_gap_after_the_fault_is_not_a_breach_then_a_recovery():
-    ecc = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+    ecc = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
     gap = series([None] * 12 + [{"a": 0.2, "b": 0.2}] * 49)
     v = slo.judge(gap, T0, ecc, final=True)
     assert not v.ok and v.details["outcome"] == "unknown", v.reason  # was: ok, "recovered"
 
 
 def test_4_absence_with_corroboration_is_impact():
-    ecc = Recovery(threshold=0.5, deadline=60, hold=10, blind=6, expect_impact=True)
+    ecc = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
     gone = [Sample(T0 + i, {}, pods={"a": False, "b": False}) for i in range(12)]
     back = [Sample(T0 + 12 + i, {"a": 0.2, "b": 0.2}, pods={"a": True, "b": True}) for i in range(49)]
     v = slo.judge(gone + back, T0, ecc, final=True)
