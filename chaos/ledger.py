@@ -188,7 +188,7 @@ def read_cluster(kube: Kube, run_id: str | None = None) -> list[Record]:
         return []
     records = []
     for cm in maps:
-        for text in (cm.data or {}).values():
+        for text in (cm.get("data") or {}).values():
             try:
                 records.append(Record.from_json(text))
             except (ValueError, TypeError):

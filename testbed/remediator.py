@@ -158,10 +158,10 @@ class Remediator:
         unhealthy: dict[str, set[str]] = {}
         for cm in self.kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true"):
             try:
-                listed = mindx.device_list_of((cm.data or {}).get(mindx.DEVICE_INFO_KEY) or "")
+                listed = mindx.device_list_of((cm.get("data") or {}).get(mindx.DEVICE_INFO_KEY) or "")
             except ValueError:
                 continue  # garbled: ClusterD would not trust it either
-            unhealthy[cm.metadata.name.removeprefix(mindx.DEVICE_INFO_PREFIX)] = {
+            unhealthy[cm["metadata"]["name"].removeprefix(mindx.DEVICE_INFO_PREFIX)] = {
                 chip for key in listed if key.endswith("-Unhealthy") for chip in mindx.separated(listed[key])}
         self.chips_since = {(n, c): self.chips_since.get((n, c), now) for n, chips in unhealthy.items() for c in chips}
         for node, chips in unhealthy.items():

@@ -32,6 +32,7 @@ A = TypeVar("A")
 # Items per LIST request: kubectl's and the informers' page. At 100,000 cards a list of nodes is
 # 60 MB of JSON in one piece without it.
 LIST_PAGE = 500
+MERGE_PATCH = "application/merge-patch+json"  # RFC 7386, for a patch sent as plain JSON
 _in_batch = threading.local()
 
 
@@ -188,10 +189,11 @@ class Api:
             headers["Authorization"] = token
         return headers
 
-    def _send(self, method: str, path: str, body: dict[str, Any]) -> None:
+    def _send(self, method: str, path: str, body: dict[str, Any], content_type: str = "application/json") -> None:
         """A bare request on the bulk connection, with the client's credentials: the generated
         client spends more CPU building and decoding a call than the apiserver spends serving it."""
-        (reply,) = self._h2().request_all([(method, path, json.dumps(body))], self._headers())
+        headers = {**self._headers(), "Content-Type": content_type}
+        (reply,) = self._h2().request_all([(method, path, json.dumps(body))], headers)
         if isinstance(reply, Exception):
             raise reply
 

@@ -72,12 +72,13 @@ class Objects(Api):
         self._call(f"delete namespace {name}", self.core.delete_namespace, name)
 
     def namespace_labels(self, name: str) -> dict[str, str]:
-        return dict(self._call(f"get namespace {name}", self.core.read_namespace, name).metadata.labels or {})
+        found = self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
+        return dict(found["metadata"].get("labels") or {})
 
     def ensure_namespace(self, name: str) -> None:
         """Create the namespace unless it exists (a least-privilege caller may only read it)."""
         try:
-            self._call(f"get namespace {name}", self.core.read_namespace, name)
+            self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
         except NotFound:
             try:
                 self.create_namespace(name)

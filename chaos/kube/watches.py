@@ -21,6 +21,14 @@ from chaos.vocabulary import quiet_thread, ready
 
 # How long one watch request lasts before it is re-armed from its resourceVersion.
 WATCH_SECONDS = 60
+# Where each kind is listed and watched: in one namespace, and across all.
+PATHS = {
+    "nodes": (None, "/api/v1/nodes"),
+    "pods": ("/api/v1/namespaces/{}/pods", "/api/v1/pods"),
+    "poddisruptionbudgets": ("/apis/policy/v1/namespaces/{}/poddisruptionbudgets",
+                             "/apis/policy/v1/poddisruptionbudgets"),
+    "configmaps": ("/api/v1/namespaces/{}/configmaps", "/api/v1/configmaps"),
+}
 
 
 class RawWatch(watch.Watch):
@@ -67,16 +75,7 @@ class Watches(Api):
         `cached` lists from the apiserver's watch cache (resourceVersion=0, as `list_raw`). With
         `breaks`, a dropped connection is yielded as ("BROKEN", None) before it is ridden out: from
         then until the next SYNC, what was followed may be out of date."""
-        # The watch decodes events by the list method's documented return type: pass the bound
-        # API method itself (not a wrapper), with its positional arguments.
-        namespaced, everywhere = {
-            "nodes": (None, self.core.list_node),
-            "pods": (self.core.list_namespaced_pod, self.core.list_pod_for_all_namespaces),
-            "poddisruptionbudgets": (self.policy.list_namespaced_pod_disruption_budget,
-                                     self.policy.list_pod_disruption_budget_for_all_namespaces),
-            "configmaps": (self.core.list_namespaced_config_map, self.core.list_config_map_for_all_namespaces),
-        }[kind]
-        lister, args = (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
+        lister, args = self._lister(kind, namespace, raw)
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         listing = {**kwargs, "resource_version": "0"} if cached else kwargs
         # A stopped follower's watch is cut at once (`cut_on_stop`), so it can watch for long:
@@ -130,6 +129,38 @@ class Watches(Api):
                     watcher.stop()
         finally:
             done.set()
+
+    def _lister(self, kind: str, namespace: str | None, raw: bool) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        """What lists `kind` (and, given watch=True, watches it), as kubernetes.watch calls it, with
+        its positional arguments. Typed: the API method itself, whose documented return type the
+        watch decodes events by. Raw: a plain GET of the kind's path, answering the undecoded
+        response, so a follower never imports the typed API's module (most of a run's start-up)."""
+        if raw:
+            namespaced_path, path = PATHS[kind]
+            return self._raw_lister(namespaced_path.format(namespace) if namespace and namespaced_path else path), ()
+        namespaced, everywhere = {
+            "nodes": (None, self.core.list_node),
+            "pods": (self.core.list_namespaced_pod, self.core.list_pod_for_all_namespaces),
+            "poddisruptionbudgets": (self.policy.list_namespaced_pod_disruption_budget,
+                                     self.policy.list_pod_disruption_budget_for_all_namespaces),
+            "configmaps": (self.core.list_namespaced_config_map, self.core.list_config_map_for_all_namespaces),
+        }[kind]
+        return (namespaced, (namespace,)) if namespace and namespaced else (everywhere, ())
+
+    def _raw_lister(self, path: str) -> Callable[..., Any]:
+        def get(watch: bool = False, _preload_content: bool = False, label_selector: str | None = None,
+                resource_version: str | None = None, timeout_seconds: int | None = None) -> Any:
+            query = [(k, v) for k, v in (("labelSelector", label_selector), ("resourceVersion", resource_version),
+                                         ("timeoutSeconds", timeout_seconds), ("watch", "true" if watch else None))
+                     if v is not None]
+            request = self.api_client.param_serialize("GET", path, query_params=query, auth_settings=["BearerToken"],
+                                                      header_params={"Accept": "application/json"})
+            reply = self.api_client.call_api(*request)
+            if not 200 <= reply.status <= 299:  # as the typed API answers it: the watch resumes on a 410
+                reply.read()
+                raise ApiException.from_response(http_resp=reply, body=None, data=None)
+            return reply.response
+        return get
 
     def wait_until(
         self,

@@ -201,7 +201,7 @@ def test_an_npu_fault_through_clusterd_slows_its_group_about_3x_and_remediation_
     try:
         assert record.undo["via"] == "clusterd"  # ClusterD's Service is there: no agent on this path
         (cm,) = kube.list_config_maps(mindx.CLUSTERD_NAMESPACE, f"{mindx.PUBLIC_FAULT_LABEL}=true")
-        message = json.loads(cm.data[mindx.PUBLIC_FAULT_KEY])
+        message = json.loads(cm["data"][mindx.PUBLIC_FAULT_KEY])
         assert message["faults"][0]["influence"] == [{"nodeName": node, "deviceIds": [3]}]
         assert message["faults"][0]["faultCode"] == "220001001" and message["faults"][0]["assertion"] == "occur"
         assert eventually(lambda: query(prom, f'npu_chip_info_health_status{{node="{node}",id="3"}}') ==

@@ -96,7 +96,7 @@ class Stage:
         found["agents"] = {n: agents.list(agents.endpoint(n)) for n in (self.free, REAL)}
         found["qdisc"] = self.pair.qdisc().split()[:2]
         found["nft"] = self.pair.nft_tables()
-        found["markers"] = [c.metadata.name for c in self.kube.list_config_maps("kilocard-system",
+        found["markers"] = [c["metadata"]["name"] for c in self.kube.list_config_maps("kilocard-system",
                                                                                f"{LEDGER_LABEL}=true")]
         found["ready"] = len(ready_pods(self.kube, NAMESPACE, MODEL))
         return found

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from chaos import landed, ledger, plan, revert
 from chaos.agent.client import AgentClient
@@ -191,6 +192,41 @@ def test_a_fresh_pod_kill_reads_its_pods_back_on_the_bulk_connection_never_the_t
                           f"kilocard.io/model={SMALL}"], capture_output=True, text=True, timeout=120, check=True)
     seen = json.loads(out.stdout.splitlines()[-1])
     assert [r["status"] for r in seen["landed"]] == ["confirmed"] and seen["typed"] == [], seen
+    wait_ready(kube, p.namespace, SMALL, 1)
+
+
+FRESH_RUN = """
+import json, sys
+from chaos import cli
+code = cli.main(sys.argv[1:])
+typed = sorted(m for m in sys.modules if m.startswith("kubernetes.client.api."))
+print(json.dumps({"code": code, "typed": typed}))
+"""
+
+
+def test_a_whole_run_with_a_pod_kill_never_imports_the_typed_client(testbed, kube, serving, tmp_path):
+    """Its guards, ledger ConfigMap, follower, kill and probes all speak plain JSON: the typed
+    API's module (about a second in a fresh process) is never loaded."""
+    p, _busy, _free = serving
+    arguments = {"model": SMALL, "namespace": p.namespace}
+    placed = {"type": "probe", "name": "placed", "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+              "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "placement_holds",
+                           "arguments": arguments}}
+    experiment = {"title": "t", "description": "d", "steady-state-hypothesis": {"title": "placed", "probes": [placed]},
+                  "controls": [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                               "arguments": {"min_ready": 0}}}],  # its one replica
+                  "method": [{"type": "action", "name": "kill", "provider": {
+                      "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": {
+                          "kind": "pod-kill", "namespace": p.namespace,
+                          "label_selector": f"kilocard.io/model={SMALL}"}}}}, placed]}
+    path = tmp_path / "e.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    out = subprocess.run([sys.executable, "-c", FRESH_RUN, "run", str(path), "--kubeconfig", str(testbed.paths.kubeconfig),
+                          "--ledger-dir", str(tmp_path / "ledger"), "--journal", str(tmp_path / "j.json"), "--no-report",
+                          "-q"], capture_output=True, text=True, timeout=120)
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"code": 0, "typed": []}, (seen, out.stdout, out.stderr)
+    assert json.loads((tmp_path / "j.json").read_text())["kilocard"]["faults"][0]["state"] == "reverted"
     wait_ready(kube, p.namespace, SMALL, 1)
 
 

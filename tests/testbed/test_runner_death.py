@@ -199,7 +199,7 @@ def fingerprint(stage: Stage) -> dict[str, Any]:
     seen["network-policies"] = [p.metadata.name for p in kube.list_network_policies(stage.namespace)]
     seen["device-taint-rules"] = [o["metadata"]["name"] for o in kube.list_objects(
         "resource.k8s.io/v1beta2", "DeviceTaintRule")]
-    seen["markers"] = [c.metadata.name for c in kube.list_config_maps("kilocard-system", f"{LEDGER_LABEL}=true")]
+    seen["markers"] = [c["metadata"]["name"] for c in kube.list_config_maps("kilocard-system", f"{LEDGER_LABEL}=true")]
     for kind in ("deployments", "statefulsets"):
         for w in kube.list_raw(kind, f"/apis/apps/v1/namespaces/{stage.namespace}/{kind}"):
             seen[f"{kind}/{w['metadata']['name']}"] = (w["spec"].get("replicas"), w["status"].get("readyReplicas"))

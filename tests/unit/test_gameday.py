@@ -519,10 +519,12 @@ def kube_with(reply):
     return kube
 
 
-def test_kube_reads_a_configmap_as_plain_json():
-    kube = kube_with(Reply(data=json.dumps({"metadata": {"name": "g", "resourceVersion": "7"}}).encode()))
+def test_kube_reads_a_configmap_as_plain_json_on_the_bulk_connection():
+    kube = kube_with(Reply())
+    asked = []
+    kube._get = lambda path, params: asked.append((path, params)) or {"metadata": {"name": "g", "resourceVersion": "7"}}
     assert kube.read_config_map("kilocard-system", "g") == {"metadata": {"name": "g", "resourceVersion": "7"}}
-    assert kube.core.calls == [("read", "g", "kilocard-system", {"_preload_content": False})]
+    assert asked == [("/api/v1/namespaces/kilocard-system/configmaps/g", {})] and kube.core.calls == []
 
 
 def test_kube_watches_one_configmap_by_name_and_reports_an_expired_watch():
