@@ -28,7 +28,10 @@ Declared as a Chaos Toolkit control (plain `chaos run` honours it too):
 
 from __future__ import annotations
 
+import linecache
 import math
+import os
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -236,10 +239,14 @@ def _silent(c: Condition, s: ClusterSnapshot, found: Any, at: float | None) -> s
 # --- watching (the control) -----------------------------------------------------------------------
 class Watcher:
     """Evaluates the conditions every `every_seconds` in a thread; the first breach is kept and
-    `fire` is called once (by default: interrupt the run the way chaoslib's own safeguards do)."""
+    `fire` is called (by default: interrupt the run the way chaoslib's own safeguards do). Once
+    more each time the run is found asleep in a pause of one of `method`'s activities: chaoslib
+    takes an activity's pause after it in a `finally`, so an interruption that lands while the
+    activity runs would otherwise wait out its whole pause (never one of the rollbacks')."""
 
-    def __init__(self, cfg: dict[str, Any], conditions: Settings, fire: Callable[[], None] = exit_gracefully) -> None:
-        self.cfg, self.settings, self.fire = cfg, conditions, fire
+    def __init__(self, cfg: dict[str, Any], conditions: Settings, fire: Callable[[], None] = exit_gracefully,
+                 method: list[dict[str, Any]] | None = None) -> None:
+        self.cfg, self.settings, self.fire, self.method = cfg, conditions, fire, method or []
         self.fired: dict[str, str] | None = None
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="kilocard-stop-conditions", daemon=True)
@@ -263,6 +270,9 @@ class Watcher:
             if reason is not None and not self.stopping.is_set():
                 self.fired = {"reason": reason, "blind": BLIND in reason}
                 self.fire()
+                while self.method and not self.stopping.wait(PAUSE_LOOK_SECONDS):
+                    if in_a_pause(threading.main_thread(), self.method):
+                        self.fire()
                 return
             self.stopping.wait(self.settings.every_seconds)
 
@@ -309,6 +319,19 @@ class Watcher:
             return exc
 
 
+PAUSE_LOOK_SECONDS = 0.25
+
+
+def in_a_pause(thread: threading.Thread, method: list[dict[str, Any]]) -> bool:
+    """Is `thread` asleep in chaoslib's pause before or after one of `method`'s activities?"""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None or frame.f_code.co_name != "execute_activity" or not frame.f_code.co_filename.endswith(
+            os.path.join("chaoslib", "activity.py")):
+        return False
+    return "time.sleep(pause_" in linecache.getline(frame.f_code.co_filename, frame.f_lineno) and any(
+        frame.f_locals.get("activity") is a for a in method)
+
+
 _watchers: list[Watcher] = []  # chaoslib's controls are module functions: the run's watcher lives here
 
 
@@ -320,7 +343,8 @@ def validate_control(control: dict[str, Any]) -> None:
 
 
 def before_method_control(context: Any, configuration: dict[str, Any] | None = None, **arguments: Any) -> None:
-    _watchers.append(Watcher(configuration or {}, settings(arguments, f"control {MODULE}")).start())
+    method = context.get("method") if isinstance(context, dict) else None
+    _watchers.append(Watcher(configuration or {}, settings(arguments, f"control {MODULE}"), method=method).start())
 
 
 def after_method_control(context: Any, **_arguments: Any) -> None:

@@ -28,7 +28,8 @@ import yaml
 
 from chaos import mindx
 from chaos.errors import KilocardError, SpecError
-from chaos.kube import COMPONENT_ENV, Kube, node_ready
+from chaos.kube import COMPONENT_ENV, Kube
+from chaos.vocabulary import ready
 from testbed import accelerators, build, nodes, pki, processes, prometheus, stages
 from testbed.config import TestbedConfig, taken_ports
 
@@ -511,14 +512,14 @@ class Testbed:
         if result["running"]:
             kube = self.kube()
             try:
-                all_nodes = kube.list_nodes(f"{nodes.TESTBED_LABEL}=true")
+                all_nodes = kube.list_nodes_raw(f"{nodes.TESTBED_LABEL}=true")
                 resource = self.config.card_resource
-                result["nodes"] = {"total": len(all_nodes), "ready": sum(1 for n in all_nodes if node_ready(n))}
+                result["nodes"] = {"total": len(all_nodes), "ready": sum(1 for n in all_nodes if ready(n))}
                 result["cards"] = {
                     "resource": resource,
-                    "capacity": sum(int((n.status.capacity or {}).get(resource, 0)) for n in all_nodes),
-                    "allocatable": sum(int((n.status.allocatable or {}).get(resource, 0)) for n in all_nodes
-                                       if node_ready(n) and not n.spec.unschedulable),
+                    "capacity": sum(int(n["status"].get("capacity", {}).get(resource, 0)) for n in all_nodes),
+                    "allocatable": sum(int(n["status"].get("allocatable", {}).get(resource, 0)) for n in all_nodes
+                                       if ready(n) and not n["spec"].get("unschedulable")),
                 }
             finally:
                 kube.close()

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from chaos.errors import KilocardError, SpecError
-from chaos.kube import Kube, pod_ready
-from chaos.vocabulary import MODEL_LABEL
+from chaos.kube import Kube
+from chaos.vocabulary import MODEL_LABEL, ready
 
 MANIFESTS = Path(__file__).parent / "manifests" / "fleet"
 DEFAULT_NAMESPACE = "kilocard-fleet"
@@ -127,8 +127,8 @@ def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
     try:
         kube.wait_ready("pods", want, timeout=timeout, namespace=namespace, label_selector=selector)
     except TimeoutError:
-        pods = kube.list_pods(namespace, selector).items
-        pending = [p.metadata.name for p in pods if not pod_ready(p)]
+        pods = kube.list_pods_raw(namespace, selector)
+        pending = [p["metadata"]["name"] for p in pods if not ready(p)]
         raise KilocardError(
             f"fleet not Ready within {timeout:.0f} s: {len(pods) - len(pending)}/{want} Ready; "
             f"not Ready: {', '.join(pending[:5])}{' ...' if len(pending) > 5 else ''}") from None

@@ -99,18 +99,18 @@ class AgentClient:
 
     def _find(self, node: str) -> str:
         try:
-            annotations = self.kube.read_node(node).metadata.annotations or {}
+            annotations = self.kube.read_node_raw(node)["metadata"].get("annotations") or {}
         except NotFound:
             raise SpecError(f"node {node!r} not found") from None
         endpoint = annotations.get(AGENT_ENDPOINT_ANNOTATION)
         if endpoint:
             return endpoint.rstrip("/")
-        pods = self.kube.list_pods(TOKEN_SECRET[0], AGENT_SELECTOR, f"spec.nodeName={node}").items
-        ready = [p for p in pods if p.status.host_ip and p.status.phase == "Running"]
+        pods = self.kube.list_pods_raw(TOKEN_SECRET[0], AGENT_SELECTOR, f"spec.nodeName={node}")
+        ready = [p["status"] for p in pods if p["status"].get("hostIP") and p["status"].get("phase") == "Running"]
         if not ready:
             raise AgentError(f"node {node} has no kilocard agent (no annotation {AGENT_ENDPOINT_ANNOTATION}, "
                              f"no running agent pod in {TOKEN_SECRET[0]})")
-        return f"https://{ready[0].status.host_ip}:{AGENT_PORT}"
+        return f"https://{ready[0]['hostIP']}:{AGENT_PORT}"
 
     def _request(self, method: str, url: str, body: Any = None, key: str | None = None,
                  patience: float = 0.0) -> tuple[int, Any]:

@@ -3,7 +3,6 @@ read-modify-write."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +36,7 @@ class Nodes(Api):
 
     def read_node_raw(self, name: str) -> dict[str, Any]:
         """A node as the API's plain JSON (taints keep `timeAdded`, which typed models rename)."""
-        return json.loads(self._call(f"get node {name}", self.core.read_node, name, _preload_content=False).data)
+        return self._call(f"get node {name}", self._get, f"/api/v1/nodes/{name}", {})
 
     def update_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
                     attempts: int = 20) -> dict[str, Any]:

@@ -1,6 +1,11 @@
 """Stop conditions, pure: what fires, and that missing data fires too."""
 
+import threading
+import time
+
 import pytest
+from chaoslib.activity import execute_activity
+from chaoslib.exit import exit_signals
 
 from chaos import stop
 from chaos.errors import SpecError
@@ -57,6 +62,26 @@ def test_a_watcher_fires_once_with_the_first_breach():
     w._values = lambda c: {"pod-a": 2.0}
     w.start().thread.join(timeout=5)
     assert fired == [1] and w.fired == {"reason": "slo ttft_p95 m > 1: pod-a at 2.000", "blind": False}
+
+
+def block(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_a_stop_that_lands_while_an_activity_runs_cuts_the_pause_after_it():
+    """chaoslib takes an activity's pause after it in a `finally`: the interruption raised in the
+    activity would wait the pause out, so the watcher interrupts it again there."""
+    kill = {"type": "action", "name": "kill", "pauses": {"after": 30},
+            "provider": {"type": "python", "module": __name__, "func": "block", "arguments": {"seconds": 1.0}}}
+    w = stop.Watcher({}, stop.Settings(0.2, (stop.Condition("slo", "m", limit=1.0),)), method=[kill])
+    w._values = lambda c: {"pod-a": 2.0}  # a breach at once: the signal lands inside the activity
+    started = time.monotonic()
+    with exit_signals(), pytest.raises(SystemExit):
+        w.start()
+        execute_activity({"method": [kill]}, kill, {}, {}, dry=None)
+    w.stop()
+    assert w.fired is not None and time.monotonic() - started < 5  # not the 30 s pause
+    assert not stop.in_a_pause(threading.main_thread(), [kill])
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
