@@ -561,7 +561,7 @@ def _kilocard_vars(args: argparse.Namespace) -> list[str]:
     """The cluster flags of a command that runs experiments, as the runner's configuration (a
     Prometheus token goes to the environment instead)."""
     _prometheus_access(args)
-    return [f"{key}={value}" for key, value in (
+    return [f"{name}={value}" for name, value in (
         (key("kubeconfig"), args.kubeconfig), (key("context"), args.context),
         (key("prometheus_url"), args.prometheus_url), (key("ledger_dir"), args.ledger_dir))
         if value is not None]

@@ -286,11 +286,12 @@ class Watcher:
 
     def _snapshot(self) -> ClusterSnapshot | None:
         try:
-            kube = RunSettings.of(self.cfg).kube()
+            run = RunSettings.of(self.cfg)
+            kube = run.kube()
         except KilocardError:
             return None
         try:
-            return snap.fetch(kube, RunSettings.of(self.cfg).card_resource)
+            return snap.fetch(kube, run.card_resource)
         except KilocardError:
             return None
         finally:

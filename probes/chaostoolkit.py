@@ -170,7 +170,7 @@ def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, p
     ind = _indicator(prom, indicator, model, namespace, window, per, query)
     expected = None
     if ind.by == "pod":
-        settle = ind.window_seconds + _scrape(cfg, prom, ind)
+        settle = ind.window_seconds + _scrape(cfg, lambda: _job(prom, ind))
         expected = expected_series(_snapshot(cfg, namespace), model, namespace, time.time() - settle)
     return slo.under(prom, ind, threshold, expected).to_json()
 
@@ -185,11 +185,12 @@ def expected_series(s: snapshot.ClusterSnapshot, model: str, namespace: Optional
             if all(p.ready and (p.ready_since is None or p.ready_since <= settled_by) for p in members)}
 
 
-def _scrape(cfg: Dict[str, Any], prom: Any, ind: slo.Indicator) -> float:
+def _scrape(cfg: Dict[str, Any], job: Callable[[], Optional[str]] = lambda: None) -> float:
+    """Seconds between scrapes: configured, else Prometheus's own for `job()` (else its global one)."""
     settings = Settings.of(cfg)
     if settings.scrape_interval is not None:
         return settings.scrape_interval
-    return slo.scrape_interval(settings.prometheus_url, _job(prom, ind))
+    return slo.scrape_interval(settings.prometheus_url, job())
 
 
 @_unknown_without_data
@@ -259,7 +260,7 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
     kube = _kube(cfg)
     try:
         zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
-        scrape = _scrape(cfg, prom, ind)
+        scrape = _scrape(cfg, lambda: _job(prom, ind))
         recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
                                 replicas=ind.by is not None)
         with _recording(kube):
@@ -368,10 +369,7 @@ def no_hung_groups(model: str, namespace: Optional[str] = None, window: str = "3
     cfg = configuration or {}
     zero = _time_zero_if_any(cfg, since)
     if zero is not None:
-        settings = Settings.of(cfg)
-        scrape = settings.scrape_interval if settings.scrape_interval is not None else \
-            slo.scrape_interval(settings.prometheus_url)
-        time.sleep(max(0.0, zero[0] + slo.seconds(window) + scrape - time.time()))
+        time.sleep(max(0.0, zero[0] + slo.seconds(window) + _scrape(cfg) - time.time()))
     figures = hung.fetch(_prom(configuration), model, namespace, window)
     return hung.judge(_snapshot(configuration, namespace), figures, model, window, namespace).to_json()
 

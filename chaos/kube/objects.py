@@ -72,13 +72,15 @@ class Objects(Api):
         self._call(f"delete namespace {name}", self.core.delete_namespace, name)
 
     def namespace_labels(self, name: str) -> dict[str, str]:
-        found = self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
-        return dict(found["metadata"].get("labels") or {})
+        return dict(self._namespace(name)["metadata"].get("labels") or {})
+
+    def _namespace(self, name: str) -> dict[str, Any]:
+        return self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
 
     def ensure_namespace(self, name: str) -> None:
         """Create the namespace unless it exists (a least-privilege caller may only read it)."""
         try:
-            self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
+            self._namespace(name)
         except NotFound:
             try:
                 self.create_namespace(name)
