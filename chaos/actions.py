@@ -50,7 +50,11 @@ _COLLECTING: ContextVar[Optional[List[Dict[str, Any]]]] = ContextVar("kilocard_c
 def run_id_of(configuration: Optional[Dict[str, Any]]) -> str:
     """The run this experiment's faults belong to: configured, else $KILOCARD_RUN_ID, else one
     per process (the probes of probes.chaostoolkit read the same one)."""
-    return Settings.of(configuration).run_id or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
+    return _run_of(Settings.of(configuration))
+
+
+def _run_of(settings: Settings) -> str:
+    return settings.run_id or os.environ.get("KILOCARD_RUN_ID") or _PROCESS_RUN_ID
 
 
 def faults_of(func: Callable[..., Any], arguments: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -68,7 +72,7 @@ def faults_of(func: Callable[..., Any], arguments: Dict[str, Any]) -> List[Dict[
 def session(configuration: Optional[Dict[str, Any]]) -> tuple:
     """(Context, Ledger) of this experiment's run, connected as its configuration says."""
     settings = Settings.of(configuration)
-    run_id = run_id_of(configuration)
+    run_id = _run_of(settings)
     kube = settings.kube()
     ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None, card_resource=settings.card_resource)
     return ctx, ledger.Ledger(run_id, kube, settings.ledger_dir)

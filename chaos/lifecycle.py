@@ -1,20 +1,23 @@
-"""The apply-hold-revert loop that every runner shares (`kilocard fault` now; the experiment
-runner, game days and replay after it). It knows no fault kinds.
+"""The apply-hold-revert loop every runner shares: `kilocard fault` (`run`), a replay's timeline
+(chaos.replay.play) and, through `revert.recover`, the experiment runner's revert. It knows no
+fault kinds.
 
-    1. for each planned fault, while the desired phase is "injected": execute it (ledger first)
-    2. hold while the desired phase is "injected" (a stop request or the duration ends it)
-    3. always (finally): revert every record the ledger still has open for this run, so what is
-       reverted is what was written down, not what this process happens to remember
+    1. a schedule of windows: each fault applied `at` seconds from the start (planned when its
+       time comes) and reverted at `until` (None: left to the end)
+    2. `next_step`, a pure function of the clock and what is done, says what comes next: apply,
+       revert, wait, or end (the last window over and `observe` seconds watched after it, or a stop)
+    3. always (finally, in `run`): revert every record the ledger still has open for this run, so
+       what is reverted is what was written down, not what this process happens to remember
 
-`desired_phase` is the one decision, a pure function of the clock, so the runner, a game day
-and a replay agree on when a fault should be in place.
+`next_step` is the one decision, so `kilocard fault`, a replay and a game day agree on when a
+fault should be in place.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,23 +26,92 @@ from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.plan import Plan, Planned, execute_one
 
-Phase = Literal["injected", "recovered"]
+
+@dataclass(frozen=True)
+class Window:
+    """One fault's time in a schedule, in seconds from its start."""
+
+    at: float
+    until: float | None  # reverted then (at once if its apply returns later); None: at the end
+    planned: Callable[[], Planned]  # its plan, made when its time comes (the cluster moves on)
 
 
-def desired_phase(now: float, held_since: float | None, duration: float, stopping: bool) -> Phase:
-    """Where the faults should be: injected until `duration` seconds after they were all in place
-    (`held_since`; None while still applying), recovered once stopping or the time is up."""
+@dataclass(frozen=True)
+class Step:
+    what: Literal["apply", "revert", "wait", "end"]
+    window: int = -1  # which window is applied or reverted
+    seconds: float = 0.0  # how long to wait
+
+
+def next_step(now: float, windows: Sequence[Window], applied: Collection[int], reverted: Collection[int],
+              last_applied: float, observe: float, stopping: bool) -> Step:
+    """What to do `now` (seconds from the start): end at once on a stop; revert a window whose
+    time is up (the earliest first); apply the next window due (by `at`, then by position); else
+    wait for whichever comes first. The schedule ends `observe` seconds after the last window's
+    end or the last apply's return (`last_applied`), whichever is later."""
     if stopping:
-        return "recovered"
-    if held_since is None:
-        return "injected"
-    return "injected" if now < held_since + duration else "recovered"
+        return Step("end")
+    due = [i for i in applied if i not in reverted and (until := windows[i].until) is not None and until <= now]
+    if due:
+        return Step("revert", min(due, key=lambda i: (windows[i].until, i)))
+    pending = [i for i in range(len(windows)) if i not in applied]
+    if pending:
+        first = min(pending, key=lambda i: (windows[i].at, i))
+        if windows[first].at <= now:
+            return Step("apply", first)
+        wake = windows[first].at
+    else:
+        wake = max([last_applied, *(w.at if w.until is None else w.until for w in windows)]) + observe
+        if now >= wake:
+            return Step("end")
+    untils = [u for i in applied if i not in reverted and (u := windows[i].until) is not None]
+    return Step("wait", seconds=min([wake, *untils]) - now)
+
+
+@dataclass
+class Schedule:
+    """What a drive has done: the faults applied (by window), which were reverted, and when."""
+
+    started: float  # the clock's reading at the start: offsets count from here
+    step_at: float = 0.0  # seconds from the start when the current step began
+    applied: dict[int, Planned] = field(default_factory=dict)
+    reverted: set[int] = field(default_factory=set)
+    last_applied: float = 0.0
+
+
+Applied = Callable[[int, Planned, "Schedule"], None]  # (window, its fault as executed, the schedule)
+Reverted = Callable[[int, list[ledger.Record], "Schedule"], None]  # (window, its records left open, the schedule)
+
+
+def drive(ctx: Context, book: ledger.Ledger, windows: Sequence[Window], observe: float, applied: Applied,
+          reverted: Reverted | None = None, clock: Callable[[], float] = time.time) -> Schedule:
+    """Play `windows` as `next_step` says, until it ends (a stop ends it early: what is left
+    unapplied is never applied). `applied` and `reverted` hear each step and may raise to end it."""
+    done = Schedule(clock())
+    while True:
+        done.step_at = clock() - done.started
+        step = next_step(done.step_at, windows, done.applied, done.reverted, done.last_applied, observe,
+                         ctx.stop.is_set())
+        if step.what == "end":
+            return done
+        if step.what == "apply":
+            fault = done.applied[step.window] = execute_one(ctx, book, windows[step.window].planned())
+            done.last_applied = clock() - done.started
+            applied(step.window, fault, done)
+        elif step.what == "revert":
+            done.reverted.add(step.window)
+            left = revert.revert(ctx, book, done.applied[step.window].records)
+            if reverted is not None:
+                reverted(step.window, left, done)
+        else:
+            # In slices: a SIGTERM the kernel hands to another thread only sets `stop` once this
+            # thread runs Python again (a blocked wait is not interrupted), so wake every second.
+            ctx.stop.wait(min(1.0, max(0.0, step.seconds)))
 
 
 @dataclass
 class Outcome:
     plan: Plan
-    held_since: float | None = None
     left: list[ledger.Record] = field(default_factory=list)  # still open after the revert
     skipped: list[Planned] = field(default_factory=list)  # never applied: a stop came first
     error: KilocardError | None = None  # what ended the run early (a ledger write that failed)
@@ -58,29 +130,31 @@ def line(record: ledger.Record) -> str:
 
 def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,
         clock: Callable[[], float] = time.time) -> Outcome:
-    """Apply the plan, hold it for `duration` seconds (or until `ctx.stop` is set), revert from the
-    ledger. A stop before every fault is applied skips the rest (`skipped`)."""
-    outcome, stop = Outcome(plan), ctx.stop
-    try:
-        for i, fault in enumerate(plan.faults):
-            if desired_phase(clock(), None, duration, stop.is_set()) == "recovered":
-                outcome.skipped = plan.faults[i:]
-                return outcome
-            execute_one(ctx, book, fault)
-            for record in fault.records:
-                ctx.say(line(record))
-            if fault.unlanded:  # holding a fault that is not there tests nothing
-                raise KilocardError(f"{fault.where}: {fault.problems()}")
-        outcome.held_since = clock()
-        if desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected" and duration > 0:
+    """`kilocard fault`: apply the plan's faults in order, hold them for `duration` seconds once
+    all are in place (or until `ctx.stop` is set), revert from the ledger. A stop before every
+    fault is applied skips the rest (`skipped`)."""
+    outcome = Outcome(plan)
+    windows = [Window(0.0, None, _given(fault)) for fault in plan.faults]  # planned already: all checked first
+
+    def applied(i: int, fault: Planned, _done: Schedule) -> None:
+        for record in fault.records:
+            ctx.say(line(record))
+        if fault.unlanded:  # holding a fault that is not there tests nothing
+            raise KilocardError(f"{fault.where}: {fault.problems()}")
+        if i == len(windows) - 1 and duration > 0 and not ctx.stop.is_set():
             ctx.say(f"{plan.run_id}: holding for {duration:g} s (Ctrl-C reverts now)")
-        while desired_phase(clock(), outcome.held_since, duration, stop.is_set()) == "injected":
-            # In slices: a SIGTERM the kernel hands to another thread only sets `stop` once this
-            # thread runs Python again (a blocked wait is not interrupted), so wake every second.
-            stop.wait(min(1.0, max(0.0, outcome.held_since + duration - clock())))
+
+    done = None
+    try:
+        done = drive(ctx, book, windows, duration, applied, clock=clock)
     except KilocardError as exc:
         outcome.error = exc  # reverted below all the same; the caller reports it
     finally:
-        still_open = ledger.open_records(ctx.kube, book.dir if book.on_disk else None, plan.run_id)
-        outcome.left = revert.revert(ctx, book, still_open)
+        _reverted, outcome.left = revert.recover(ctx, book.dir if book.on_disk else None, plan.run_id)
+    if done is not None:
+        outcome.skipped = [f for i, f in enumerate(plan.faults) if i not in done.applied]
     return outcome
+
+
+def _given(fault: Planned) -> Callable[[], Planned]:
+    return lambda: fault

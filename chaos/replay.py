@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from chaos import guards, ledger, plan, revert
+from chaos import guards, ledger, lifecycle, plan
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 from chaos.judgement import REPLAY_JUDGE
@@ -260,46 +260,28 @@ def play(ctx: Context, book: ledger.Ledger, entries: list[dict[str, Any]], obser
          clock: Callable[[], float] = time.time) -> list[dict[str, Any]]:
     """Apply each fault at its offset from now and revert it when its window ends (a fault with no
     `for` stays to the end, where the runner's revert takes it); keep watching `observe` seconds
-    after the last. Each fault is resolved when its time comes (the cluster has moved on since
-    the plan). Returns per fault its planned and actual offsets; a stop (a signal, a stop
-    condition) ends the replay early, and a fault that could not be applied fails it."""
-    t0 = clock()
-    timed = sorted((float(e["at"]), i, e) for i, e in enumerate(entries))
+    after the last (chaos.lifecycle.drive). Each fault is resolved when its time comes (the
+    cluster has moved on since the plan). Returns per fault its planned and actual offsets; a stop
+    (a signal, a stop condition) ends the replay early, and a fault that could not be applied, or
+    not reverted, fails it."""
     played: list[dict[str, Any]] = [{} for _ in entries]
-    open_: list[tuple[float, int, list[ledger.Record]]] = []  # (revert at, index, records)
 
-    def wait_until(offset: float) -> bool:
-        """Revert what is due on the way; False when a stop came first."""
-        while True:
-            for due in sorted(o for o in open_ if o[0] <= clock() - t0):
-                _revert_due(ctx, book, due, played, clock() - t0)
-                open_.remove(due)
-            remaining = offset - (clock() - t0)
-            if remaining <= 0:
-                return True
-            nxt = min([remaining, *(o[0] - (clock() - t0) for o in open_)])
-            if ctx.stop.wait(max(0.0, nxt)):
-                return False
+    def window(i: int, entry: dict[str, Any]) -> lifecycle.Window:
+        at, hold = float(entry["at"]), entry.get("for")
+        return lifecycle.Window(at, None if hold is None else at + float(hold),
+                                lambda: plan.plan(ctx, [(entry["fault"], f"timeline[{i}]")]).faults[0])
 
-    for at, i, entry in timed:
-        if not wait_until(at):
-            break
-        fault = plan.execute_one(ctx, book, plan.plan(ctx, [(entry["fault"], f"timeline[{i}]")]).faults[0])
-        applied = [r.applied_at for r in fault.records if r.applied_at]
-        played[i] = {"at": at, "kind": fault.kind, "targets": [r.target for r in fault.records],
-                     "applied_after": round(min(applied) - t0, 3) if applied else None}
+    def applied(i: int, fault: plan.Planned, done: lifecycle.Schedule) -> None:
+        started = [r.applied_at for r in fault.records if r.applied_at]
+        played[i] = {"at": float(entries[i]["at"]), "kind": fault.kind, "targets": [r.target for r in fault.records],
+                     "applied_after": round(min(started) - done.started, 3) if started else None}
         if fault.problems():
             raise KilocardError(f"timeline[{i}] {fault.kind}: {fault.problems()}")
-        if entry.get("for") is not None:  # reverted when its window ends: at once if applying took longer
-            open_.append((at + float(entry["for"]), i, fault.records))
-    wait_until(max((float(e["at"]) + float(e.get("for") or 0) for e in entries), default=0.0) + observe)
+
+    def reverted(i: int, left: list[ledger.Record], done: lifecycle.Schedule) -> None:
+        played[i]["reverted_after"] = round(done.step_at, 3)
+        if left:
+            raise KilocardError(f"timeline[{i}]: revert failed: " + "; ".join(r.error for r in left))
+
+    lifecycle.drive(ctx, book, [window(i, e) for i, e in enumerate(entries)], observe, applied, reverted, clock)
     return played
-
-
-def _revert_due(ctx: Context, book: ledger.Ledger, due: tuple[float, int, list[ledger.Record]],
-                played: list[dict[str, Any]], now: float) -> None:
-    _, i, records = due
-    left = revert.revert(ctx, book, records)
-    played[i]["reverted_after"] = round(now, 3)
-    if left:
-        raise KilocardError(f"timeline[{i}]: revert failed: " + "; ".join(r.error for r in left))

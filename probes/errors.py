@@ -8,8 +8,10 @@ cannot pass on it, and says that it could not look rather than that the cluster 
 
 from __future__ import annotations
 
+from chaos.errors import KilocardError
 
-class ProbeError(Exception):
+
+class ProbeError(KilocardError):
     """A probe could not reach a verdict; the message says why."""
 
 

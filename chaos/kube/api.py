@@ -33,7 +33,21 @@ A = TypeVar("A")
 # 60 MB of JSON in one piece without it.
 LIST_PAGE = 500
 MERGE_PATCH = "application/merge-patch+json"  # RFC 7386, for a patch sent as plain JSON
+# A list's items with their metadata only (uid, labels, deletionTimestamp), as the informers'
+# metadata client asks: about half a pod's bytes, and nothing of its spec or status to decode.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _in_batch = threading.local()
+# Each kind a verb or a watch names, by its API group's prefix, and whether it lives in a namespace.
+KINDS = {"pods": ("/api/v1", True), "nodes": ("/api/v1", False), "namespaces": ("/api/v1", False),
+         "configmaps": ("/api/v1", True), "poddisruptionbudgets": ("/apis/policy/v1", True)}
+
+
+def kind_path(kind: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
+    """The one spelling of a kind's path: its collection in `namespace` (or across all, with
+    None), one object by `name`, or a subresource of it."""
+    prefix, namespaced = KINDS[kind]
+    where = f"{prefix}/namespaces/{namespace}/{kind}" if namespaced and namespace else f"{prefix}/{kind}"
+    return where + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
 
 
 def mark_batch_worker() -> None:
@@ -230,18 +244,20 @@ class Api:
             return exc
 
     def list_raw(self, what: str, path: str, label_selector: str | None = None, field_selector: str | None = None,
-                 cached: bool = False) -> list[dict[str, Any]]:
+                 cached: bool = False, metadata_only: bool = False) -> list[dict[str, Any]]:
         """Every item of a list as plain JSON, on the bulk connection, LIST_PAGE items a request
         (limit/continue): target selection and snapshots read a handful of fields, and the typed
         client costs more than the request (decoding 200 pods took 100 ms; its API module's import
         took a second in a fresh process). `cached` reads with resourceVersion=0: served from the
         apiserver's watch cache, no etcd read, possibly a moment behind (a probe's snapshot; never
-        the choice of what to break). The watch cache answers in one reply whatever the limit."""
+        the choice of what to break). The watch cache answers in one reply whatever the limit.
+        `metadata_only`: each item is its metadata alone (`METADATA_ONLY`)."""
         params = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector),
                                     ("limit", str(LIST_PAGE)), ("resourceVersion", "0" if cached else None)) if v}
+        accept = METADATA_ONLY if metadata_only else "application/json"
         items: list[dict[str, Any]] = []
         while True:
-            page = self._call(what, self._get, path, params)
+            page = self._call(what, self._get, path, params, accept)
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -249,8 +265,8 @@ class Api:
             # Later pages name the list's snapshot by the token alone.
             params = {k: v for k, v in params.items() if k != "resourceVersion"} | {"continue": token}
 
-    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
-        reply = self._h2().get(path, params, self._headers())
+    def _get(self, path: str, params: dict[str, str], accept: str = "application/json") -> dict[str, Any]:
+        reply = self._h2().get(path, params, {**self._headers(), "Accept": accept})
         if isinstance(reply, Exception):
             raise reply
         return json.loads(reply)  # type: ignore[no-any-return]

@@ -108,21 +108,12 @@ class Bulk:
 
         return self._run(every())  # type: ignore[no-any-return]
 
-    def get_all(self, paths: list[str], headers: dict[str, str]) -> list[bytes | Exception]:
-        """GETs all in flight at once: each reply's body, or the error it makes."""
-        fields = list(headers.items())
-
-        async def every() -> list[bytes | Exception]:
-            replies = await asyncio.gather(*(self._request("GET", p, None, fields) for p in paths),
-                                           return_exceptions=True)
-            return [r if isinstance(r, BaseException) else (reply_error(*r) or r[1]) for r in replies]  # type: ignore[misc]
-
-        return self._run(every())  # type: ignore[no-any-return]
-
     def get(self, path: str, params: dict[str, str], headers: dict[str, str]) -> bytes | Exception:
         """The reply's body, or the error it makes (decoded by the caller: a 60 MB list decoded
         here would stall every other stream)."""
-        return self.get_all([f"{path}?{urlencode(params)}" if params else path], headers)[0]
+        url = f"{path}?{urlencode(params)}" if params else path
+        reply = self._run(self._request("GET", url, None, list(headers.items())))
+        return reply if isinstance(reply, Exception) else (reply_error(*reply) or reply[1])
 
     def close(self) -> None:
         self._run(self.pool.aclose())

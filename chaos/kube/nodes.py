@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos.kube.api import Api
+from chaos.kube.api import Api, kind_path
 
 
 class Nodes(Api):
@@ -18,14 +18,14 @@ class Nodes(Api):
 
     def list_nodes_raw(self, label_selector: str | None = None, cached: bool = False) -> list[dict[str, Any]]:
         """Nodes as plain JSON (see `list_raw`)."""
-        return self.list_raw("list nodes", "/api/v1/nodes", label_selector, None, cached)
+        return self.list_raw("list nodes", kind_path("nodes"), label_selector, None, cached)
 
     def read_node(self, name: str) -> client.V1Node:
         return self._call(f"get node {name}", self.core.read_node, name)
 
     def create_node(self, body: dict[str, Any]) -> None:
         """Create a node on the bulk connection, the reply not decoded (a testbed creates thousands)."""
-        self._call(f"create node {body['metadata']['name']}", self._send, "POST", "/api/v1/nodes", body)
+        self._call(f"create node {body['metadata']['name']}", self._send, "POST", kind_path("nodes"), body)
 
     def patch_node(self, name: str, patch: dict[str, Any], resource_version: str | None = None) -> client.V1Node:
         """Strategic-merge patch; with `resource_version`, only if the node has not changed since
@@ -36,7 +36,7 @@ class Nodes(Api):
 
     def read_node_raw(self, name: str) -> dict[str, Any]:
         """A node as the API's plain JSON (taints keep `timeAdded`, which typed models rename)."""
-        return self._call(f"get node {name}", self._get, f"/api/v1/nodes/{name}", {})
+        return self._call(f"get node {name}", self._get, kind_path("nodes", name=name), {})
 
     def update_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None],
                     attempts: int = 20) -> dict[str, Any]:

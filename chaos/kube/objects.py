@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes.dynamic import DynamicClient
 
 from chaos.errors import Conflict, NotFound
-from chaos.kube.api import Api
+from chaos.kube.api import Api, kind_path
 from chaos.kube.connection import FIELD_MANAGER
 
 
@@ -75,7 +75,7 @@ class Objects(Api):
         return dict(self._namespace(name)["metadata"].get("labels") or {})
 
     def _namespace(self, name: str) -> dict[str, Any]:
-        return self._call(f"get namespace {name}", self._get, f"/api/v1/namespaces/{name}", {})
+        return self._call(f"get namespace {name}", self._get, kind_path("namespaces", name=name), {})
 
     def ensure_namespace(self, name: str) -> None:
         """Create the namespace unless it exists (a least-privilege caller may only read it)."""

@@ -3,14 +3,12 @@ model), killed by DELETE (many at once) or through the Eviction API."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubernetes import client
 
 from chaos.errors import KubeError
-from chaos.kube.api import Api
-from chaos.kube.retry import kube_error, retryable
+from chaos.kube.api import Api, kind_path
 
 
 class Pods(Api):
@@ -24,13 +22,11 @@ class Pods(Api):
 
     def list_pods_raw(
         self, namespace: str | None = None, label_selector: str | None = None, field_selector: str | None = None,
-        cached: bool = False,
+        cached: bool = False, metadata_only: bool = False,
     ) -> list[dict[str, Any]]:
         """Pods as plain JSON (see `list_raw`)."""
-        if namespace:
-            return self.list_raw(f"list pods in {namespace}", f"/api/v1/namespaces/{namespace}/pods", label_selector,
-                                 field_selector, cached)
-        return self.list_raw("list pods", "/api/v1/pods", label_selector, field_selector, cached)
+        return self.list_raw(f"list pods in {namespace}" if namespace else "list pods", kind_path("pods", namespace),
+                             label_selector, field_selector, cached, metadata_only)
 
     def read_pod(self, namespace: str, name: str) -> client.V1Pod:
         return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
@@ -38,27 +34,7 @@ class Pods(Api):
     def read_pod_raw(self, namespace: str, name: str) -> dict[str, Any]:
         """A pod as the API's plain JSON (its status' containerIDs as the runtime spells them), on
         the bulk connection (never the typed client's import)."""
-        return self._call(f"get pod {namespace}/{name}", self._get, f"/api/v1/namespaces/{namespace}/pods/{name}", {})
-
-    def read_pods_raw(self, pods: list[tuple[str, str]]) -> list[dict[str, Any] | KubeError]:
-        """Many (namespace, name) pods at once, every GET a stream on the bulk connection, from one
-        thread: a pod kill reads every pod it killed back. One result per pod; those that failed as
-        `_call` retries are read again one by one."""
-        paths = [f"/api/v1/namespaces/{ns}/pods/{name}" for ns, name in pods]
-        replies = self._h2().get_all(paths, self._headers())
-
-        def settled(index: int) -> dict[str, Any] | KubeError:
-            failure, what = replies[index], f"get pod {pods[index][0]}/{pods[index][1]}"
-            assert isinstance(failure, Exception)
-            if retryable(failure):
-                return self._once_more(failure, what, self._get, paths[index], {})
-            return kube_error(failure, what)
-
-        found: list[dict[str, Any] | KubeError] = [{} if isinstance(r, Exception) else json.loads(r) for r in replies]
-        failed = [i for i, reply in enumerate(replies) if isinstance(reply, Exception)]
-        for index, result in zip(failed, self.batch(settled, failed), strict=True):
-            found[index] = result
-        return found
+        return self._call(f"get pod {namespace}/{name}", self._get, kind_path("pods", namespace, name), {})
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1Pod:
         return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, patch)
@@ -84,7 +60,7 @@ class Pods(Api):
         if options:
             body["deleteOptions"] = options
         self._call(f"evict pod {namespace}/{name}", self._send, "POST",
-                   f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body, retry_429=False)
+                   kind_path("pods", namespace, name, "eviction"), body, retry_429=False)
 
 
 def _pod_delete(namespace: str, name: str, grace_seconds: int | None, uid: str | None
@@ -94,7 +70,7 @@ def _pod_delete(namespace: str, name: str, grace_seconds: int | None, uid: str |
         body["gracePeriodSeconds"] = grace_seconds
     if uid:
         body["preconditions"] = {"uid": uid}
-    return "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body
+    return "DELETE", kind_path("pods", namespace, name), body
 
 
 def pod_ready(pod: client.V1Pod) -> bool:

@@ -15,20 +15,12 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from chaos.errors import KubeError
-from chaos.kube.api import Api
+from chaos.kube.api import Api, kind_path
 from chaos.kube.retry import counted, kube_error
 from chaos.vocabulary import quiet_thread, ready
 
 # How long one watch request lasts before it is re-armed from its resourceVersion.
 WATCH_SECONDS = 60
-# Where each kind is listed and watched: in one namespace, and across all.
-PATHS = {
-    "nodes": (None, "/api/v1/nodes"),
-    "pods": ("/api/v1/namespaces/{}/pods", "/api/v1/pods"),
-    "poddisruptionbudgets": ("/apis/policy/v1/namespaces/{}/poddisruptionbudgets",
-                             "/apis/policy/v1/poddisruptionbudgets"),
-    "configmaps": ("/api/v1/namespaces/{}/configmaps", "/api/v1/configmaps"),
-}
 
 
 class RawWatch(watch.Watch):
@@ -136,8 +128,7 @@ class Watches(Api):
         watch decodes events by. Raw: a plain GET of the kind's path, answering the undecoded
         response, so a follower never imports the typed API's module (most of a run's start-up)."""
         if raw:
-            namespaced_path, path = PATHS[kind]
-            return self._raw_lister(namespaced_path.format(namespace) if namespace and namespaced_path else path), ()
+            return self._raw_lister(kind_path(kind, namespace)), ()
         namespaced, everywhere = {
             "nodes": (None, self.core.list_node),
             "pods": (self.core.list_namespaced_pod, self.core.list_pod_for_all_namespaces),

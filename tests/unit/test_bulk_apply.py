@@ -11,7 +11,7 @@ class FakeKube:
     """Records the bulk call; `outcomes` is what the apiserver said per pod."""
 
     def __init__(self, outcomes=None, error=None):
-        self.outcomes, self.error, self.bulk, self.single = outcomes, error, [], []
+        self.outcomes, self.error, self.bulk, self.single, self.listed = outcomes, error, [], [], []
 
     def delete_pods(self, pods, grace_seconds=None):
         if self.error:
@@ -22,8 +22,9 @@ class FakeKube:
     def evict_pod(self, namespace, name, uid=None, grace_seconds=None):
         self.single.append(name)
 
-    def read_pod_raw(self, namespace, name):  # the read-back after the kill: every pod is gone
-        raise NotFound(f"pod {name}", status=404)
+    def list_pods_raw(self, namespace, label_selector, field_selector, metadata_only=False):
+        self.listed.append((namespace, label_selector, field_selector, metadata_only))
+        return []  # the read-back after the kill: every pod is gone
 
     def batch(self, fn, items):
         return [fn(x) for x in items]
@@ -45,6 +46,9 @@ def test_every_delete_goes_in_one_call_and_each_outcome_lands_on_its_record(tmp_
     assert kube.bulk == [([("ns", "p0", "u0"), ("ns", "p1", "u1"), ("ns", "p2", "u2")], 0)]
     assert [r.state for r in done.records] == ["reverted", "reverted", "failed"]  # already gone counts as done
     assert "refused" in done.records[2].error
+    # Read back with the query that chose them, once, metadata only; the failed target is not looked at.
+    assert kube.listed == [("ns", "a=b", None, True)]
+    assert [r.landed.get("status") for r in done.records] == ["confirmed", "confirmed", None]
     assert all(r.applied_at for r in done.records[:2]) and not done.records[2].applied_at
     # The ledger on disk has the outcome of each target, after the record of all of them.
     history = ledger.transitions(tmp_path / "r1.jsonl")

@@ -62,33 +62,3 @@ def test_a_stream_the_peer_closed_mid_write_is_a_dropped_connection_not_a_crash(
     connection.pool, connection.host, connection.extensions = Closing(), "https://127.0.0.1:6443", {}
     reply = asyncio.run(connection._request("GET", "/api/v1/nodes", None, []))
     assert isinstance(reply, ConnectionError) and retry.retryable(reply)
-
-
-class FakeReads:
-    """Every GET at once: one pod, one 404, one 503; then the 503's pod read again alone."""
-
-    def __init__(self):
-        self.asked = []
-
-    def get_all(self, paths, headers):
-        self.asked.append(paths)
-        return [b'{"metadata": {"name": "a"}}', bulk.reply_error(404, b'{"message": "gone"}', []),
-                bulk.reply_error(503, b"{}", [(b"retry-after", b"0")])]
-
-    def get(self, path, params, headers):
-        self.asked.append([path])
-        return b'{"metadata": {"name": "c"}}'
-
-    def close(self):
-        pass
-
-
-def test_many_pods_are_read_at_once_and_only_a_retryable_failure_read_again():
-    kube = Kube(client.ApiClient(client.Configuration()))
-    kube._bulk = fake = FakeReads()
-    try:
-        a, b, c = kube.read_pods_raw([("ns", "a"), ("ns", "b"), ("ns", "c")])
-    finally:
-        kube.close()
-    assert a == {"metadata": {"name": "a"}} and isinstance(b, NotFound) and c == {"metadata": {"name": "c"}}
-    assert fake.asked == [[f"/api/v1/namespaces/ns/pods/{n}" for n in "abc"], ["/api/v1/namespaces/ns/pods/c"]]

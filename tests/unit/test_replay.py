@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from chaos import record, replay
+from chaos import lifecycle, record, replay
 from chaos.cli import main
 from chaos.errors import SpecError
 from chaos.ledger import Record
@@ -120,8 +120,8 @@ class Played:
             return []
 
         monkeypatch.setattr(replay.plan, "plan", plan)
-        monkeypatch.setattr(replay.plan, "execute_one", execute_one)
-        monkeypatch.setattr(replay.revert, "revert", revert)
+        monkeypatch.setattr(lifecycle, "execute_one", execute_one)
+        monkeypatch.setattr(lifecycle.revert, "revert", revert)
 
 
 def test_play_applies_each_fault_at_its_offset_and_reverts_it_when_its_window_ends(monkeypatch) -> None:
