@@ -27,7 +27,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
 from chaos.settings import key
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI, describe_target
 
 
 class Parser(argparse.ArgumentParser):
@@ -1135,7 +1135,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
     for fault in outcome.skipped:
         print(f"kilocard: stopped before applying {fault.where} ({fault.kind})", file=sys.stderr)
     for record in outcome.left:
-        print(f"kilocard: revert incomplete: {record.kind} {json.dumps(record.target)}: {record.error}; "
+        print(f"kilocard: revert incomplete: {record.kind} {describe_target(record.target)}: {record.error}; "
               f"run 'kilocard recover --run {run_id}'", file=sys.stderr)
     if outcome.left:
         return Exit.REVERT_INCOMPLETE
@@ -1182,16 +1182,16 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not emit([asdict(r) for r in found], args.output):
             for r in found:
-                print(f"would revert {r.run_id} {r.kind} {json.dumps(r.target)} (expires {r.expires_at})")
+                print(f"would revert {r.run_id} {r.kind} {describe_target(r.target)} (expires {r.expires_at})")
             if not found:
                 print("nothing to recover")
         return Exit.PASSED
     if emit({"reverted": [asdict(r) for r in reverted], "left": [asdict(r) for r in left]}, args.output):
         return Exit.REVERT_INCOMPLETE if left else Exit.PASSED
     for r in reverted:
-        print(f"reverted {r.run_id} {r.kind} {json.dumps(r.target)}")
+        print(f"reverted {r.run_id} {r.kind} {describe_target(r.target)}")
     for r in left:
-        print(f"kilocard: still open: {r.run_id} {r.kind} {json.dumps(r.target)}: {r.error}", file=sys.stderr)
+        print(f"kilocard: still open: {r.run_id} {r.kind} {describe_target(r.target)}: {r.error}", file=sys.stderr)
     if not reverted and not left:
         print("nothing to recover")
     return Exit.REVERT_INCOMPLETE if left else Exit.PASSED

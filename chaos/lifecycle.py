@@ -15,7 +15,6 @@ fault should be in place.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from chaos import ledger, revert
 from chaos.errors import KilocardError
 from chaos.faults import Context
 from chaos.plan import Plan, Planned, execute_one
+from chaos.vocabulary import describe_target
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def line(record: ledger.Record) -> str:
     error = f" ({record.error})" if record.error else ""
     seen = record.landed
     landed = f"; landed: {seen['status']} ({seen['evidence']})" if seen else ""
-    return f"{record.run_id} {record.kind} {json.dumps(record.target)}: {record.state}{error}{landed}"
+    return f"{record.run_id} {record.kind} {describe_target(record.target)}: {record.state}{error}{landed}"
 
 
 def run(ctx: Context, book: ledger.Ledger, plan: Plan, duration: float,

@@ -25,6 +25,7 @@ from chaos import failpoints, faults, fields, landed, ledger
 from chaos.agent.protocol import iso
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context, FaultKind
+from chaos.vocabulary import describe_target
 
 
 @dataclass
@@ -54,8 +55,9 @@ class Planned:
 
     def problems(self) -> str:
         """Why this fault failed (an apply that raised, an effect that did not land), "" if it did not."""
-        return "; ".join([*(f"{json.dumps(r.target)}: {r.error}" for r in self.failed),
-                          *(f"{json.dumps(r.target)}: did not land: {r.landed['evidence']}" for r in self.unlanded)])
+        return "; ".join([*(f"{describe_target(r.target)}: {r.error}" for r in self.failed),
+                          *(f"{describe_target(r.target)}: did not land: {r.landed['evidence']}"
+                            for r in self.unlanded)])
 
 
 @dataclass

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import re
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,11 @@ GROUP_SIZE_LABEL = "kilocard.io/group-size"  # pods in one multi-node TP group
 GROUP_LABELS = ("kilocard.io/tp-group", "leaderworkerset.sigs.k8s.io/group-key")
 RANK_LABELS = ("apps.kubernetes.io/pod-index", "leaderworkerset.sigs.k8s.io/worker-index")
 SHAPE_LABELS = ("kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-dim", "kilocard.io/dtype")
+# The physics the capacity probes judge by and the fleet simulator serves by, one figure for both:
+# bytes per element of a KV-cache dtype (the shape label kilocard.io/dtype), and the KV cache an
+# 80 GB card holds after weights and activations (a parameter everywhere it is used).
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
+KV_BYTES_PER_CARD = 40 * 2**30
 
 # Extended resources whose name says "accelerator" win when a node offers several (RDMA, say).
 _ACCELERATOR_WORDS = re.compile(r"gpu|npu|ascend|mlu|dcu|xpu|tpu|gaudi|neuron", re.IGNORECASE)
@@ -187,3 +193,18 @@ def _terms(selector: str) -> list[str]:
         else:
             current += ch
     return [t for t in [*terms, current.strip()] if t]
+
+
+def describe_target(target: Mapping[str, Any]) -> str:
+    """A fault's target in a line, as every listing prints it (the report, `kilocard fault` and
+    `recover`, a fault's problems): a pod as namespace/name, a node with its card(s), interface or
+    pod; a namespace's pods by their selector; else its JSON."""
+    if target.get("name"):
+        return f"{target.get('namespace', '')}/{target['name']}".lstrip("/")
+    if target.get("pod_selector") is not None:
+        return f"{target.get('namespace', '')} pods {target['pod_selector'] or '(all)'}".strip()
+    parts = [str(target[k]) for k in ("node", "interface", "netns", "pod_uid") if target.get(k)]
+    for key in ("card", "cards"):
+        if target.get(key) is not None:
+            parts.append(f"{key} {target[key]}")
+    return " ".join(parts) or json.dumps(dict(target), sort_keys=True)

@@ -14,13 +14,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from chaos.vocabulary import DTYPE_BYTES, KV_BYTES_PER_CARD
 from probes.errors import ProbeError
 from probes.snapshot import ClusterSnapshot, NodeView, PodView
 from probes.verdict import Contract, Verdict, failed, passed
-
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
-KV_BYTES_PER_CARD = 40 * 2**30  # an 80 GB card after weights and activations; a parameter everywhere
-
 
 CONTRACTS = (
     Contract(

@@ -407,7 +407,7 @@ class Testbed:
         """Pods need their namespace's `default` ServiceAccount, which the controller manager makes."""
         while True:
             try:
-                kube.core.read_namespaced_service_account("default", "default")
+                kube.read_service_account("default", "default")
                 return
             except Exception:  # noqa: BLE001 - not there yet
                 if time.monotonic() > deadline:

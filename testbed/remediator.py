@@ -109,11 +109,11 @@ class Remediator:
         fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
         # Only the quarantined nodes each round (a selector: the apiserver filters); every node
         # only when a new one is to be quarantined (the circuit breaker counts them).
-        quarantined = {n.metadata.name: n for n in self.kube.list_nodes(
+        quarantined = {n["metadata"]["name"]: n for n in self.kube.list_nodes_raw(
             f"{STATE_LABEL} in ({','.join(sorted(HOLDING_STATES))})")}
         if set(fatal) - set(quarantined):
-            nodes = self.kube.list_nodes()
-            managed = {n.metadata.name for n in nodes if (n.metadata.labels or {}).get(OPT_OUT_LABEL) != "false"}
+            nodes = self.kube.list_nodes_raw()
+            managed = {n["metadata"]["name"] for n in nodes if _labels(n).get(OPT_OUT_LABEL) != "false"}
             for name, cards in sorted(fatal.items()):
                 if name in quarantined or name not in managed:
                     continue
@@ -122,7 +122,7 @@ class Remediator:
                              f"not quarantining {name}")
                     continue
                 self.quarantine(name, cards)
-                quarantined[name] = self.kube.read_node(name)
+                quarantined[name] = self.kube.read_node_raw(name)
         for name, node in quarantined.items():
             if name not in failing:
                 self.release(node)
@@ -153,7 +153,7 @@ class Remediator:
             else:
                 self.reported.pop(node, None)
 
-    def reschedule_off_unhealthy_chips(self, quarantined: dict[str, Any]) -> None:
+    def reschedule_off_unhealthy_chips(self, quarantined: dict[str, dict[str, Any]]) -> None:
         now = time.monotonic()
         unhealthy: dict[str, set[str]] = {}
         for cm in self.kube.list_config_maps(mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true"):
@@ -169,23 +169,24 @@ class Remediator:
             if not bad or node in quarantined:  # a quarantined node is drained whole
                 continue
             try:
-                labels = self.kube.read_node_raw(node)["metadata"].get("labels") or {}
+                labels = _labels(self.kube.read_node_raw(node))
             except NotFound:
                 continue  # a ConfigMap its plugin left behind for a node that is gone
             if labels.get(OPT_OUT_LABEL) == "false":
                 continue
-            for pod in self.kube.list_pods(field_selector=f"spec.nodeName={node}").items:
-                held = set(mindx.separated((pod.metadata.annotations or {}).get(mindx.POD_CHIPS_ANNOTATION)))
-                if held & bad and pod.metadata.deletion_timestamp is None:
+            for pod in self.kube.list_pods_raw(field_selector=f"spec.nodeName={node}"):
+                held = set(mindx.separated((pod["metadata"].get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION)))
+                if held & bad and not pod["metadata"].get("deletionTimestamp"):
                     self.evict(pod, f"chips {', '.join(sorted(held & bad))} of {node} are unhealthy")
 
-    def evict(self, pod: Any, why: str) -> bool:
+    def evict(self, pod: dict[str, Any], why: str) -> bool:
         """Evict through the Eviction API; False when a PodDisruptionBudget says not now."""
+        meta = pod["metadata"]
         try:
-            self.kube.evict_pod(pod.metadata.namespace, pod.metadata.name)
-            self.kube.record_event("Pod", pod.metadata.name, pod.metadata.namespace, "Evicted", f"evicted: {why}",
-                                   COMPONENT, pod.metadata.uid)
-            self.say(f"evicted {pod.metadata.namespace}/{pod.metadata.name}: {why}")
+            self.kube.evict_pod(meta["namespace"], meta["name"])
+            self.kube.record_event("Pod", meta["name"], meta["namespace"], "Evicted", f"evicted: {why}",
+                                   COMPONENT, meta["uid"])
+            self.say(f"evicted {meta['namespace']}/{meta['name']}: {why}")
         except TooManyRequests:
             return False
         except NotFound:
@@ -208,23 +209,26 @@ class Remediator:
         self.say(f"quarantined {name} (cards {', '.join(cards)})")
 
     def drain(self, name: str) -> None:
-        pods = self.kube.list_pods(field_selector=f"spec.nodeName={name}").items
         left = 0
-        for pod in pods:
-            if pod.metadata.deletion_timestamp is None and not self.evict(pod, f"node {name} is quarantined"):
+        for pod in self.kube.list_pods_raw(field_selector=f"spec.nodeName={name}"):
+            if not pod["metadata"].get("deletionTimestamp") and not self.evict(pod, f"node {name} is quarantined"):
                 left += 1  # a PodDisruptionBudget says not now: next round
         state = "drain-succeeded" if not left else "draining"
         self.kube.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}})
 
-    def release(self, node: Any) -> None:
+    def release(self, node: dict[str, Any]) -> None:
         """As NVSentinel after a successful remediation: uncordon and lift its own taint."""
-        name = node.metadata.name
+        name = node["metadata"]["name"]
         self.kube.update_node(name, lambda current: {
             "spec": {"unschedulable": False, "taints": _taints_but_ours(current)},
             "metadata": {"labels": {STATE_LABEL: "remediation-succeeded", **dict.fromkeys(CORDON_LABELS)},
                          "annotations": {EVENT_ANNOTATION: None}},
         })
         self.say(f"released {name}: its cards are healthy again")
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return obj["metadata"].get("labels") or {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,7 +91,8 @@ def apply(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]
 def verify(ctx: Context, spec: Spec, target: dict[str, Any], undo: dict[str, Any]) -> Look:
     """The policy is in place; whether the CNI enforces it no API tells (a cluster without a
     policy-enforcing CNI accepts it and cuts nothing), so present is inconclusive, never confirmed."""
-    names = {p.metadata.name for p in ctx.kube.list_network_policies(undo["namespace"], f"{FAULT_LABEL}={ctx.run_id}")}
+    names = {p["metadata"]["name"] for p in ctx.kube.list_network_policies(undo["namespace"],
+                                                                           f"{FAULT_LABEL}={ctx.run_id}")}
     if undo["name"] not in names:
         return Look(MISMATCH, f"NetworkPolicy {undo['namespace']}/{undo['name']} is not there", False)
     return Look(INCONCLUSIVE, f"NetworkPolicy {undo['namespace']}/{undo['name']} is in place; whether the CNI "

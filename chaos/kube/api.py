@@ -33,13 +33,18 @@ A = TypeVar("A")
 # 60 MB of JSON in one piece without it.
 LIST_PAGE = 500
 MERGE_PATCH = "application/merge-patch+json"  # RFC 7386, for a patch sent as plain JSON
+# What the generated client sends a mapping patch of a built-in kind as: lists merge by their
+# merge key (a node's conditions by type), as kubectl's patches do.
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # A list's items with their metadata only (uid, labels, deletionTimestamp), as the informers'
 # metadata client asks: about half a pod's bytes, and nothing of its spec or status to decode.
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _in_batch = threading.local()
 # Each kind a verb or a watch names, by its API group's prefix, and whether it lives in a namespace.
 KINDS = {"pods": ("/api/v1", True), "nodes": ("/api/v1", False), "namespaces": ("/api/v1", False),
-         "configmaps": ("/api/v1", True), "poddisruptionbudgets": ("/apis/policy/v1", True)}
+         "configmaps": ("/api/v1", True), "events": ("/api/v1", True), "serviceaccounts": ("/api/v1", True),
+         "secrets": ("/api/v1", True), "poddisruptionbudgets": ("/apis/policy/v1", True),
+         "networkpolicies": ("/apis/networking.k8s.io/v1", True)}
 
 
 def kind_path(kind: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
@@ -80,14 +85,6 @@ class Api:
     @functools.cached_property
     def policy(self) -> client.PolicyV1Api:
         return client.PolicyV1Api(self.api_client)
-
-    @functools.cached_property
-    def networking(self) -> client.NetworkingV1Api:
-        return client.NetworkingV1Api(self.api_client)
-
-    @functools.cached_property
-    def version_api(self) -> client.VersionApi:
-        return client.VersionApi(self.api_client)
 
     @classmethod
     def from_kubeconfig(

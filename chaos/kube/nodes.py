@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos.kube.api import Api, kind_path
+from chaos.kube.api import STRATEGIC_MERGE_PATCH, Api, kind_path
 
 
 class Nodes(Api):
@@ -27,12 +27,13 @@ class Nodes(Api):
         """Create a node on the bulk connection, the reply not decoded (a testbed creates thousands)."""
         self._call(f"create node {body['metadata']['name']}", self._send, "POST", kind_path("nodes"), body)
 
-    def patch_node(self, name: str, patch: dict[str, Any], resource_version: str | None = None) -> client.V1Node:
+    def patch_node(self, name: str, patch: dict[str, Any], resource_version: str | None = None) -> None:
         """Strategic-merge patch; with `resource_version`, only if the node has not changed since
         it was read (else Conflict: read again and recompute)."""
         if resource_version is not None:
             patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version}}
-        return self._call(f"patch node {name}", self.core.patch_node, name, patch)
+        self._call(f"patch node {name}", self._send, "PATCH", kind_path("nodes", name=name), patch,
+                   STRATEGIC_MERGE_PATCH)
 
     def read_node_raw(self, name: str) -> dict[str, Any]:
         """A node as the API's plain JSON (taints keep `timeAdded`, which typed models rename)."""
@@ -44,11 +45,12 @@ class Nodes(Api):
         return self._read_modify_write(f"patch node {name}", lambda: self.read_node_raw(name),
                                        lambda patch: self.patch_node(name, patch), change, attempts)
 
-    def patch_node_status(self, name: str, patch: dict[str, Any]) -> client.V1Node:
-        return self._call(f"patch node {name} status", self.core.patch_node_status, name, patch)
+    def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
+        self._call(f"patch node {name} status", self._send, "PATCH", kind_path("nodes", name=name, sub="status"),
+                   patch, STRATEGIC_MERGE_PATCH)
 
     def delete_node(self, name: str) -> None:
-        self._call(f"delete node {name}", self.core.delete_node, name)
+        self._call(f"delete node {name}", self._send, "DELETE", kind_path("nodes", name=name), {})
 
 
 def node_ready(node: client.V1Node) -> bool:

@@ -18,8 +18,7 @@ class Objects(Api):
     _dynamic: DynamicClient | None = None
 
     def server_version(self) -> str:
-        info = self._call("get version", self.version_api.get_code)
-        return str(info.git_version)
+        return str(self._call("get version", self._get, "/version", {})["gitVersion"])
 
     @property
     def dynamic(self) -> DynamicClient:
@@ -65,11 +64,11 @@ class Objects(Api):
         return [item.to_dict() for item in found.items]
 
     def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
-        body = {"metadata": {"name": name, "labels": labels or {}}}
-        self._call(f"create namespace {name}", self.core.create_namespace, body)
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+        self._call(f"create namespace {name}", self._send, "POST", kind_path("namespaces"), body)
 
     def delete_namespace(self, name: str) -> None:
-        self._call(f"delete namespace {name}", self.core.delete_namespace, name)
+        self._call(f"delete namespace {name}", self._send, "DELETE", kind_path("namespaces", name=name), {})
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         return dict(self._namespace(name)["metadata"].get("labels") or {})
@@ -87,24 +86,27 @@ class Objects(Api):
             except Conflict:
                 pass
 
-    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> Any:
+    def create_network_policy(self, namespace: str, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
-        return self._call(f"create networkpolicy {namespace}/{name}",
-                          self.networking.create_namespaced_network_policy, namespace, body)
+        self._call(f"create networkpolicy {namespace}/{name}", self._send, "POST",
+                   kind_path("networkpolicies", namespace), body)
 
     def delete_network_policy(self, namespace: str, name: str) -> None:
-        self._call(f"delete networkpolicy {namespace}/{name}", self.networking.delete_namespaced_network_policy,
-                   name, namespace)
+        self._call(f"delete networkpolicy {namespace}/{name}", self._send, "DELETE",
+                   kind_path("networkpolicies", namespace, name), {})
 
-    def list_network_policies(self, namespace: str, label_selector: str | None = None) -> list[Any]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        return list(self._call(f"list networkpolicies in {namespace}",
-                               self.networking.list_namespaced_network_policy, namespace, **kwargs).items)
+    def list_network_policies(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.list_raw(f"list networkpolicies in {namespace}", kind_path("networkpolicies", namespace),
+                             label_selector)
+
+    def read_service_account(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call(f"get serviceaccount {namespace}/{name}", self._get,
+                          kind_path("serviceaccounts", namespace, name), {})
 
     def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
         """The decoded data of a Secret."""
-        secret = self._call(f"get secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
-        return {k: base64.b64decode(v) for k, v in (secret.data or {}).items()}
+        secret = self._call(f"get secret {namespace}/{name}", self._get, kind_path("secrets", namespace, name), {})
+        return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
 
     def record_event(self, kind: str, name: str, namespace: str, reason: str, message: str, component: str,
                      uid: str | None = None) -> None:
@@ -119,7 +121,7 @@ class Objects(Api):
                 # eventTime keeps the microseconds (the timestamps above have whole seconds).
                 "eventTime": now.replace("Z", f".{int(at % 1 * 1e6):06d}Z"), "action": reason,
                 "reportingComponent": component, "reportingInstance": component}
-        self._call(f"create event {reason} on {kind} {name}", self.core.create_namespaced_event, namespace, body)
+        self._call(f"create event {reason} on {kind} {name}", self._send, "POST", kind_path("events", namespace), body)
 
     def list_resource_slices(self, driver: str, node: str | None = None) -> list[dict[str, Any]]:
         """The driver's ResourceSlices (resource.k8s.io/v1) as plain JSON, on `node` only if given."""

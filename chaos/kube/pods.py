@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes import client
 
 from chaos.errors import KubeError
-from chaos.kube.api import Api, kind_path
+from chaos.kube.api import STRATEGIC_MERGE_PATCH, Api, kind_path
 
 
 class Pods(Api):
@@ -36,8 +36,9 @@ class Pods(Api):
         the bulk connection (never the typed client's import)."""
         return self._call(f"get pod {namespace}/{name}", self._get, kind_path("pods", namespace, name), {})
 
-    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> client.V1Pod:
-        return self._call(f"patch pod {namespace}/{name}", self.core.patch_namespaced_pod, name, namespace, patch)
+    def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._call(f"patch pod {namespace}/{name}", self._send, "PATCH", kind_path("pods", namespace, name), patch,
+                   STRATEGIC_MERGE_PATCH)
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None, uid: str | None = None) -> None:
         """DELETE a pod; with `uid`, only that incarnation (not a same-named replacement)."""

@@ -9,8 +9,7 @@ import math
 from collections.abc import Callable
 
 from chaos.report.journal import SPANS, Check, Run
-from chaos.vocabulary import MODEL_LABEL
-from probes.capacity import KV_BYTES_PER_CARD
+from chaos.vocabulary import KV_BYTES_PER_CARD, MODEL_LABEL
 
 Hint = Callable[[Check, Run], "str | None"]
 _HINTS: dict[str, Hint] = {}

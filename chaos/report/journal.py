@@ -18,7 +18,7 @@ from typing import Any
 
 from chaos.errors import SpecError
 from chaos.judgement import passes, replay_symptoms, why
-from chaos.vocabulary import cluster_line, epoch
+from chaos.vocabulary import cluster_line, describe_target, epoch
 from probes.verdict import BUDGET_SECONDS, RECOVERED_AFTER_SECONDS, budgeted
 
 PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
@@ -172,20 +172,10 @@ def parse(data: Any, path: Path) -> Run:
         release=dict(k.get("release") or {}), plan=dict(k.get("plan") or {}), raw=data)
 
 
-def _target(target: dict[str, Any]) -> str:
-    if target.get("name"):
-        return f"{target.get('namespace', '')}/{target['name']}".lstrip("/")
-    parts = [str(target[k]) for k in ("node", "interface", "pod_uid") if target.get(k)]
-    for key in ("card", "cards"):
-        if target.get(key) is not None:
-            parts.append(f"{key} {target[key]}")
-    return " ".join(parts) or json.dumps(target, sort_keys=True)
-
-
 def _fault(f: dict[str, Any]) -> Fault:
     ended = [epoch(t.get("at")) for t in f.get("transitions") or [] if t.get("state") in ("reverted", "expired")]
     target = f.get("target") or {}
-    return Fault(kind=str(f.get("kind", "?")), target=_target(target), node=target.get("node"),
+    return Fault(kind=str(f.get("kind", "?")), target=describe_target(target), node=target.get("node"),
                  applied_at=f.get("applied_at"), ended_at=ended[-1] if ended else None,
                  state=str(f.get("state", "?")), error=str(f.get("error") or ""))
 

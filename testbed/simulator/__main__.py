@@ -31,8 +31,9 @@ from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL
 from testbed.simulator import ascend, dra
 from testbed.simulator.dcgm import FIELD_SETS
+from testbed.simulator.engine import LoadProfile
 from testbed.simulator.server import Server
-from testbed.simulator.world import LoadProfile, World
+from testbed.simulator.world import World
 from testbed.stages import LOST_LABEL
 
 REAP_SECONDS = 2.0

@@ -29,7 +29,8 @@ from chaos import mindx
 from chaos.agent.protocol import MAX_TTL_SECONDS, FaultError
 from chaos.errors import Conflict
 from chaos.kube import Kube
-from testbed.simulator.world import Card, World
+from testbed.simulator.state import Card
+from testbed.simulator.world import World
 
 # A chip npu-exporter reports unhealthy: what the reference remediator and the testbed's alert act on.
 FATAL_QUERY = "max by (node, id) (npu_chip_info_health_status == 0)"

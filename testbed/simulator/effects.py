@@ -18,16 +18,16 @@
     kubelet-stop  the node: lost at once, and labelled lost (testbed/stages.py), so kwok lets go of
                   it as of a dead kubelet and its replicas answer nothing; the revert brings the
                   kubelet back
-    rank-stall    the pod's engine frozen (`World.stalled`): its TP group stays Ready and gets its
+    rank-stall    the pod's engine frozen (`State.stalled`): its TP group stays Ready and gets its
                   share of traffic, which queues, and nothing completes; its engine's gauges stay
                   as they were when it froze; a frozen rank 0 (whose process serves the metrics)
                   exports nothing. A pod not on the node is refused, as the agent finds no cgroup
                   for it
 An effect changes the world on apply and undoes it on revert (a card reset: volatile counters
 clear, lifetime ones stay; a network fault's shaping enters and leaves the node's
-`World.shaping`), says how it shapes the node's network, and reads itself back from the world's
+`State.shaping`), says how it shapes the node's network, and reads itself back from the world's
 state, never from the fault's record (`observe`, the agent's GET .../effect): a fault whose
-effect is gone, undone behind the agent's back (`World.sabotage`) or lost with a machine the
+effect is gone, undone behind the agent's back (`FaultBook.sabotage`) or lost with a machine the
 world saw anew, reads as a mismatch naming what the world shows.
 """
 
@@ -40,7 +40,7 @@ from chaos.agent.kinds import ecc, npu, xid
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH, Fault, FaultError
 
 if TYPE_CHECKING:
-    from testbed.simulator.world import World
+    from testbed.simulator.state import State
 
 
 @dataclass
@@ -70,10 +70,10 @@ class Net:
 class Effect:
     """No effect on the world or the network; kinds override what they touch."""
 
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         pass
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         pass
 
     def shape(self, net: Net, f: Fault) -> None:
@@ -83,7 +83,7 @@ class Effect:
         """How fast a card with this fault still runs."""
         return 1.0
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
         """(confirmed | mismatch | inconclusive, evidence): the effect as the world shows it now."""
         return INCONCLUSIVE, f"the fake node cannot read {f.kind} back"
 
@@ -91,7 +91,7 @@ class Effect:
 class CardFault(Effect):
     """ECC and XID: the card slows to the slowest of its faults; a revert with none left is a reset."""
 
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         card = world.cards[(f.node, f.target["card"])]
         self.mark(card, f)
         card.speed = min(card.speed, self.speed(f))
@@ -99,7 +99,7 @@ class CardFault(Effect):
     def mark(self, card: Any, f: Fault) -> None:
         raise NotImplementedError
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         card = world.cards.get((f.node, f.target["card"]))
         if card is None:
             return
@@ -109,7 +109,7 @@ class CardFault(Effect):
             card.xid, card.remap_pending, card.sbe_vol, card.dbe_vol = 0, 0, 0, 0
             card.npu.clear()
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
         card = world.cards.get((f.node, f.target["card"]))
         if card is None:
             return MISMATCH, f"{f.node} has no card {f.target['card']}"
@@ -156,7 +156,7 @@ class Xid(CardFault):
 
 
 class NpuFault(CardFault):
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         super().apply(world, f)
         world.recount(f.node)
 
@@ -164,7 +164,7 @@ class NpuFault(CardFault):
         card.npu[f.id] = (f.params["code"], f.params.get("level", "SeparateNPU"), f.params.get("type", "chip"),
                           int(f.created_at * 1000))
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         card = world.cards.get((f.node, f.target["card"]))
         if card is not None:
             card.npu.pop(f.id, None)
@@ -180,7 +180,7 @@ class NpuFault(CardFault):
 
 
 class CardIsolate(Effect):
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         index = f.target["card"]
         world.isolated[f.node].add(index)
         world.recount(f.node)
@@ -188,11 +188,11 @@ class CardIsolate(Effect):
         if pod is not None:  # its process dies with the card, as with a drained GPU
             world.actions.append(("delete-pod", pod.namespace, pod.name))
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         world.isolated[f.node].discard(f.target["card"])
         world.recount(f.node)
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
         index, capacity = f.target["card"], world.node_cards.get(f.node, 0)
         offered = world.allocatable.get(f.node)
         landed = index in world.isolated[f.node] and offered == capacity - len(world.out_of_service(f.node))
@@ -205,14 +205,14 @@ class NetFault(Effect):
     """The node's network: the fault's shaping is installed on apply and removed on revert; the
     read-back compares what the node's network shows with what the fault alone shapes."""
 
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         world.shaping[f.node][f.id] = f
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         world.shaping.get(f.node, {}).pop(f.id, None)
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
-        shown, alone = world.net(f.node), Net()
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
+        shown, alone = net_of(world, f.node), Net()
         self.shape(alone, f)
         if shown.covers(alone):
             return CONFIRMED, f"{f.node}'s network: {shown}"
@@ -255,30 +255,30 @@ class TcpReset(NetFault):
 class KubeletStop(Effect):
     """The machine is lost at once; kwok learns it from the label (the node watch then agrees)."""
 
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         world.set_lost(f.node, True)
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         world.set_lost(f.node, False)
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
         if f.node in world.lost:
             return CONFIRMED, f"{f.node} is lost: its kubelet is down"
         return MISMATCH, f"{f.node} is not lost: its kubelet runs"
 
 
 class RankStall(Effect):
-    def apply(self, world: World, f: Fault) -> None:
+    def apply(self, world: State, f: Fault) -> None:
         uid = f.target["pod_uid"]
         pod = world.pods.get(uid)
         if pod is None or pod.node != f.node:
             raise FaultError("target", f"no cgroup for pod {uid} on this node", status=404)
         world.stalled.add(uid)
 
-    def revert(self, world: World, f: Fault) -> None:
+    def revert(self, world: State, f: Fault) -> None:
         world.stalled.discard(f.target["pod_uid"])
 
-    def observe(self, world: World, f: Fault) -> tuple[str, str]:
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
         uid = f.target["pod_uid"]
         pod = world.pods.get(uid)
         if pod is None:
@@ -290,3 +290,11 @@ class RankStall(Effect):
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
                               "loss": Loss(), "partition": Partition(), "delay": Delay(), "tcp-reset": TcpReset(),
                               "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall()}
+
+
+def net_of(world: State, node: str) -> Net:
+    """The node's network as the shaping it carries makes it."""
+    net = Net()
+    for f in world.shaping.get(node, {}).values():
+        EFFECTS[f.kind].shape(net, f)
+    return net

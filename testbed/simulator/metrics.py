@@ -25,7 +25,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from testbed.simulator import model as m
-from testbed.simulator.world import FAILURE_REASONS, World
+from testbed.simulator.engine import FAILURE_REASONS
+from testbed.simulator.world import World
 
 ENGINE_LABELS = ["model_name", "engine", "namespace", "pod"]
 

@@ -38,7 +38,8 @@ from typing import Any
 
 from chaos.agent.http import JsonHandler
 from testbed.simulator import model as m
-from testbed.simulator.world import FAILURES, World
+from testbed.simulator.engine import FAILURES
+from testbed.simulator.world import World
 
 MAX_STREAMS = 256  # requests answered at once; more get 429, so the server's threads stay bounded
 MAX_BODY = 4 * 1024 * 1024
@@ -67,7 +68,7 @@ class Replica:
     backlog: float
     delay: float  # seconds its network adds before the first token
     itl_seconds: float  # the model's healthy inter-token latency
-    failure: str | None  # why a request to it fails (one of world.FAILURES), None while it answers
+    failure: str | None  # why a request to it fails (one of engine.FAILURES), None while it answers
     hung: bool
 
 

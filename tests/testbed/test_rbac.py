@@ -67,7 +67,7 @@ def residue(kube: Kube, p, run_id: str) -> list[str]:
     left += [f"{n.metadata.name} taint {t.key}" for n in nodes for t in (n.spec.taints or [])
              if t.key.startswith("kilocard.io/") and t.key != fleet.POOL_LABEL
              or t.key == "node.kubernetes.io/out-of-service"]
-    left += [f"NetworkPolicy {x.metadata.name}" for x in kube.list_network_policies(p.namespace)]
+    left += [f"NetworkPolicy {x['metadata']['name']}" for x in kube.list_network_policies(p.namespace)]
     left += [f"DeviceTaintRule {r['metadata']['name']}" for r in kube.list_objects("resource.k8s.io/v1beta2",
                                                                                  "DeviceTaintRule")
              if r["metadata"].get("labels", {}).get("kilocard.io/run-id") == run_id]

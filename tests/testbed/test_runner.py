@@ -157,6 +157,47 @@ def test_a_guard_refuses_a_run_that_would_leave_a_model_no_ready_replica(kube, t
     assert code == 0, journal["kilocard"]["reason"]
 
 
+@pytest.mark.long(120)
+def test_a_guard_refuses_mid_run_an_action_the_cluster_has_made_unsafe_since_the_plan(kube, pool, testbed, tmp_path):
+    """The negative twin of the guards' control: one cause changed between the pre-run check and
+    the action. Killing replica A leaves B Ready when the run starts (allowed); while the first
+    action pauses, B is lost behind the run's back, so the kill the second action resolves would
+    leave no Ready replica: refused mid-run, nothing of it applied, exit 3 with the guard's reason,
+    and the first action's fault reverted."""
+    import threading
+
+    from testbed import timing
+
+    p = pool(3)  # replicas take their default start-up: B's replacement is not Ready when A's kill is judged
+    fleet.deploy(kube, timing.stamp(p.fleet(BIG, replicas={BIG: 2}), "default"), timeout=90, say=lambda _m: None)
+    a, b = sorted(wait_ready(kube, p.namespace, BIG, 2, timeout=90), key=lambda x: x.metadata.name)
+    (free,) = set(p.node_names) - {a.spec.node_name, b.spec.node_name}
+    first = {**isolate(free), "pauses": {"after": 8}}
+    kill_a = {"type": "action", "name": "kill-a", "provider": {
+        "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": {
+            "kind": "pod-kill", "namespace": p.namespace, "field_selector": f"metadata.name={a.metadata.name}"}}}}
+    guarded = {"controls": [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
+                                                             "arguments": {"min_ready": 1}}}]}
+
+    def lose_b_once_the_run_is_under_way() -> None:
+        deadline = time.monotonic() + 60
+        while not isolated(kube, free) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        kube.delete_pod(p.namespace, b.metadata.name, grace_seconds=0)
+
+    behind = threading.Thread(target=lose_b_once_the_run_is_under_way, daemon=True)
+    behind.start()
+    code, journal, _ = kilocard_run(testbed, tmp_path, {"method": [first, kill_a], **guarded})
+    behind.join()
+    reason = journal["kilocard"]["reason"]
+    assert code == 3, reason
+    assert reason.startswith("refused mid-run by a guard: activity 'kill-a': guard: min_ready: "
+                             f"model {BIG} in {p.namespace} would keep 0 Ready replicas"), reason
+    assert [f["kind"] for f in journal["kilocard"]["faults"]] == ["node-isolate"]  # nothing of the kill
+    assert [f["state"] for f in journal["kilocard"]["faults"]] == ["reverted"] and not isolated(kube, free)
+    assert kube.read_pod(p.namespace, a.metadata.name).metadata.uid == a.metadata.uid  # A was never killed
+
+
 def test_a_namespace_that_has_not_opted_in_is_refused(kube, testbed, tmp_path, two_replicas):
     p, _free = two_replicas
     kube.core.patch_namespace(p.namespace, {"metadata": {"labels": {"kilocard.io/chaos": None}}})

@@ -196,7 +196,7 @@ def fingerprint(stage: Stage) -> dict[str, Any]:
         seen[f"agent/{meta['name']}"] = stage.agents.list(stage.agents.endpoint(meta["name"]))
     seen["qdisc"] = stage.pair.qdisc().split()[:2]  # the root qdisc's kind: noqueue, or tbf if one is left
     seen["nft"] = stage.pair.nft_tables()
-    seen["network-policies"] = [p.metadata.name for p in kube.list_network_policies(stage.namespace)]
+    seen["network-policies"] = [p["metadata"]["name"] for p in kube.list_network_policies(stage.namespace)]
     seen["device-taint-rules"] = [o["metadata"]["name"] for o in kube.list_objects(
         "resource.k8s.io/v1beta2", "DeviceTaintRule")]
     seen["markers"] = [c["metadata"]["name"] for c in kube.list_config_maps("kilocard-system", f"{LEDGER_LABEL}=true")]

@@ -1,57 +1,52 @@
 """The remediator's decisions, against a stand-in for chaos.kube (its end-to-end behaviour runs on
 the testbed in tests/testbed/test_fleet_simulator.py)."""
 
+import json
 import re
-from types import SimpleNamespace
-
-from kubernetes import client
 
 from chaos.errors import TooManyRequests
 from testbed import remediator as r
 
 
 class FakeKube:
+    """Nodes and pods as the API's plain JSON, as chaos.kube hands them over."""
+
     def __init__(self, names, pods=None, blocked=()):
-        self.nodes = {n: client.V1Node(metadata=client.V1ObjectMeta(name=n, labels={}, annotations={}),
-                                       spec=client.V1NodeSpec(taints=[])) for n in names}
+        self.nodes = {n: {"metadata": {"name": n, "labels": {}, "annotations": {}}, "spec": {"taints": []}}
+                      for n in names}
         self.pods = pods or {}
         self.blocked = set(blocked)
         self.evicted = []
         self.events = []
         self.statuses = []
 
-    def list_nodes(self, label_selector=None):
+    def list_nodes_raw(self, label_selector=None):
         """All nodes, or those whose label is in the set: "key in (a,b)", the remediator's one selector."""
         nodes = list(self.nodes.values())
         if label_selector is None:
             return nodes
         key, values = label_selector.split(" in ")
         wanted = set(values.strip("()").split(","))
-        return [n for n in nodes if (n.metadata.labels or {}).get(key) in wanted]
+        return [n for n in nodes if n["metadata"]["labels"].get(key) in wanted]
 
-    def read_node(self, name):
+    def read_node_raw(self, name):
         return self.nodes[name]
 
     def patch_node(self, name, patch):
         node = self.nodes[name]
         spec, meta = patch.get("spec", {}), patch.get("metadata", {})
-        if "unschedulable" in spec:
-            node.spec.unschedulable = spec["unschedulable"]
-        if "taints" in spec:
-            node.spec.taints = [client.V1Taint(**t) for t in spec["taints"]]
+        node["spec"].update({k: v for k, v in spec.items() if k in ("unschedulable", "taints")})
         for key, value in meta.get("labels", {}).items():
-            node.metadata.labels[key] = value
-        return node
+            node["metadata"]["labels"][key] = value
 
     def update_node(self, name, change):
-        patch = change(client.ApiClient().sanitize_for_serialization(self.nodes[name]))
+        patch = change(json.loads(json.dumps(self.nodes[name])))
         if patch is not None:
             self.patch_node(name, patch)
 
-    def list_pods(self, field_selector):
+    def list_pods_raw(self, field_selector):
         node = field_selector.split("=", 1)[1]
-        return SimpleNamespace(items=[client.V1Pod(metadata=client.V1ObjectMeta(name=p, namespace="ns"))
-                                      for p in self.pods.get(node, [])])
+        return [{"metadata": {"name": p, "namespace": "ns", "uid": f"uid-{p}"}} for p in self.pods.get(node, [])]
 
     def evict_pod(self, namespace, name):
         if name in self.blocked:
@@ -80,7 +75,7 @@ class FakeProm:
 
 
 def quarantined(kube):
-    return sorted(n for n, node in kube.nodes.items() if node.spec.unschedulable)
+    return sorted(n for n, node in kube.nodes.items() if node["spec"].get("unschedulable"))
 
 
 def test_fatal_card_quarantines_and_drains_its_node_after_the_grace():
@@ -89,9 +84,10 @@ def test_fatal_card_quarantines_and_drains_its_node_after_the_grace():
     rem.round()
     node = kube.nodes["a"]
     assert quarantined(kube) == ["a"]
-    assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [("nvidia.com/gpu-error", "fatal", "NoSchedule")]
+    assert [(t["key"], t["value"], t["effect"]) for t in node["spec"]["taints"]] == [
+        ("nvidia.com/gpu-error", "fatal", "NoSchedule")]
     assert kube.evicted == ["p1"]  # p2's PDB said no: it stays for the next round
-    assert node.metadata.labels[r.STATE_LABEL] == "draining"
+    assert node["metadata"]["labels"][r.STATE_LABEL] == "draining"
     # What it did is in Events, as a postmortem reads it (kilocard record): not the blocked eviction.
     assert kube.events == [("Node", "a", "Quarantined"), ("Pod", "p1", "Evicted")]
 
@@ -114,15 +110,15 @@ def test_circuit_breaker_stops_quarantining_past_half_the_nodes():
 
 def test_opted_out_nodes_are_left_alone_and_healed_nodes_released():
     kube = FakeKube(["a", "b", "c"])
-    kube.nodes["a"].metadata.labels[r.OPT_OUT_LABEL] = "false"
+    kube.nodes["a"]["metadata"]["labels"][r.OPT_OUT_LABEL] = "false"
     prom = FakeProm([("a", "0"), ("b", "0")], label="hostname")  # newer dcgm-exporter label
     rem = r.Remediator(kube, prom, for_seconds=0, say=lambda _m: None)
     rem.round()
     assert quarantined(kube) == ["b"]
     prom.failing = []
     rem.round()
-    assert quarantined(kube) == [] and kube.nodes["b"].spec.taints == []
-    assert kube.nodes["b"].metadata.labels[r.STATE_LABEL] == "remediation-succeeded"
+    assert quarantined(kube) == [] and kube.nodes["b"]["spec"]["taints"] == []
+    assert kube.nodes["b"]["metadata"]["labels"][r.STATE_LABEL] == "remediation-succeeded"
 
 
 def test_health_conditions_are_written_at_once_as_nvsentinel_writes_them_and_cleared_when_healthy():
@@ -153,7 +149,7 @@ def test_a_quarantine_carries_nvsentinels_cordon_labels_and_the_release_lifts_th
     prom = FakeProm([("a", "0")])
     rem = r.Remediator(kube, prom, for_seconds=0, say=lambda _m: None)
     rem.round()
-    labels = kube.nodes["a"].metadata.labels
+    labels = kube.nodes["a"]["metadata"]["labels"]
     assert labels["k8saas.nvidia.com/cordon-by"] == "kilocard-remediator"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ", labels["k8saas.nvidia.com/cordon-timestamp"]), labels
     prom.failing = []

@@ -1,0 +1,289 @@
+"""What the fleet simulator believes about the cluster: nodes, cards, pods and the faults in
+effect, fed by watches (nodes and pods, through chaos.kube) and changed by the effects of faults
+(testbed/simulator/effects.py, which depends on this module only). All of it sits behind one
+lock: watch threads, the HTTP server and the ticker take it briefly.
+
+Cards are assigned to pods per node in arrival order, lowest free index first, as a device plugin
+would.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos import mindx
+from chaos.agent.protocol import Fault
+from chaos.vocabulary import ENGINE_LABEL, MODEL_LABEL, group_of
+from testbed.simulator import model as m
+from testbed.stages import LOST_LABEL
+
+
+@dataclass
+class Card:
+    node: str
+    index: int
+    uuid: str
+    speed: float = 1.0
+    sbe_vol: int = 0
+    dbe_vol: int = 0
+    sbe_agg: int = 0
+    dbe_agg: int = 0
+    xid: int = 0
+    remap_pending: int = 0
+    remapped_uncorrectable: int = 0
+    remapped_correctable: int = 0
+    utilisation: float = 0.0
+    npu: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)  # fault id -> code, level, type, ms
+
+    def npu_unhealthy(self, kind: str = "chip") -> bool:
+        """Would the Ascend device plugin report it Unhealthy (`chip`) or NetworkUnhealthy?"""
+        return any(t == kind and level not in mindx.HEALTHY_LEVELS for _code, level, t, _at in self.npu.values())
+
+
+@dataclass
+class Pod:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    model: str
+    served_name: str
+    group: str
+    rank: int
+    cards_wanted: int
+    ready: bool
+    labels: dict[str, str]
+    engine: str = "vllm"  # which engine's metrics the replica exports (label kilocard.io/engine)
+    terminating: bool = False  # draining: keeps its cards, gets no new requests
+    chips_noted: str | None = None  # Ascend: the pod's huawei.com/AscendReal annotation as last seen
+
+
+@dataclass
+class Series:
+    """Cumulative histograms and counters of one replica, in the shape its engine exports them."""
+
+    engine: m.Engine = m.ENGINES["vllm"]
+    ttft_buckets: list[float] = field(default_factory=list)
+    ttft_count: float = 0.0
+    ttft_sum: float = 0.0
+    itl_buckets: list[float] = field(default_factory=list)
+    itl_count: float = 0.0
+    itl_sum: float = 0.0
+    e2e_buckets: list[float] = field(default_factory=list)
+    e2e_count: float = 0.0
+    e2e_sum: float = 0.0
+    success: float = 0.0
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0
+    backlog: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, bounds in (("ttft_buckets", self.engine.ttft_buckets), ("itl_buckets", self.engine.itl_buckets),
+                             ("e2e_buckets", self.engine.e2e_buckets)):
+            if not getattr(self, name):
+                setattr(self, name, [0.0] * len(bounds))
+
+
+def _served_name(pod_args: list[str], model: str) -> str:
+    for flag in ("--served-model-name", "--model"):
+        if flag in pod_args and pod_args.index(flag) + 1 < len(pod_args):
+            return pod_args[pod_args.index(flag) + 1]
+    return model
+
+
+class State:
+    def __init__(self, card_resource: str, product: str = "NVIDIA H100 80GB HBM3",
+                 accelerator: str = "nvidia") -> None:
+        self.card_resource = card_resource
+        self.accelerator = accelerator  # "ascend": the MindX device plugin's ConfigMaps and pod annotations
+        self.product = product
+        self.lock = threading.RLock()
+        self.node_cards: dict[str, int] = {}  # capacity per node
+        self.node_uids: dict[str, str] = {}  # the owner of what a node's plugins publish (its ResourceSlice)
+        self.lost: set[str] = set()  # nodes whose kubelet is dead
+        # node -> the lost label the world wrote and the node watch has not shown yet: until it
+        # does, an event from before the write is stale and must not undo (or redo) the loss
+        self.lost_written: dict[str, bool] = {}
+        self.dra_health_off: set[str] = set()  # nodes whose DRA driver taints no card (testbed/simulator/dra.py)
+        self.cards: dict[tuple[str, int], Card] = {}
+        self.pods: dict[str, Pod] = {}
+        self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
+        self.isolated: dict[str, set[int]] = defaultdict(set)
+        self.separated: dict[str, set[int]] = defaultdict(set)  # Ascend: ManuallySeparateNPU, as the CM says
+        self.allocatable: dict[str, int] = {}  # what was last asked of each node's status
+        # Ascend: ClusterD's public faults in effect, (faultId, node, chip) -> the fault standing for it.
+        self.public_faults: dict[tuple[str, str, int], str] = {}
+        self.faults: dict[str, Fault] = {}
+        self.ended: set[str] = set()
+        self.sabotaged: set[str] = set()  # active faults whose effect was undone by hand
+        self.misfires: dict[str, set[str]] = defaultdict(set)  # node -> kinds whose next fault will not land
+        self.stalled: set[str] = set()  # pods (uid) whose engine process is frozen
+        # node -> fault id -> the network fault whose shaping (qdisc, nft table) the node carries
+        self.shaping: dict[str, dict[str, Fault]] = defaultdict(dict)
+        self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
+        self.series: dict[str, Series] = {}  # by replica key
+        # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
+        self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.requests: dict[tuple[str, str], float] = defaultdict(float)
+        self.qps_override: dict[str, float] = {}  # by model, in every namespace
+        self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
+        self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
+        # Cluster writes the faults call for, drained by the simulator outside the lock:
+        # ("allocatable", node, cards), ("delete-pod", namespace, name), ("labels", node, {k: v}), and on
+        # Ascend ("device-info", node, None) and ("annotate", namespace, (pod, {k: v})).
+        self.actions: list[tuple[str, str, Any]] = []
+        self.last_tick = time.monotonic()
+
+    def upsert_node(self, name: str, capacity: int, lost: bool = False, uid: str = "", dra_health: bool = True) -> None:
+        """A node and its cards; `lost`: its kubelet is dead (label kilocard.io/node-lost), so its
+        exporters are not scraped and its replicas answer nothing; `dra_health` off: its DRA driver
+        taints no card (label kilocard.io/dra-health=off)."""
+        with self.lock:
+            self.node_cards[name] = capacity
+            self.node_uids[name] = uid
+            if self.lost_written.get(name, lost) == lost:
+                self.lost_written.pop(name, None)
+                (self.lost.add if lost else self.lost.discard)(name)
+            (self.dra_health_off.discard if dra_health else self.dra_health_off.add)(name)
+            new = name not in self.allocatable
+            for i in range(capacity):
+                if (name, i) not in self.cards:
+                    card_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{i}.cards.kilocard.io")
+                    self.cards[(name, i)] = Card(name, i, f"GPU-{card_uuid}")
+            if new:
+                self.allocatable[name] = capacity - len(self.out_of_service(name))
+                if self.accelerator == "ascend":  # the plugin writes its ConfigMap when it starts
+                    self.actions.append(("device-info", name, None))
+                for pod in [p for p in self.pods.values() if p.node == name]:  # bound before we saw the node
+                    self._assign(pod)
+
+    def set_lost(self, node: str, lost: bool) -> None:
+        """A kubelet dies or comes back: the world knows at once, and labels the node so kwok lets
+        go of it (or takes it back); the watch's view of the label lags behind the write."""
+        with self.lock:
+            (self.lost.add if lost else self.lost.discard)(node)
+            if node in self.node_cards:
+                self.lost_written[node] = lost
+                self.actions.append(("labels", node, {LOST_LABEL: "true" if lost else None}))
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            self.node_cards.pop(name, None)
+            self.lost_written.pop(name, None)
+            self.node_uids.pop(name, None)
+            for key in [k for k in self.cards if k[0] == name]:
+                del self.cards[key]
+            self.assignment.pop(name, None)
+            self.isolated.pop(name, None)
+            self.separated.pop(name, None)
+            self.shaping.pop(name, None)
+            self.allocatable.pop(name, None)
+            self.lost.discard(name)
+            self.dra_health_off.discard(name)
+
+    def upsert_pod(self, obj: dict[str, Any]) -> None:
+        """Take a pod as the API's JSON; only scheduled pods of a model matter. A terminating pod
+        stays until it is gone: it holds its cards while it drains (or forever, on a dead node)."""
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        labels = meta.get("labels") or {}
+        model = labels.get(MODEL_LABEL)
+        node = spec.get("nodeName")
+        if not model or not node:
+            self.remove_pod(meta["uid"])
+            return
+        # A TP group as the toolkit reads it (kilocard's label or LWS's); a pod alone is keyed by
+        # its uid, so a replacement's metrics start from zero as a new vLLM process's do.
+        group, rank = group_of(meta["namespace"], meta["uid"], labels)
+        container = (spec.get("containers") or [{}])[0]
+        limits = (container.get("resources") or {}).get("limits") or {}
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        pod = Pod(
+            uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node,
+            model=model, served_name=_served_name(list(container.get("args") or []), model),
+            group=group, rank=rank,
+            cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
+            engine=labels.get(ENGINE_LABEL) if labels.get(ENGINE_LABEL) in m.ENGINES else "vllm",
+            terminating=bool(meta.get("deletionTimestamp")),
+            chips_noted=(meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION),
+        )
+        with self.lock:
+            self.pods[pod.uid] = pod
+            self.served_names[model] = pod.served_name
+            self._assign(pod)
+
+    def _assign(self, pod: Pod) -> None:
+        """Give the pod the cards it still lacks, as a device plugin would (a pod seen before its
+        node gets them once the node is known)."""
+        node = pod.node
+        held = [i for i, u in self.assignment[node].items() if u == pod.uid]
+        out = self.out_of_service(node)
+        free = [i for i in range(self.node_cards.get(node, 0)) if i not in self.assignment[node] and i not in out]
+        for i in free[: max(0, pod.cards_wanted - len(held))]:
+            self.assignment[node][i] = pod.uid
+        if self.accelerator == "ascend" and not pod.terminating:
+            # The plugin records the chips it mounted (what MindX's controllers read to find a
+            # faulty chip's pod).
+            chips = ",".join(mindx.chip_name(self.card_resource, i)
+                             for i in sorted(i for i, u in self.assignment[node].items() if u == pod.uid))
+            if chips and pod.chips_noted != chips:
+                pod.chips_noted = chips
+                self.actions.append(("annotate", pod.namespace, (pod.name, {mindx.POD_CHIPS_ANNOTATION: chips})))
+
+    def remove_pod(self, uid: str) -> None:
+        with self.lock:
+            pod = self.pods.pop(uid, None)
+            if pod:
+                for i in [i for i, u in self.assignment[pod.node].items() if u == uid]:
+                    del self.assignment[pod.node][i]
+
+    def pod_on_card(self, node: str, index: int) -> Pod | None:
+        with self.lock:
+            uid = self.assignment.get(node, {}).get(index)
+            return self.pods.get(uid) if uid else None
+
+    def out_of_service(self, node: str) -> set[int]:
+        """The node's cards a device plugin no longer offers: drained, manually separated, or sick."""
+        sick = {i for i in range(self.node_cards.get(node, 0))
+                if (node, i) in self.cards and self.cards[(node, i)].npu_unhealthy()}
+        return self.isolated[node] | self.separated[node] | sick
+
+    def recount(self, node: str) -> None:
+        """Ask for the node's allocatable cards anew when what is out of service changed it (and, on
+        Ascend, for the device plugin's ConfigMap to say so)."""
+        if node not in self.node_cards:
+            return
+        if self.accelerator == "ascend":
+            self.actions.append(("device-info", node, None))
+        cards = self.node_cards[node] - len(self.out_of_service(node))
+        if self.allocatable.get(node) != cards:
+            self.allocatable[node] = cards
+            self.actions.append(("allocatable", node, cards))
+
+    def separate(self, node: str, chips: set[int]) -> None:
+        """The chips the node's device-info ConfigMap lists under ManuallySeparateNPU now."""
+        with self.lock:
+            if node in self.node_cards and chips != self.separated[node]:
+                self.separated[node] = set(chips)
+                self.recount(node)
+
+    def cards_of(self, pod: Pod) -> list[Card]:
+        return [self.cards[(pod.node, i)] for i, u in self.assignment[pod.node].items()
+                if u == pod.uid and (pod.node, i) in self.cards]
+
+    def take_actions(self) -> list[tuple[str, str, Any]]:
+        with self.lock:
+            actions, self.actions = self.actions, []
+            return actions
+
+    def in_effect(self, node: str) -> list[Fault]:
+        """The node's active faults whose effect nobody undid by hand."""
+        return [f for f in self.faults.values() if f.node == node and f.id not in self.sabotaged]
