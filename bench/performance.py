@@ -33,7 +33,7 @@ PORT = "26443"
 JSON_SECTIONS: dict[str, tuple[str, list[str]]] = {
     "testbed-1k": ("testbed_up.py", ["--nodes", "128", "--runs", "3", "--window", "30"]),
     "testbed-10k": ("testbed_up.py", ["--nodes", "1250", "--runs", "3", "--window", "30"]),
-    "kill-100": ("pod_kill.py", ["--nodes", "128", "--pods", "100", "--replicas", "200", "--rounds", "3"]),
+    "kill-100": ("pod_kill.py", ["--nodes", "128", "--pods", "100", "--replicas", "200", "--rounds", "7"]),
     "kill-1000": ("pod_kill.py", ["--nodes", "1250", "--pods", "1000", "--replicas", "1200", "--rounds", "3"]),
     "overhead": ("overhead.py", ["--rounds", "5"]),
     "probes-1k": ("probes_snapshot.py", ["--nodes", "128", "--repeat", "20"]),

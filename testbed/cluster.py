@@ -442,7 +442,7 @@ class Testbed:
                     "spec": {"ports": [{"name": "grpc", "port": 8899, "protocol": "TCP"}]}})
         try:
             kube.wait_until("configmaps", lambda items: len(items) >= want, max(1.0, deadline - time.monotonic()),
-                            mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true")
+                            mindx.DEVICE_INFO_NAMESPACE, f"{mindx.DEVICE_INFO_LABEL}=true", raw=True)
         except TimeoutError:
             raise TestbedError(f"the device plugin wrote no device-info ConfigMap for every node in time: "
                                f"{self._log_tail('fleet-simulator')}") from None

@@ -140,13 +140,14 @@ class Watches(Api):
 
     def _raw_lister(self, path: str) -> Callable[..., Any]:
         def get(watch: bool = False, _preload_content: bool = False, label_selector: str | None = None,
-                resource_version: str | None = None, timeout_seconds: int | None = None) -> Any:
-            query = [(k, v) for k, v in (("labelSelector", label_selector), ("resourceVersion", resource_version),
-                                         ("timeoutSeconds", timeout_seconds), ("watch", "true" if watch else None))
-                     if v is not None]
+                field_selector: str | None = None, resource_version: str | None = None,
+                timeout_seconds: int | None = None, _request_timeout: float | None = None) -> Any:
+            query = [(k, v) for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector),
+                                         ("resourceVersion", resource_version), ("timeoutSeconds", timeout_seconds),
+                                         ("watch", "true" if watch else None)) if v is not None]
             request = self.api_client.param_serialize("GET", path, query_params=query, auth_settings=["BearerToken"],
                                                       header_params={"Accept": "application/json"})
-            reply = self.api_client.call_api(*request)
+            reply = self.api_client.call_api(*request, _request_timeout=_request_timeout)
             if not 200 <= reply.status <= 299:  # as the typed API answers it: the watch resumes on a 410
                 reply.read()
                 raise ApiException.from_response(http_resp=reply, body=None, data=None)
@@ -160,17 +161,22 @@ class Watches(Api):
         timeout: float,
         namespace: str | None = None,
         label_selector: str | None = None,
+        raw: bool = False,
     ) -> list[Any]:
-        """Follow `kind` (see `events`) until `condition` holds over the current objects; return
-        them. Raises TimeoutError."""
+        """Follow `kind` (see `events`; `raw`: as plain JSON) until `condition` holds over the
+        current objects; return them. Raises TimeoutError."""
+        def uid(o: Any) -> str:
+            return str(o["metadata"]["uid"] if raw else o.metadata.uid)
+
         objects: dict[str, Any] = {}
-        for kind_of_event, obj in self.events(kind, namespace, label_selector, until=time.monotonic() + timeout):
+        for kind_of_event, obj in self.events(kind, namespace, label_selector, until=time.monotonic() + timeout,
+                                              raw=raw):
             if kind_of_event == "SYNC":
-                objects = {o.metadata.uid: o for o in obj}
+                objects = {uid(o): o for o in obj}
             elif kind_of_event == "DELETED":
-                objects.pop(obj.metadata.uid, None)
+                objects.pop(uid(obj), None)
             else:
-                objects[obj.metadata.uid] = obj
+                objects[uid(obj)] = obj
             if condition(list(objects.values())):
                 return list(objects.values())
         raise TimeoutError(f"{kind} did not reach the expected state within {timeout:.0f} s")
@@ -202,10 +208,9 @@ class Watches(Api):
         apiserver ends the watch at `timeout_seconds`. By field selector on its name, so a Role
         naming it in resourceNames allows the watch."""
         what = f"watch configmap {namespace}/{name}"
-        reply = self._call(what, self.core.list_namespaced_config_map, namespace,
+        reply = self._call(what, self._raw_lister(kind_path("configmaps", namespace)),
                            field_selector=f"metadata.name={name}", resource_version=resource_version, watch=True,
-                           timeout_seconds=timeout_seconds, _request_timeout=timeout_seconds + 30,
-                           _preload_content=False)
+                           timeout_seconds=timeout_seconds, _request_timeout=timeout_seconds + 30)
         try:
             for line in watch.watch.iter_resp_lines(reply):
                 if not line:

@@ -533,6 +533,8 @@ def test_kube_watches_one_configmap_by_name_and_reports_an_expired_watch():
                                                    "message": "too old resource version: 7 (9)"}})
     reply = Reply([added[:20].encode(), (added[20:] + "\n\n" + gone[:5]).encode(), (gone[5:] + "\n").encode()])
     kube = kube_with(reply)
+    asked = []
+    kube._raw_lister = lambda path: lambda **kwargs: asked.append((path, kwargs)) or reply  # a plain GET, never typed
     events = kube.watch_config_map("kilocard-system", "g", "7", 5)
     assert next(events) == ("MODIFIED", {"metadata": {"name": "g", "resourceVersion": "8"}})
     with pytest.raises(KubeError) as err:
@@ -540,10 +542,10 @@ def test_kube_watches_one_configmap_by_name_and_reports_an_expired_watch():
     assert err.value.status == 410 and str(err.value) == ("watch configmap kilocard-system/g: 410 too old resource "
                                                           "version: 7 (9)")
     assert reply.released
-    (_, namespace, kwargs), = kube.core.calls
-    assert namespace == "kilocard-system" and kwargs == {
+    (path, kwargs), = asked
+    assert path == "/api/v1/namespaces/kilocard-system/configmaps" and kwargs == {
         "field_selector": "metadata.name=g", "resource_version": "7", "watch": True, "timeout_seconds": 5,
-        "_request_timeout": 35, "_preload_content": False}
+        "_request_timeout": 35} and kube.core.calls == []
 
 
 def test_the_game_days_own_page_shows_every_step_its_gate_and_each_verdict_linked(tmp_path, monkeypatch):
