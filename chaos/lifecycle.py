@@ -79,8 +79,8 @@ class Schedule:
     last_applied: float = 0.0
 
 
-Applied = Callable[[int, Planned, "Schedule"], None]  # (window, its fault as executed, the schedule)
-Reverted = Callable[[int, list[ledger.Record], "Schedule"], None]  # (window, its records left open, the schedule)
+Applied = Callable[[int, Planned, Schedule], None]  # (window, its fault as executed, the schedule)
+Reverted = Callable[[int, list[ledger.Record], Schedule], None]  # (window, its records left open, the schedule)
 
 
 def drive(ctx: Context, book: ledger.Ledger, windows: Sequence[Window], observe: float, applied: Applied,
