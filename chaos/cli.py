@@ -314,10 +314,22 @@ def _experiment_flags(p: argparse.ArgumentParser) -> None:
     _var_flags(p)
 
 
+class _NamespaceVar(argparse.Action):
+    """-n NAME: one more --var, namespace=NAME, in its place on the command line (a later --var of
+    the same key wins, as it would over an earlier one)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        namespace.var = [*(getattr(namespace, "var", None) or []), f"namespace={values}"]
+
+
 def _var_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
                    help="configuration value, as chaos run --var (type str, int, float or bytes); in a game day, "
                         "after each step's own")
+    p.add_argument("-n", "--namespace", action=_NamespaceVar, dest="var", metavar="NAME", default=argparse.SUPPRESS,
+                   help="the namespace the experiments act on, as kubectl's -n: shorthand for --var namespace=NAME "
+                        "(every catalog experiment reads ${namespace})")
     p.add_argument("--var-file", action="append", default=[], help="configuration/secrets file, as chaos run")
 
 

@@ -257,6 +257,25 @@ def test_dash_n_gives_a_namespace_to_the_faults_that_take_one_and_name_none():
     assert "-n NAMESPACE, --namespace NAMESPACE" in help_text and "-o {text,json,yaml}" in help_text
 
 
+def test_dash_n_names_the_namespace_an_experiment_acts_on_as_kubectls_does():
+    """`kilocard run s1.yaml -n team-a` is `--var namespace=team-a`: every catalog experiment
+    reads ${namespace}, so its probes and faults act there; a later --var of the key wins."""
+    from chaos import cli, run
+
+    s1 = Path(__file__).resolve().parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    parser = cli.build_parser()
+    for command in (["run", str(s1)], ["validate", str(s1)], ["gameday", "run", "plan.yaml"], ["replay", "t.yaml"]):
+        assert parser.parse_args([*command, "-n", "team-a", "--var", "k=v"]).var == ["namespace=team-a", "k=v"]
+    args = parser.parse_args(["run", str(s1), "-n", "team-a"])
+    experiment = run.load(s1, args.var, args.var_file)
+    assert experiment.data["configuration"]["namespace"] == "team-a"
+    (fault, _where), = experiment.faults
+    assert fault["namespace"] == "team-a"
+    later = parser.parse_args(["run", str(s1), "-n", "a", "--var", "namespace=b"])
+    assert run.load(s1, later.var, later.var_file).data["configuration"]["namespace"] == "b"
+    assert "-n NAME, --namespace NAME" in kilocard("run", "--help").stdout
+
+
 def test_catalog_and_schema_need_no_cluster():
     import json
 
