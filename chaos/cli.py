@@ -489,6 +489,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run.load(path, args.var, args.var_file)
         except SpecError as exc:
             problems.append(str(exc))
+    problems += _unwritable(args)
     if problems:
         raise SpecError("\n".join(problems))
     _embedded_default(args)
@@ -584,6 +585,9 @@ def cmd_gameday_run(args: argparse.Namespace) -> int:
     from chaos.gameday import store, view
 
     plan = gameday.load(args.plan, args.var)  # every step's experiment too: exit 2 before anything starts
+    unwritable = _unwritable(args)
+    if unwritable:
+        raise SpecError("\n".join(unwritable))
     _embedded_default(args)
     console = _console(args)
     runs: list[Any] = []  # each experiment's, as its report read it
@@ -963,6 +967,21 @@ def _verdict_table(results: list[Any], console: Any) -> None:
                       "-" if not expected else Exit(expected["exit"]).name.lower(), str(int(r.exit)),
                       r.reason.splitlines()[0].removeprefix(f"{r.path}: "))
     console.print(table)
+
+
+def _unwritable(args: argparse.Namespace) -> list[str]:
+    """The run's output folders that a file stands in the way of (the folder, or one above it):
+    said before anything starts, as input, not found when the first report is written."""
+    journal = getattr(args, "journal", None)
+    given = (("--ledger-dir (or $KILOCARD_LEDGER)", args.ledger_dir, args.ledger_dir),
+             ("--reports (or $KILOCARD_REPORTS)", args.reports, None if args.no_report else args.reports),
+             ("--journal", journal, journal.parent if journal is not None else None))
+    problems = []
+    for flag, path, folder in given:
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), None) if folder is not None else None
+        if existing is not None and not existing.is_dir():
+            problems.append(f"{flag}: {path}: {existing} is a file, not a folder")
+    return problems
 
 
 def _journal_path(given: Path | None, result: Any, several: bool) -> Path:

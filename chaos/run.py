@@ -34,10 +34,12 @@ the journal under `kilocard.load` (its summary and a series per second):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import json
+import logging
 import math
 import re
 import signal
@@ -146,11 +148,12 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         # A bad timeout is said once, naming its activity (chaoslib's "activity timeout must be a
         # number" names none), and pauses are checked here (after substitution): chaoslib checks
         # the rest without them.
-        ensure_experiment_is_valid(_for_chaoslib(data))
+        with _refused_here(_CONTROL_MISSING):
+            ensure_experiment_is_valid(_for_chaoslib(data))
         configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
         secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
     except (ChaosException, TypeError, ValueError, KeyError) as exc:
-        problems.extend([_first_line(exc), *timeouts, *_pauses(data)])
+        problems.extend([_first_line(exc), *_missing_controls(data), *timeouts, *_pauses(data)])
     else:
         # The schemas first (every argument of every kilocard activity and control, in one pass),
         # then, when those hold, the parsers' own checks across fields.
@@ -174,6 +177,26 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
     if problems:
         raise SpecError("\n".join(f"{where}: {p}" for p in problems))
     return experiment
+
+
+# chaoslib warns that a control's module is missing and that the experiment "will carry on running
+# nonetheless"; kilocard refuses it instead (`_missing_controls`), so the warning would contradict
+# the error printed after it.
+_CONTROL_MISSING = "Could not find Python module"
+
+
+@contextlib.contextmanager
+def _refused_here(prefix: str) -> Iterator[None]:
+    """Drop chaoslib's log lines that start with `prefix` while the block runs: kilocard says it."""
+    def keep(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(prefix)
+
+    log = logging.getLogger("chaostoolkit")
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
 
 
 def _extension(data: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:

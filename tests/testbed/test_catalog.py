@@ -473,6 +473,9 @@ def test_s9_a_stalled_rank_is_named_by_hung_group_with_every_pod_ready_and_the_s
     reported(tmp_path / "s9", journal, figures=2)
 
     # Negative twin: without the stall, nothing hangs, nothing fires, and the expectation is not met.
+    # It starts once the thawed lead has exported for a whole window again: the stall's silence is
+    # still inside the steady state's window for a moment after the revert.
+    assert eventually(lambda: chaostoolkit.no_hung_groups(TP8, p.namespace, "20s", configuration=cfg)["verdict"] == "ok", 60)
     twin = experiment("s9-stalled-rank.yaml")
     twin["method"] = [a for a in twin["method"] if a["name"] != "stall-one-rank"]
     code, journal, _ = kilocard_run(testbed, tmp_path / "s9-twin", twin, *ns, "--var", "stall_seconds:int=30")

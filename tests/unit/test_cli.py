@@ -127,6 +127,33 @@ def test_no_cluster_named_outside_a_terminal_is_refused_and_nothing_is_built(tmp
     assert "fault.count: expected an integer" in capsys.readouterr().err
 
 
+def test_an_output_folder_a_file_stands_in_is_input_said_before_anything_starts(tmp_path, monkeypatch, capsys):
+    """$KILOCARD_REPORTS (or --reports, --ledger-dir, --journal) on a file, or below one: exit 2
+    naming the flag, its variable and the file in the way, before a cluster is looked for; it was
+    a traceback once the run had ended and its report was written."""
+    from chaos import cli
+
+    def nothing_may_start(_args):
+        raise AssertionError("looked for a cluster before saying the input was wrong")
+
+    monkeypatch.setattr(cli, "_embedded_default", nothing_may_start)
+    file = tmp_path / "a-file"
+    file.write_text("")
+    experiment = Path(__file__).parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    plan = Path(__file__).parents[2] / "experiments" / "gamedays" / "catalog.yaml"
+    monkeypatch.setenv("KILOCARD_REPORTS", str(file / "reports"))
+    parsed = cli.build_parser().parse_args(["run", str(experiment)])
+    assert parsed.reports == file / "reports"  # the variable is the flag's default
+    cases = ((["run", str(experiment), "--reports", str(file / "reports")], "--reports (or $KILOCARD_REPORTS)"),
+             (["run", str(experiment), "--ledger-dir", str(file), "--no-report"], "--ledger-dir (or $KILOCARD_LEDGER)"),
+             (["run", str(experiment), "--journal", str(file / "j.json"), "--no-report"], "--journal"),
+             (["gameday", "run", str(plan), "--reports", str(file)], "--reports (or $KILOCARD_REPORTS)"))
+    for argv, flag in cases:
+        assert cli.main(argv) == 2, argv
+        said = capsys.readouterr().err
+        assert said.startswith(f"kilocard: {flag}: ") and f"{file} is a file, not a folder" in said, said
+
+
 def test_shell_completion_comes_from_the_parser_itself():
     for shell in ("bash", "zsh"):
         done = kilocard("completion", shell)
