@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from chaos.vocabulary import ISOLATION_TAINT
+from probes import chaostoolkit
+from probes.errors import ProbeError
 from testbed import fleet
-from tests.testbed.helpers import wait_ready
+from tests.testbed.helpers import eventually, wait_ready
 
 pytestmark = pytest.mark.testbed
 BIG = "llama-3-70b"
@@ -260,6 +262,18 @@ def test_the_unhealthy_and_slo_stop_conditions_fire_on_what_they_watch(kube, tes
 
     assert not any(isolated(kube, n) for n in p.node_names)
     wait_ready(kube, p.namespace, BIG, 2)
+    # The condition's 5 s window must hold a measure of both replicas (the replacement included)
+    # before the fault, or it fires on "no series": the cause under test is the sick card alone.
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": testbed.prometheus_url}
+
+    def measured() -> bool:
+        try:
+            return chaostoolkit.slo_under(BIG, threshold=0.5, namespace=p.namespace, window="5s",
+                                          configuration=cfg)["verdict"] == "ok"
+        except ProbeError:  # a fresh pool's series not scraped yet: no such metric so far
+            return False
+
+    assert eventually(measured, 90)
     # One card at a quarter speed: the sick replica's P95 passes the hard limit.
     sick = wait_ready(kube, p.namespace, BIG, 2)[0].spec.node_name
     ecc = {"type": "action", "name": "ecc", "provider": {
