@@ -38,10 +38,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(Exit.INVALID, f"kilocard: {message}\n")
 
 
+def _ledger_dir(given: str) -> Path:
+    """argparse converts a string default only for the command parsed: $KILOCARD_LEDGER or ~ are
+    looked up (and an unusable one said) by the commands that keep a ledger, never by validate."""
+    return Path(given) if given else ledger.default_dir()
+
+
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(),
+    p.add_argument("--ledger-dir", type=_ledger_dir, default="",
                    help="where the run's ledger is kept ($KILOCARD_LEDGER, else ~/.local/state/kilocard/ledger)")
     p.add_argument("--card-resource",
                    help="extended resource of a card (huawei.com/Ascend910, amd.com/gpu); default: the one the "
@@ -262,7 +268,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     _prometheus_token_flag(p)
     p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--ledger-dir", type=Path, default=ledger.default_dir(),
+    p.add_argument("--ledger-dir", type=_ledger_dir, default="",
                    help="where the run's ledger is kept ($KILOCARD_LEDGER, else ~/.local/state/kilocard/ledger)")
     p.add_argument("--reports", type=Path, default=Path(os.environ.get("KILOCARD_REPORTS", "reports")),
                    help="where each run's report goes (<run id>/index.html), and the trend over all of them "
@@ -978,7 +984,12 @@ def _unwritable(args: argparse.Namespace) -> list[str]:
              ("--journal", journal, journal.parent if journal is not None else None))
     problems = []
     for flag, path, folder in given:
-        existing = next((p for p in (folder, *folder.parents) if p.exists()), None) if folder is not None else None
+        try:
+            existing = next((p for p in (folder, *folder.parents) if p.exists()), None) if folder else None
+        except OSError as exc:  # a name the system cannot look up (too long, a loop of links)
+            shown = str(path) if len(str(path)) <= 60 else str(path)[:57] + "..."
+            problems.append(f"{flag}: {shown}: {exc.strerror}")
+            continue
         if existing is not None and not existing.is_dir():
             problems.append(f"{flag}: {path}: {existing} is a file, not a folder")
     return problems

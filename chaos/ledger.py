@@ -27,7 +27,7 @@ from chaos import events
 from chaos.agent.protocol import iso
 from chaos.errors import KubeError, NotFound, SpecError
 from chaos.kube import Kube
-from chaos.vocabulary import LEDGER_LABEL, RUN_LABEL, SYSTEM_NAMESPACE
+from chaos.vocabulary import LEDGER_LABEL, RUN_LABEL, SYSTEM_NAMESPACE, state_path
 
 NAMESPACE = SYSTEM_NAMESPACE
 OPEN_STATES = ("recorded", "applied", "failed")
@@ -36,7 +36,7 @@ _RUN_ID = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("KILOCARD_LEDGER", Path.home() / ".local" / "state" / "kilocard" / "ledger"))
+    return state_path("KILOCARD_LEDGER", "ledger")
 
 
 def new_run_id() -> str:

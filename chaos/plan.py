@@ -120,8 +120,9 @@ def parses(raw: Any) -> int:
 
 
 def entries(raws: list[Any], source: str) -> list[tuple[Any, str]]:
-    """Pair each raw fault with its place in the input: `file[2]`, or `file` for a single one."""
-    return [(raw, f"{source}[{i}]" if len(raws) > 1 else source) for i, raw in enumerate(raws)]
+    """Pair each raw fault with its place in the input: `file[2]` in a list, `file: fault` for a
+    file of one (so a field reads `f.yaml: fault.count`, never as a file named f.yaml.count)."""
+    return [(raw, f"{source}[{i}]" if len(raws) > 1 else f"{source}: fault") for i, raw in enumerate(raws)]
 
 
 def parse_all(items: list[tuple[Any, str]]) -> list[tuple[str, FaultKind, Any, landed.Options]]:

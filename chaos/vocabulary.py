@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos.errors import SpecError
+
 # --- the inference fleet --------------------------------------------------------------------
 MODEL_LABEL = "kilocard.io/model"
 RACK_LABEL = "kilocard.io/rack"  # the testbed's rack of a node; a report groups nodes by it
@@ -98,9 +100,27 @@ def loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def state_path(variable: str, folder: str) -> Path:
+    """Where kilocard keeps state of its own: $VARIABLE, else ~/.local/state/kilocard/FOLDER. A path
+    the system cannot use (a name too long, $HOME not a path) is the environment's mistake, said
+    as input before it is used, not a traceback from deep inside a run."""
+    value = os.environ.get(variable, "")
+    said = f"${variable}" if value else "$HOME"
+    try:
+        path = Path(value) if value else Path.home() / ".local" / "state" / "kilocard" / folder
+        path.exists()  # raises only for a path the system cannot look up: too long, a loop
+    except (RuntimeError, OSError) as exc:
+        reason = (getattr(exc, "strerror", None) or str(exc)).rstrip(".").lower()
+        shown = os.environ.get(variable) or os.environ.get("HOME", "")
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise SpecError(f"{said}={shown!r}: {reason} (kilocard keeps its {folder} there; "
+                        f"set {said} to a folder it can use)") from None
+    return path
+
+
 def local_testbed_state() -> Path:
     """Where the local testbed keeps its state ($KILOCARD_STATE, else ~/.local/state/kilocard/testbed)."""
-    return Path(os.environ.get("KILOCARD_STATE", Path.home() / ".local" / "state" / "kilocard" / "testbed"))
+    return state_path("KILOCARD_STATE", "testbed")
 
 
 # The default testbed's Prometheus (port base 6443 + 7): what probes and stop conditions ask when

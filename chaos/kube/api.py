@@ -60,6 +60,13 @@ def mark_batch_worker() -> None:
     quiet_thread()
 
 
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).expanduser().is_file()
+    except (OSError, RuntimeError):  # a name too long to look up, or ~ with no home
+        return False
+
+
 class Api:
     """A connection to one cluster: its API client (typed APIs made on first use), the bulk
     connection, and the calls every verb goes through."""
@@ -96,7 +103,10 @@ class Api:
                 config_file=str(path) if path else None, context=context, client_configuration=configuration
             )
         except (config.ConfigException, OSError) as exc:
-            raise SpecError(f"kubeconfig {path or os.environ.get('KUBECONFIG') or '~/.kube/config'}: {exc}") from None
+            files = [str(path)] if path else [f for f in os.environ.get("KUBECONFIG", "").split(os.pathsep) if f]
+            files = files or ["~/.kube/config"]
+            missing = all(not _is_file(f) for f in files)  # the client's own words are "No configuration found"
+            raise SpecError(f"kubeconfig {os.pathsep.join(files)}: {'no such file' if missing else exc}") from None
         kube = cls(client.ApiClient(tuned(configuration, pool)))
         if context is None:
             _contexts, active = config.list_kube_config_contexts(config_file=str(path) if path else None)

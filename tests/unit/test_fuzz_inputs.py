@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chaos import run
@@ -173,3 +173,58 @@ def test_a_bad_failpoint_in_the_environment_is_input_refused_by_the_command_not_
     monkeypatch.setattr(failpoints, "PROBLEM", problem)
     assert cli.main(["validate", str(CATALOG[0])]) == 2
     assert capsys.readouterr().err == f"kilocard: {problem}\n"
+
+
+# The environment kilocard reads, and values a shell or a CI system can leave in it.
+ENVIRONMENT = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KILOCARD_SERVICE_ACCOUNT_DIR", "KILOCARD_STATE",
+               "KILOCARD_LEDGER", "KILOCARD_REPORTS", "KILOCARD_PROMETHEUS_URL", "KILOCARD_RUN_ID",
+               "KILOCARD_AGENT_TOKEN", "KILOCARD_AGENT_CA", "HOME", "CI")
+ODD_ENV = ("", " ", "~", "-1", "http://", "::::", "relative/nope", "/nonexistent/deep", "x" * 5000,
+       "/" + "/".join(["y" * 255] * 20), "é\u2028", "FILE", "FOLDER", "FILE:FOLDER")
+VALUES = st.one_of(st.sampled_from(ODD_ENV), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                                                 max_size=40))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(ENVIRONMENT), VALUES, min_size=1, max_size=3),
+       st.sampled_from(("validate", "catalog", "run", "plan", "recover")))
+@example({"HOME": "~"}, "validate")  # Path.home() raised RuntimeError while the parser was built
+@example({"HOME": "~"}, "recover")
+@example({"KILOCARD_STATE": "x" * 5000}, "plan")  # a name too long to look up: OSError from is_file()
+@example({"KILOCARD_LEDGER": "x" * 5000}, "run")
+@example({"KILOCARD_REPORTS": "x" * 5000}, "run")
+@example({"KUBECONFIG": "/nonexistent/deep", "KUBERNETES_SERVICE_HOST": "1"}, "plan")
+def test_no_environment_makes_a_command_crash_or_reach_a_cluster_nobody_named(tmp_path_factory, environment,
+                                                                             command) -> None:
+    """Whatever the environment holds, an offline command still works (validate, catalog) and a
+    command that needs a cluster, with none named and CI set, is refused with exit 2 and a message:
+    never a traceback, never a run."""
+    import contextlib
+    import io
+    import os
+    from unittest import mock
+
+    from chaos import cli
+
+    tmp = tmp_path_factory.mktemp("env")
+    (tmp / "file").write_text("garbage: [\n")
+    (tmp / "folder").mkdir()
+    places = {"file": tmp / "file", "folder": tmp / "folder"}
+    experiment = str(CATALOG[0])
+    argv = {"validate": ["validate", experiment], "catalog": ["catalog"], "run": ["run", experiment, "-q", "--no-report",
+                                                                                "--journal", str(tmp / "j.json")],
+            "plan": ["plan", "-e", experiment], "recover": ["recover", "--all", "--dry-run"]}[command]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp / "home"), "CI": "true",
+           **{k: v.replace("FILE", str(places["file"])).replace("FOLDER", str(places["folder"]))
+              for k, v in environment.items()}}
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    said = out.getvalue() + err.getvalue()
+    if command in ("validate", "catalog"):
+        assert code == 0, said
+    else:
+        assert code == 2 and said.strip() and "Traceback" not in said, (code, said)
+        assert "passed" not in said and "failed (exit 1)" not in said
+    figures.record("fuzz-environment", {"command": command, "variables": sorted(environment), "exit": code})
