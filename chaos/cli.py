@@ -657,7 +657,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     timeline = replay.load(args.timeline)
     _embedded_default(args)
-    _resolved_overlaps(args, timeline)
+    _resolved(args, timeline)
     path = args.reports / "replays" / f"{args.timeline.stem}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(replay.experiment(timeline, args.expect), sort_keys=False))
@@ -668,17 +668,21 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
-def _resolved_overlaps(args: argparse.Namespace, timeline: Any) -> None:
-    """Faults named by selectors overlap only once resolved: against the cluster, nothing applied."""
-    from chaos import plan, replay
+def _resolved(args: argparse.Namespace, timeline: Any) -> None:
+    """What only the cluster can tell, nothing applied: faults named by selectors that overlap once
+    resolved, and faults that touch no replica of the model the incident's symptoms name."""
+    from chaos import guards, plan, replay
+    from probes import snapshot
 
     ctx = _context(args, ledger.new_run_id())
     try:
         resolved = plan.plan(ctx, [(e.fault, e.where) for e in timeline.entries])
+        reached = guards.reached(resolved, snapshot.fetch(ctx.kube, ctx.card_resource))
     finally:
         ctx.kube.close()
     targets = {i: replay.resolved_targets(f.records) for i, f in enumerate(resolved.faults)}
     problems = replay.overlaps(timeline.entries, targets, str(args.timeline))
+    problems += replay.unreached(timeline, reached, str(args.timeline), args.expect)
     if problems:
         raise SpecError("\n".join(problems))
 

@@ -173,6 +173,21 @@ def radius(plan: planning.Plan, s: ClusterSnapshot) -> Radius:
     return r
 
 
+def reached(plan: planning.Plan, s: ClusterSnapshot) -> set[tuple[str, str]]:
+    """(namespace, model) of every replica the plan's faults touch, on `s`: a pod they end, or a
+    pod on a node they act on (a card's errors, the node's network or kubelet). Wider than the
+    radius, which counts only what is taken away."""
+    live = {(p.namespace, p.name): p for p in s.pods if not p.deleting and p.model}
+    found: set[tuple[str, str]] = set()
+    nodes: set[str] = set()
+    for fault in plan.faults:
+        for record in fault.records:
+            d = fault.module.disrupts(fault.spec, record.target)
+            found |= {(live[key].namespace, live[key].model) for key in d.pods if key in live}
+            nodes |= {d.node} if d.node else set()
+    return found | {(p.namespace, p.model) for p in live.values() if p.node in nodes}
+
+
 def _ready_replicas(s: ClusterSnapshot, namespace: str, model: str, without: set[tuple[str, str]]) -> int:
     groups: dict[str, list[PodView]] = defaultdict(list)
     for p in s.replicas(model, namespace):

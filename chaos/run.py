@@ -183,6 +183,9 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
 # nonetheless"; kilocard refuses it instead (`_missing_controls`), so the warning would contradict
 # the error printed after it.
 _CONTROL_MISSING = "Could not find Python module"
+# A stop condition ends the method through chaoslib's exit_gracefully, which logs "Received the exit
+# signal: 20": the verdict line names the condition that fired instead.
+_EXIT_SIGNAL = "Received the exit signal"
 
 
 @contextlib.contextmanager
@@ -501,10 +504,11 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         try:
             if view is not None:
                 view.start()
-            journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
-                                                                         experiment.secret_vars),
-                                     event_handlers=[_Timeouts(), timezero.Clock(run_id),
-                                                     *([view] if view is not None else [])])
+            with _refused_here(_EXIT_SIGNAL):
+                journal = run_experiment(data, settings={}, experiment_vars=(experiment.config_vars,
+                                                                             experiment.secret_vars),
+                                         event_handlers=[_Timeouts(), timezero.Clock(run_id),
+                                                         *([view] if view is not None else [])])
         finally:  # whatever chaoslib did (or if it raised), the ledger's faults are undone
             signal.setitimer(signal.ITIMER_REAL, 0)
             events = [e for r in recorders for e in r.detach()]

@@ -44,7 +44,7 @@ _in_batch = threading.local()
 KINDS = {"pods": ("/api/v1", True), "nodes": ("/api/v1", False), "namespaces": ("/api/v1", False),
          "configmaps": ("/api/v1", True), "events": ("/api/v1", True), "serviceaccounts": ("/api/v1", True),
          "secrets": ("/api/v1", True), "poddisruptionbudgets": ("/apis/policy/v1", True),
-         "networkpolicies": ("/apis/networking.k8s.io/v1", True)}
+         "networkpolicies": ("/apis/networking.k8s.io/v1", True), "resourceslices": ("/apis/resource.k8s.io/v1", False)}
 
 
 def kind_path(kind: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:

@@ -126,5 +126,5 @@ class Objects(Api):
     def list_resource_slices(self, driver: str, node: str | None = None) -> list[dict[str, Any]]:
         """The driver's ResourceSlices (resource.k8s.io/v1) as plain JSON, on `node` only if given."""
         fields = ",".join([f"spec.driver={driver}", *([f"spec.nodeName={node}"] if node else [])])
-        return self.list_raw(f"list resourceslices of {driver}", "/apis/resource.k8s.io/v1/resourceslices",
+        return self.list_raw(f"list resourceslices of {driver}", kind_path("resourceslices"),
                              field_selector=fields)

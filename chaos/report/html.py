@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from chaos.report import hints, trend
-from chaos.report.journal import PHASES, Run
+from chaos.report.journal import PHASES, SYMPTOM_COLUMNS, Run
 
 figures: ModuleType | None
 try:
@@ -153,9 +153,7 @@ def _replay(run: Run) -> list[str]:
         said = escape(str(judged.get("judgement", "failed")))
         word = '<span class="ok">ok</span>' if judged.get("ok") else f'<span class="bad">{said}</span>'
         verdict = (f"<p>{word} {escape(str(judged.get('reason', '')))}</p>"
-                   + _table(("symptom", "recorded", "observed", "judgement", "why"),
-                            [tuple(escape(str(r.get(k, ""))) for k in ("symptom", "recorded", "observed", "judgement",
-                                                                        "why")) for r in judged.get("symptoms") or []]))
+                   + _table(SYMPTOM_COLUMNS, [tuple(escape(c) for c in row) for row in run.symptom_rows]))
     return ["<h2>Replay against the incident</h2>", f"<p>timeline {escape(replay['timeline'])}</p>", verdict,
             _table(("fault", "targets", "recorded at", "replayed at", "drift", "reverted at"), rows),
             '<div class="cols"><div><h3>the incident</h3>',

@@ -28,6 +28,8 @@ SPANS = (("gone", "deleted"), ("created", "deleted"), ("scheduled", "created"), 
 _NOT_OURS = ("not a kilocard journal: {why} (kilocard run writes journals with a 'kilocard' section; "
              "a plain `chaos run` journal has none)")
 
+SYMPTOM_COLUMNS = ("symptom", "recorded", "observed", "judgement", "why")
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -132,6 +134,13 @@ class Run:
         return {"played": played if isinstance(played, list) else [], "recorded": extension.get("recorded") or {},
                 "timeline": extension.get("timeline", ""), "expect": extension.get("expect", "reproduced"),
                 "symptoms": replay_symptoms(self.raw.get("run") or [])}
+
+    @property
+    def symptom_rows(self) -> list[tuple[str, str, str, str, str]]:
+        """A judged replay's symptoms as (symptom, recorded, observed, judgement, why); [] if none."""
+        judged = (self.replay or {}).get("symptoms") or {}
+        return [tuple(str(r.get(k, "")) for k in SYMPTOM_COLUMNS)  # type: ignore[misc]
+                for r in judged.get("symptoms") or []]
 
     @property
     def when(self) -> float:

@@ -37,8 +37,11 @@ def _suite(run: Run) -> ET.Element:
                 failures += 1
                 ET.SubElement(case, "failure", message=check.reason, type=check.func or "probe").text = text
     verdict = ET.SubElement(suite, "testcase", classname=run.scenario, name="verdict", time=f"{run.duration or 0:.3f}")
-    if expected:
-        ET.SubElement(verdict, "system-out").text = run.reason
+    said = [run.reason] if expected else []
+    said += [f"{row[0]}: recorded {row[1]}, observed {row[2]}: {row[3]}" + (f" ({row[4]})" if row[4] else "")
+             for row in run.symptom_rows]  # a replay: each symptom of the incident, recorded against observed
+    if said:
+        ET.SubElement(verdict, "system-out").text = "\n".join(said)
     if run.exit_code == 2:
         errors += 1
         ET.SubElement(verdict, "error", message=run.reason, type="invalid input").text = run.reason

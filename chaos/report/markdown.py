@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chaos.report import hints, trend
-from chaos.report.journal import Run
+from chaos.report.journal import SYMPTOM_COLUMNS, Run
 
 
 def _cell(text: str) -> str:
@@ -21,6 +21,10 @@ def summary(run: Run) -> str:
         lines += ["| when | probe | result | reason |", "|---|---|---|---|"]
         lines += [f"| {c.phase} | {_cell(c.name)} | {'ok' if c.ok else '**failed**'} | {_cell(c.reason)} |"
                   for c in run.checks]
+        lines.append("")
+    if run.symptom_rows:  # a replay: the incident's symptoms, recorded against observed
+        lines += ["| " + " | ".join(SYMPTOM_COLUMNS) + " |", "|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in run.symptom_rows]
         lines.append("")
     worst = trend.slowest(run)
     if worst:

@@ -262,6 +262,21 @@ def test_s3_without_remediation_fails_and_its_incident_replayed_as_fixed_is_not(
     incident = tmp_path / "ecc-one-card.yaml"
     incident.write_text((CATALOG / "incidents" / incident.name).read_text().replace(fleet.DEFAULT_NAMESPACE,
                                                                                      p.namespace))
+    # Aimed at the spare node, where no replica runs, it is refused before anything is applied: a
+    # fault that lands on nothing would let "fixed" pass for the wrong reason.
+    placed = per_node(wait_ready(kube, p.namespace, TP8, 2, timeout=90))
+    (spare,) = [n for n in p.node_names if not placed.get(n)]
+    stray = yaml.safe_load(incident.read_text())
+    stray["faults"][0]["fault"] = {**{k: v for k, v in stray["faults"][0]["fault"].items()
+                                      if k not in ("nodes_of", "count")}, "nodes": [spare]}
+    (tmp_path / "stray.yaml").write_text(yaml.safe_dump(stray))
+    refused = subprocess.run([*KILOCARD, "replay", str(tmp_path / "stray.yaml"), "--expect", "fixed", "--kubeconfig",
+                              str(testbed.paths.kubeconfig), "--prometheus-url", testbed.prometheus_url,
+                              "--ledger-dir", str(tmp_path / "stray-ledger"), "--no-report"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"touch no replica of {p.namespace}/{TP8}, the model its symptoms name" in refused.stderr, refused.stderr
+    assert not (tmp_path / "stray-ledger").exists()
     done = subprocess.run([*KILOCARD, "replay", str(incident), "--expect", "fixed", "--kubeconfig",
                            str(testbed.paths.kubeconfig), "--prometheus-url", testbed.prometheus_url, "--ledger-dir",
                            str(tmp_path / "ledger"), "--journal", str(tmp_path / "fixed.json"), "--no-report"],

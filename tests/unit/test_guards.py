@@ -148,3 +148,14 @@ def test_the_radius_of_mixed_faults_counts_each_pod_card_and_displaced_model_onc
     assert {k: v.to_json() for k, v in r.room.items()} == {
         ("ns", model): capacity.room(s, model, ("a", "b"), "ns").to_json() for model in ("m", "proxy", "small")}
     assert r.room[("ns", "m")].details["cards_to_place"] == 8  # not the other namespace's pending replica
+
+
+def test_reached_is_every_model_with_a_pod_a_fault_ends_or_on_a_node_it_acts_on():
+    other = ClusterSnapshot((pod("m-0", "a"), pod("m-1", "b"), pod("x-0", "b", model="x", namespace="ns2"),
+                             pod("y-0", "c", model="y")), NODES)
+    ecc = ({"kind": "gpu-ecc", "nodes": ["b"], "card": 3, "ttl_seconds": 60}, [{"node": "b", "card": 3}])
+    assert guards.reached(planned(ecc), other) == {("ns", "m"), ("ns2", "x")}  # no pod of it is taken away...
+    assert guards.radius(planned(ecc), other).models() == set()  # ...so the radius has none
+    assert guards.reached(planned(kill("y-0")), other) == {("ns", "y")}
+    empty = ({"kind": "gpu-ecc", "nodes": ["c"], "card": 0, "ttl_seconds": 60}, [{"node": "c", "card": 0}])
+    assert guards.reached(planned(empty), ClusterSnapshot((pod("m-0", "a"),), NODES)) == set()

@@ -297,3 +297,47 @@ def test_a_recovery_is_two_numbers_and_a_budget_above_zero(output: dict, expecte
     assert recovery(output) == expected
     assert budgeted(90, 1.23456) == {"budget_seconds": 90, "recovered_after_seconds": 1.235}
     assert budgeted(90, None) == {"budget_seconds": 90, "recovered_after_seconds": None}
+
+
+def as_replay(data: dict, ok: bool) -> dict:
+    """S3's journal as a replay's: the replay extension, and incident_symptoms' judgement of two
+    symptoms in the method (the shape probes.incident writes)."""
+    data = copy.deepcopy(data)
+    data["experiment"].setdefault("extensions", []).append(
+        {"name": "kilocard-replay", "timeline": "incidents/ecc.yaml", "expect": "reproduced", "recorded": {}})
+    rows = [{"symptom": "alert ReplicaTtftP95High {model=llama-3-70b}", "recorded": "firing at 12.0 s",
+             "observed": "firing at 14.5 s" if ok else "never fired", "judgement": "ok" if ok else "failed",
+             "why": "" if ok else "not seen within 15 s of 12.0 s"},
+            {"symptom": "replica llama-3-70b-0 replaced", "recorded": "ready at 41.0 s", "observed": "ready at 39.2 s",
+             "judgement": "ok", "why": ""}]
+    reason = "reproduced: every symptom came back" if ok else "not reproduced: alert ReplicaTtftP95High never fired"
+    data["run"].append({"activity": {"type": "probe", "name": "incident-symptoms",
+                                     "provider": {"type": "python", "func": "incident_symptoms"}},
+                        "status": "succeeded", "start": data["run"][-1]["end"], "end": data["run"][-1]["end"],
+                        "output": {"ok": ok, "reason": reason, "judgement": "reproduced" if ok else "failed",
+                                   "symptoms": rows}})
+    return data
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_a_replays_symptoms_recorded_against_observed_are_in_its_summary_page_and_junit(ok: bool) -> None:
+    run = run_of(as_replay(journal("s3"), ok))
+    assert [r[0] for r in run.symptom_rows] == ["alert ReplicaTtftP95High {model=llama-3-70b}",
+                                               "replica llama-3-70b-0 replaced"]
+    summary = markdown.summary(run)
+    observed = "firing at 14.5 s" if ok else "never fired"
+    assert "| symptom | recorded | observed | judgement | why |" in summary
+    assert f"| alert ReplicaTtftP95High {{model=llama-3-70b}} | firing at 12.0 s | {observed} |" in summary
+    assert "| replica llama-3-70b-0 replaced | ready at 41.0 s | ready at 39.2 s | ok |  |" in summary
+    assert f"<td>{observed}</td>" in html.run_page(run)
+    suite = JUnitXml.fromstring(junit.render([run]).encode())
+    (verdict,) = [c for s in suite for c in s if c.name == "verdict"]
+    assert f"alert ReplicaTtftP95High {{model=llama-3-70b}}: recorded firing at 12.0 s, observed {observed}" \
+        in verdict.system_out
+    assert "replica llama-3-70b-0 replaced: recorded ready at 41.0 s, observed ready at 39.2 s: ok" in verdict.system_out
+
+
+def test_a_run_that_is_no_replay_has_no_symptom_table() -> None:
+    run = run_of(journal("s3"))
+    assert run.symptom_rows == [] and "| symptom |" not in markdown.summary(run)
+    assert "recorded" not in (JUnitXml.fromstring(junit.render([run]).encode()).tostring() or b"").decode()
