@@ -219,10 +219,13 @@ MODEL_LABELS = ("model_name", "model")
 
 
 def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, expect: str) -> list[str]:
-    """The replay's faults, resolved now, must touch a replica of a model the incident's alerts
-    name: the cluster moves after an incident (a recorded node may serve nothing today), and a
-    fault that lands on nothing makes "fixed" pass for the wrong reason and "not reproduced" say
-    nothing. A timeline whose alerts name no model is not judged here."""
+    """Replayed as the test of a fix, the faults, resolved now, must touch a replica of a model the
+    incident's alerts name: the cluster moves after an incident (a recorded node may serve nothing
+    today), and a fault that lands on nothing shows no symptom, which would pass as "fixed". (As a
+    reproduction it is judged "not reproduced", exit 1: no pass.) A timeline whose alerts name no
+    model is not judged here."""
+    if expect != incident.FIXED:
+        return []
     named = set()
     for alert in timeline.symptoms.get("alerts") or []:  # checked by incident.problems when loaded
         labels = alert.get("labels") or {}
@@ -232,10 +235,9 @@ def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, exp
     if not named or any((ns, model) in reached or (not ns and model in {m for _, m in reached}) for ns, model in named):
         return []
     models = ", ".join(f"{ns}/{model}" if ns else model for ns, model in sorted(named))
-    could = "judge the fix" if expect == incident.FIXED else "reproduce the incident"
     return [f"{where}: the replay's faults, resolved now, touch no replica of {models}, the model its symptoms "
             f"name (the cluster has moved since the incident?); aim each fault at the model (nodes_of or a "
-            f"label_selector) or the replay cannot {could}"]
+            f"label_selector) or the replay cannot judge the fix"]
 
 
 def namespaces(timeline: Timeline) -> list[str]:

@@ -42,9 +42,9 @@ CONTRACTS = (
                  "recorded offset plus the tolerance (or whose fix budget) reaches past the end cannot be judged",
         missing="an alert already firing before time zero is not reproduced by the replay and cannot show a fix: "
                 "unknown; no Events or ALERTS series for a symptom whose window has passed: not seen (failed for "
-                "reproduced, ok for fixed); a window not yet passed: unknown. A replay whose faults, resolved "
-                "before it starts, touch no replica of a model the alerts name is refused (exit 2, nothing "
-                "applied): a fault that lands on nothing shows no symptom and would pass as fixed",
+                "reproduced, ok for fixed); a window not yet passed: unknown. Replayed as fixed, a timeline whose "
+                "faults, resolved before it starts, touch no replica of a model the alerts name is refused "
+                "(exit 2, nothing applied): a fault that lands on nothing shows no symptom and would pass",
         exceptions="Prometheus or the apiserver not answering: unknown; a 4xx, a bug, an unknown expectation: error",
         outcomes=(("ok", "reproduced (every symptom within tolerance), or fixed (none came back or each within "
                    "its budget)"),
