@@ -105,6 +105,17 @@ def build_parser(with_testbed: bool = False) -> Parser:
     _cluster_flags(r)
     r.set_defaults(handler=cmd_recover)
 
+    d = commands.add_parser("discover", help="the models kilocard finds on the cluster, as the serving stacks "
+                                             "made them: replicas, ranks, TP and PP sizes, engine, and where each "
+                                             "was read (a label, an argument, the owner); changes nothing")
+    scope = d.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", help="one namespace (default: every namespace)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace (the default)")
+    output_flag(d)
+    d.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
+    d.add_argument("--context", help="kubeconfig context")
+    d.set_defaults(handler=cmd_discover)
+
     run = commands.add_parser("run", help="run Chaos Toolkit experiments strictly (exit 0 passed, 1 failed, "
                                           "2 invalid, 3 aborted, 4 revert incomplete)")
     _experiment_flags(run)
@@ -1211,6 +1222,39 @@ def cmd_load(args: argparse.Namespace) -> int:
     if not emit(found, args.output):
         print("\n".join(traffic.lines(found)))
     return Exit.PASSED if found["ok"] else Exit.FAILED
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from chaos import serving
+    from chaos.kube import Kube
+    from chaos.vocabulary import local_testbed_kubeconfig
+
+    kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    try:
+        pods = kube.list_pods_raw(args.namespace)
+    finally:
+        kube.close()
+    live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    found = serving.models(serving.identify_all(live), {(p["metadata"]["namespace"], p["metadata"]["name"]): p
+                                                        for p in live})
+    if emit(found, args.output):
+        return Exit.PASSED
+    print(f"cluster: {kube.source}")
+    if not found:
+        print(f"no model found in {'namespace ' + args.namespace if args.namespace else 'any namespace'}: no pod "
+              "carries kilocard.io/model or a serving stack's labels, or runs vLLM or SGLang")
+    for m in found:
+        sized = "  ".join(f"{key.upper() if key != 'engine' else key} {m[key]['value']} ({m[key]['source']})"
+                          for key in ("engine", "tp", "pp") if m[key])
+        print(f"{m['namespace']}/{m['model']}  [{m['stack']}: {', '.join(m['workloads'])}]  {sized}")
+        print(f"  model from {'; '.join(m['sources']['model'])}; replica from {'; '.join(m['sources']['replica'])}; "
+              f"rank from {'; '.join(m['sources']['rank'])}")
+        for r in m["replicas"]:
+            whole = f"{len(r['pods'])} of {r['size']} pods" if r["size"] else f"{len(r['pods'])} pod(s)"
+            pods_said = ", ".join(f"{p['pod']} rank {p['rank']} on {p['node'] or '(unscheduled)'}"
+                                  f"{'' if p['ready'] else ' not Ready'}" for p in r["pods"])
+            print(f"  replica {r['replica']}: {whole}: {pods_said}")
+    return Exit.PASSED
 
 
 def cmd_recover(args: argparse.Namespace) -> int:

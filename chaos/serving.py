@@ -1,0 +1,276 @@
+"""Which model a pod serves, as the serving stacks people run create their pods: the model, its
+replica (TP group) and rank, the TP and PP sizes and the engine, each read from the workload as
+the platform made it, with where each came from (a label, an annotation, an engine argument, a
+variable, the owner), so `kilocard discover` can show a user whether kilocard reads their cluster
+right. Pure functions over the API's plain JSON; the keys are cited in docs/stacks.md.
+
+Precedence, for each fact: kilocard's own labels (`kilocard.io/*`, an explicit override), then
+the stack's labels and annotations, then the engine's arguments (vLLM, SGLang), then the owner.
+A model's name is the one its engine serves it as (`--served-model-name`, else `--model`), since
+that is the `model_name` its metrics carry; a stack's own name for the workload is the fallback.
+Pods that carry no model themselves (the Ray workers of vLLM on LeaderWorkerSet, KServe's
+multi-node workers) take it from the rest of their workload (`identify_all`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from chaos.vocabulary import ENGINE_LABEL, GROUP_LABELS, GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL, ready
+
+KILOCARD_GROUP, KILOCARD_RANK = GROUP_LABELS[0], "apps.kubernetes.io/pod-index"
+PP_SIZE_LABEL = "kilocard.io/pp-size"
+
+# LeaderWorkerSet (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go).
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"  # an annotation: pods per group
+# KServe (kserve/kserve pkg/constants/constants.go).
+KSERVE_ISVC = "serving.kserve.io/inferenceservice"
+
+# Labels a stack names its model (or the workload serving it) by, in precedence order.
+MODEL_LABELS = (
+    ("model.aibrix.ai/name", "AIBrix"),
+    ("llm-d.ai/model", "llm-d"),
+    (KSERVE_ISVC, "KServe"),
+    (LWS_NAME, "LeaderWorkerSet"),
+)
+
+_FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
+# The engines' spellings of one setting (vLLM's argparse takes - and _ alike; SGLang's aliases).
+SERVED = ("--served-model-name",)
+KSERVE_NAME = ("--model-name",)  # KServe's huggingfaceserver: the name it serves under
+MODEL_ARGS = ("--model", "--model-path", "--model-id")
+TP_ARGS = ("--tensor-parallel-size", "--tp-size", "--tp", "-tp")
+PP_ARGS = ("--pipeline-parallel-size", "--pp-size", "--pp", "-pp")
+# KServe's multi-node (Ray) predictor: the controller injects these into the head and its workers.
+TP_ENV, PP_ENV, NODES_ENV = "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", "RAY_NODE_COUNT"
+KSERVE_HEAD = "kserve-container"  # the head's container; a worker's is worker-container
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A value and where it was read."""
+
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What kilocard needs to know of a model's pod, each fact with its source. `workload` is the
+    object that serves the model (a LeaderWorkerSet, an InferenceService, a Deployment)."""
+
+    namespace: str
+    pod: str
+    model: Fact | None
+    workload: Fact
+    group: Fact
+    rank: Fact
+    group_size: Fact | None  # pods in the replica, where the stack says
+    engine: Fact | None
+    tp: Fact | None
+    pp: Fact | None
+    stack: str
+
+
+def arguments(pod: dict[str, Any]) -> tuple[dict[str, str], str | None, str]:
+    """The engine's flags (spelled with dashes, `--x=v` and `--x v` alike), the model given as a
+    positional argument (`vllm serve MODEL`), and the command line in one string. A container
+    that runs a shell (`sh -c "... python3 -m vllm... --model M"`) is split as the shell would."""
+    words: list[str] = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for word in [*(container.get("command") or []), *(container.get("args") or [])]:
+            text = str(word)
+            if " " in text.strip():  # a shell script in one argument
+                try:
+                    words += [w for w in shlex.split(text.replace(";", " ; ")) if w != ";"]
+                except ValueError:
+                    words += text.split()
+            else:
+                words.append(text)
+    flags: dict[str, str] = {}
+    positional = None
+    for i, word in enumerate(words):
+        if word == "serve" and i > 0 and words[i - 1].endswith("vllm") and i + 1 < len(words) \
+                and not words[i + 1].startswith("-"):
+            positional = words[i + 1]
+        if not word.startswith("-") or word == "-":
+            continue
+        name, eq, value = word.partition("=")
+        if not _FLAG.match(name):
+            continue
+        name = ("--" if name.startswith("--") else "-") + name.lstrip("-").replace("_", "-")
+        if not eq:
+            following = words[i + 1] if i + 1 < len(words) else ""
+            value = following if following and not following.startswith("-") else ""
+        flags.setdefault(name, value)
+    return flags, positional, " ".join(words)
+
+
+def _engine(labels: dict[str, str], image: str, line: str) -> Fact | None:
+    if labels.get(ENGINE_LABEL):
+        return Fact(labels[ENGINE_LABEL], f"label {ENGINE_LABEL}")
+    for engine in ("sglang", "vllm"):  # an SGLang image may carry vLLM too: its launcher decides
+        if re.search(rf"\b{engine}(\.|\s+serve\b)", line):
+            return Fact(engine, "its command line")
+    for engine in ("sglang", "vllm"):
+        if engine in image:
+            return Fact(engine, f"its image {image}")
+    return None
+
+
+def _first(flags: dict[str, str], names: Iterable[str]) -> Fact | None:
+    for name in names:
+        value = flags.get(name, "")
+        if value and not value.startswith("$("):  # $(VAR): expanded by the kubelet, not known here
+            return Fact(value, f"argument {name}")
+    return None
+
+
+def _env(pod: dict[str, Any], name: str) -> Fact | None:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for var in container.get("env") or []:
+            if var.get("name") == name and str(var.get("value", "")).isdigit():
+                return Fact(str(var["value"]), f"env {name}")
+    return None
+
+
+def _owner(meta: dict[str, Any]) -> Fact:
+    """The workload a pod belongs to: a Deployment (its ReplicaSet's name less the template hash),
+    a StatefulSet, else the pod itself."""
+    labels = meta.get("labels") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "ReplicaSet":
+            hashed = labels.get("pod-template-hash")
+            name = ref["name"][: -len(hashed) - 1] if hashed and ref["name"].endswith("-" + hashed) else ref["name"]
+            return Fact(f"Deployment/{name}", "owner ReplicaSet")
+        if ref.get("kind") in ("StatefulSet", "Job", "DaemonSet"):
+            return Fact(f"{ref['kind']}/{ref['name']}", f"owner {ref['kind']}")
+    return Fact(f"Pod/{meta['name']}", "the pod alone")
+
+
+def identify(pod: dict[str, Any]) -> Identity | None:
+    """The pod's identity from its own spec; None for a pod that serves no model (no kilocard or
+    stack label, no engine on its command line). A pod of a model's workload that names no model
+    itself has `model` None: identify_all fills it from its peers."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    namespace, name = meta["namespace"], meta["name"]
+    flags, positional, line = arguments(pod)
+    image = " ".join(str(c.get("image", "")) for c in (pod.get("spec") or {}).get("containers") or [])
+    engine = _engine(labels, image, line)
+    stack_label = next(((k, stack) for k, stack in MODEL_LABELS if labels.get(k)), None)
+    if MODEL_LABEL not in labels and stack_label is None and engine is None:
+        return None
+    stack = "kilocard" if MODEL_LABEL in labels else stack_label[1] if stack_label else "plain"
+    model = (Fact(labels[MODEL_LABEL], f"label {MODEL_LABEL}") if labels.get(MODEL_LABEL) else None) \
+        or _first(flags, SERVED) or (_first(flags, KSERVE_NAME) if stack == "KServe" else None) \
+        or next((Fact(labels[k], f"label {k}") for k, _ in MODEL_LABELS[:2] if labels.get(k)), None) \
+        or _first(flags, MODEL_ARGS) or (Fact(positional, "argument of vllm serve") if positional else None)
+    if model is not None and model.source.startswith("argument"):
+        model = replace(model, value=model.value.split(",")[0])  # --served-model-name a,b: metrics say a
+    if labels.get(LWS_NAME):
+        workload = Fact(f"LeaderWorkerSet/{labels[LWS_NAME]}", f"label {LWS_NAME}")
+    elif labels.get(KSERVE_ISVC):
+        workload = Fact(f"InferenceService/{labels[KSERVE_ISVC]}", f"label {KSERVE_ISVC}")
+    else:
+        workload = _owner(meta)
+    group, rank, size = _group(pod, labels, meta.get("annotations") or {})
+    tp = (Fact(labels[TP_SIZE_LABEL], f"label {TP_SIZE_LABEL}") if labels.get(TP_SIZE_LABEL) else None) \
+        or _first(flags, TP_ARGS) or _env(pod, TP_ENV)
+    pp = (Fact(labels[PP_SIZE_LABEL], f"label {PP_SIZE_LABEL}") if labels.get(PP_SIZE_LABEL) else None) \
+        or _first(flags, PP_ARGS) or _env(pod, PP_ENV)
+    return Identity(namespace, name, model, workload, group, rank, size, engine, tp, pp, stack)
+
+
+def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> tuple[Fact, Fact, Fact | None]:
+    """(replica, rank, pods in it): kilocard's TP group label; LWS's group key, worker index and
+    size (a leader's pod-index is its group's, not its rank); a KServe multi-node predictor, one
+    replica of head and workers; a StatefulSet's pod index; else the pod alone."""
+    namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    size = (Fact(labels[GROUP_SIZE_LABEL], f"label {GROUP_SIZE_LABEL}") if labels.get(GROUP_SIZE_LABEL) else None) \
+        or (Fact(annotations[LWS_SIZE], f"annotation {LWS_SIZE}") if annotations.get(LWS_SIZE) else None)
+    if labels.get(KILOCARD_GROUP):
+        group = Fact(f"{namespace}/{labels[KILOCARD_GROUP]}", f"label {KILOCARD_GROUP}")
+    elif labels.get(LWS_GROUP_KEY):
+        group = Fact(f"{namespace}/{labels[LWS_GROUP_KEY]}", f"label {LWS_GROUP_KEY}")
+    elif labels.get(KSERVE_ISVC) and (nodes := _env(pod, NODES_ENV)) is not None:
+        head = any(c.get("name") == KSERVE_HEAD for c in (pod.get("spec") or {}).get("containers") or [])
+        return (Fact(f"{namespace}/{labels[KSERVE_ISVC]}", f"label {KSERVE_ISVC} and env {NODES_ENV}"),
+                Fact("0" if head else "1", f"container {KSERVE_HEAD}" if head else "a KServe worker"), nodes)
+    else:
+        group = Fact(f"{namespace}/{name}", "the pod alone")
+    for key in ((LWS_WORKER_INDEX,) if labels.get(LWS_NAME) else (KILOCARD_RANK, LWS_WORKER_INDEX)):
+        if str(labels.get(key, "")).isdigit():
+            return group, Fact(labels[key], f"label {key}"), size
+    return group, Fact("0", "a group of one"), size
+
+
+def identify_all(pods: Iterable[dict[str, Any]]) -> list[Identity]:
+    """Every model pod's identity; a pod that names no model takes its group's model, else its
+    workload's (when all of the workload's pods that name one agree)."""
+    found = [i for i in (identify(p) for p in pods) if i is not None]
+    by_group: dict[str, set[Fact]] = {}
+    by_workload: dict[tuple[str, str], set[Fact]] = {}
+    for i in found:
+        if i.model is not None:
+            by_group.setdefault(i.group.value, set()).add(i.model)
+            by_workload.setdefault((i.namespace, i.workload.value), set()).add(i.model)
+    out = []
+    for i in found:
+        if i.model is None:
+            peers = by_group.get(i.group.value) or by_workload.get((i.namespace, i.workload.value)) or set()
+            names = {f.value for f in peers}
+            if len(names) == 1:
+                (value,) = names
+                i = replace(i, model=Fact(value, f"its {'group' if i.group.value in by_group else 'workload'}'s "
+                                                 f"{next(iter(peers)).source}"))
+        if i.model is not None:
+            out.append(i)
+    return out
+
+
+def _fact(facts: list[Fact | None]) -> dict[str, str] | None:
+    """The value most pods agree on, with where the first of them read it."""
+    given = [f for f in facts if f is not None]
+    if not given:
+        return None
+    value = max({f.value for f in given}, key=lambda v: (sum(f.value == v for f in given), v))
+    first = next(f for f in given if f.value == value)
+    return {"value": value, "source": first.source}
+
+
+def models(found: list[Identity], pods: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`kilocard discover`'s answer: per model, its workloads, engine, TP and PP sizes (each with
+    where it was read), and its replicas with their pods by rank, node and readiness."""
+    by_model: dict[tuple[str, str], list[Identity]] = {}
+    for i in found:
+        assert i.model is not None  # identify_all keeps only pods with a model
+        by_model.setdefault((i.namespace, i.model.value), []).append(i)
+    out = []
+    for (namespace, model), members in sorted(by_model.items()):
+        replicas: dict[str, list[Identity]] = {}
+        for i in sorted(members, key=lambda i: (i.group.value, int(i.rank.value), i.pod)):
+            replicas.setdefault(i.group.value, []).append(i)
+        out.append({
+            "namespace": namespace, "model": model, "stack": members[0].stack,
+            "workloads": sorted({i.workload.value for i in members}),
+            "sources": {"model": sorted({i.model.source for i in members if i.model}),
+                        "workload": sorted({i.workload.source for i in members}),
+                        "replica": sorted({i.group.source for i in members}),
+                        "rank": sorted({i.rank.source for i in members})},
+            "engine": _fact([i.engine for i in members]), "tp": _fact([i.tp for i in members]),
+            "pp": _fact([i.pp for i in members]),
+            "replicas": [{"replica": group, "size": (_fact([i.group_size for i in pods_of]) or {}).get("value"),
+                          "pods": [{"pod": i.pod, "rank": int(i.rank.value),
+                                    "node": ((pods.get((i.namespace, i.pod)) or {}).get("spec") or {}).get("nodeName"),
+                                    "ready": ready(pods.get((i.namespace, i.pod)) or {})} for i in pods_of]}
+                         for group, pods_of in replicas.items()]})
+    return out

@@ -1,0 +1,93 @@
+"""Model pods as the serving stacks create them (tests/unit/stacks/, each shaped as its stack's
+chart, controller or docs, cited in the file): which model each serves, its replica and rank,
+TP and PP sizes and engine, and where each was read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos import serving
+
+STACKS = Path(__file__).parent / "stacks"
+
+
+def identities(name: str) -> dict[str, serving.Identity]:
+    return {i.pod: i for i in serving.identify_all(yaml.safe_load((STACKS / f"{name}.yaml").read_text()))}
+
+
+def facts(i: serving.Identity) -> dict[str, str | None]:
+    return {k: None if f is None else f.value for k, f in (("model", i.model), ("group", i.group), ("rank", i.rank),
+                                                             ("size", i.group_size), ("engine", i.engine),
+                                                             ("tp", i.tp), ("pp", i.pp))}
+
+
+def test_vllm_on_leaderworkerset_the_ray_worker_takes_its_leaders_model() -> None:
+    found = identities("lws-vllm")
+    leader, worker = found["vllm-1"], found["vllm-1-1"]
+    assert facts(leader) == {"model": "meta-llama/Meta-Llama-3.1-405B-Instruct", "group": "serving/9f3c0d",
+                             "rank": "0", "size": "2", "engine": "vllm", "tp": "8", "pp": "2"}
+    assert leader.model.source == "argument --model" and leader.pp.source == "argument --pipeline-parallel-size"
+    # Its pod-index is its group's (1), not its rank: LWS's worker index says 0.
+    assert leader.rank.source == "label leaderworkerset.sigs.k8s.io/worker-index"
+    assert facts(worker) == {"model": "meta-llama/Meta-Llama-3.1-405B-Instruct", "group": "serving/9f3c0d",
+                             "rank": "1", "size": "2", "engine": "vllm", "tp": None, "pp": None}
+    assert worker.model.source == "its group's argument --model" and worker.engine.source.startswith("its image")
+    assert leader.workload.value == worker.workload.value == "LeaderWorkerSet/vllm" and leader.stack == "LeaderWorkerSet"
+
+
+def test_sglang_on_leaderworkerset_every_pod_names_the_model_and_the_groups_whole_tp() -> None:
+    found = identities("lws-sglang")
+    assert {p: facts(i) for p, i in found.items()} == {
+        pod: {"model": "meta-llama/Meta-Llama-3.1-8B-Instruct", "group": "serving/51ab77", "rank": rank, "size": "2",
+              "engine": "sglang", "tp": "2", "pp": None} for pod, rank in (("sglang-0", "0"), ("sglang-0-1", "1"))}
+    assert found["sglang-0"].tp.source == "argument --tp" and found["sglang-0"].engine.source == "its command line"
+
+
+def test_kserve_serves_under_its_model_name_and_a_multi_node_predictor_is_one_replica() -> None:
+    found = identities("kserve")
+    single = found["llama3-predictor-6c9f8d7b5-x2k4q"]
+    assert facts(single) == {"model": "llama3", "group": "serving/llama3-predictor-6c9f8d7b5-x2k4q", "rank": "0",
+                             "size": None, "engine": None, "tp": "2", "pp": None}
+    assert single.model.source == "argument --model-name" and single.workload.value == "InferenceService/llama3"
+    head, worker = found["big-predictor-5d8c7f9b6-h7p2m"], found["big-predictor-worker-7b9d6c5f4-q9w8e"]
+    assert facts(head) == {"model": "big", "group": "serving/big", "rank": "0", "size": "2", "engine": None,
+                           "tp": "8", "pp": "2"}
+    assert head.tp.source == "env TENSOR_PARALLEL_SIZE" and head.group_size.source == "env RAY_NODE_COUNT"
+    assert facts(worker) == {**facts(head), "rank": "1"} and worker.model.source == "its group's argument --model-name"
+
+
+def test_a_plain_deployment_is_known_by_its_engine_and_kilocards_labels_override_everything() -> None:
+    found = identities("plain")
+    assert set(found) == {"qwen-7d4b9c8f6d-abcde", "llama-3-405b-0"}  # redis serves no model
+    qwen = found["qwen-7d4b9c8f6d-abcde"]
+    assert facts(qwen) == {"model": "qwen", "group": "serving/qwen-7d4b9c8f6d-abcde", "rank": "0", "size": None,
+                           "engine": "vllm", "tp": "2", "pp": None}  # the first served name is the metrics' model_name
+    assert qwen.workload == serving.Fact("Deployment/qwen", "owner ReplicaSet") and qwen.stack == "plain"
+    ours = found["llama-3-405b-0"]
+    assert facts(ours) == {"model": "llama-3-405b", "group": "kilocard-fleet/llama-3-405b-0", "rank": "0", "size": "2",
+                           "engine": "vllm", "tp": "16", "pp": None}
+    assert ours.model.source == "label kilocard.io/model" and ours.tp.source == "label kilocard.io/tp-size"
+
+
+@pytest.mark.parametrize(("words", "flags"), [
+    (["vllm", "serve", "m", "--tensor_parallel_size=4", "-pp", "2"], {"--tensor-parallel-size": "4", "-pp": "2"}),
+    (["sh", "-c", "python -m sglang.launch_server --model-path 'a b' --tp-size 8; echo done"],
+     {"-c": "python", "-m": "sglang.launch_server", "--model-path": "a b", "--tp-size": "8"}),
+    (["--enforce-eager", "--max-model-len", "4096"], {"--enforce-eager": "", "--max-model-len": "4096"}),
+])
+def test_flags_are_read_in_every_spelling_an_engine_accepts(words: list[str], flags: dict[str, str]) -> None:
+    pod = {"spec": {"containers": [{"command": words}]}}
+    assert serving.arguments(pod)[0] == flags
+
+
+def test_a_model_whose_pods_disagree_is_not_given_to_a_pod_that_names_none() -> None:
+    pods = yaml.safe_load((STACKS / "kserve.yaml").read_text())[1:]
+    pods[0]["spec"]["containers"][0]["args"] = ["--model_name=big"]
+    other = {**pods[0], "metadata": {**pods[0]["metadata"], "name": "big-predictor-b"}}
+    other["spec"] = {"containers": [{**pods[0]["spec"]["containers"][0], "args": ["--model_name=bigger"]}]}
+    worker = pods[1]
+    found = {i.pod: i for i in serving.identify_all([pods[0], other, worker])}
+    assert worker["metadata"]["name"] not in found  # two names in its group: it cannot tell which
