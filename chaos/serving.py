@@ -20,9 +20,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chaos.vocabulary import ENGINE_LABEL, GROUP_LABELS, GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL, ready
+from chaos.vocabulary import (
+    ENGINE_LABEL,
+    GROUP_LABELS,
+    GROUP_SIZE_LABEL,
+    MODEL_LABEL,
+    RANK_LABELS,
+    TP_SIZE_LABEL,
+    ready,
+)
 
-KILOCARD_GROUP, KILOCARD_RANK = GROUP_LABELS[0], "apps.kubernetes.io/pod-index"
+KILOCARD_GROUP = GROUP_LABELS[0]
 PP_SIZE_LABEL = "kilocard.io/pp-size"
 
 # LeaderWorkerSet (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go).
@@ -191,9 +199,9 @@ def identify(pod: dict[str, Any]) -> Identity | None:
 
 
 def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> tuple[Fact, Fact, Fact | None]:
-    """(replica, rank, pods in it): kilocard's TP group label; LWS's group key, worker index and
-    size (a leader's pod-index is its group's, not its rank); a KServe multi-node predictor, one
-    replica of head and workers; a StatefulSet's pod index; else the pod alone."""
+    """(replica, rank, pods in it): kilocard's TP group label; LWS's group key and size; a KServe
+    multi-node predictor, one replica of head and workers; else the pod alone. The rank as
+    vocabulary.RANK_LABELS read it."""
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     size = (Fact(labels[GROUP_SIZE_LABEL], f"label {GROUP_SIZE_LABEL}") if labels.get(GROUP_SIZE_LABEL) else None) \
         or (Fact(annotations[LWS_SIZE], f"annotation {LWS_SIZE}") if annotations.get(LWS_SIZE) else None)
@@ -207,7 +215,7 @@ def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, s
                 Fact("0" if head else "1", f"container {KSERVE_HEAD}" if head else "a KServe worker"), nodes)
     else:
         group = Fact(f"{namespace}/{name}", "the pod alone")
-    for key in ((LWS_WORKER_INDEX,) if labels.get(LWS_NAME) else (KILOCARD_RANK, LWS_WORKER_INDEX)):
+    for key in RANK_LABELS:
         if str(labels.get(key, "")).isdigit():
             return group, Fact(labels[key], f"label {key}"), size
     return group, Fact("0", "a group of one"), size

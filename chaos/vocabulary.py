@@ -27,10 +27,11 @@ RACK_LABEL = "kilocard.io/rack"  # the testbed's rack of a node; a report groups
 ENGINE_LABEL = "kilocard.io/engine"  # vllm (default) | sglang: which metric names a replica exports
 TP_SIZE_LABEL = "kilocard.io/tp-size"
 GROUP_SIZE_LABEL = "kilocard.io/group-size"  # pods in one multi-node TP group
-# A TP group: kilocard's own label, else LeaderWorkerSet's group key. A rank: the StatefulSet pod
-# index, else LWS's worker index. A pod with neither is a group of its own, rank 0.
+# A TP group: kilocard's own label, else LeaderWorkerSet's group key. A rank: LWS's worker index,
+# else the StatefulSet pod index (an LWS leader's pod index is its group's index, not its rank:
+# lws pkg/controllers/leaderworkerset_controller.go). A pod with neither is a group of its own, rank 0.
 GROUP_LABELS = ("kilocard.io/tp-group", "leaderworkerset.sigs.k8s.io/group-key")
-RANK_LABELS = ("apps.kubernetes.io/pod-index", "leaderworkerset.sigs.k8s.io/worker-index")
+RANK_LABELS = ("leaderworkerset.sigs.k8s.io/worker-index", "apps.kubernetes.io/pod-index")
 SHAPE_LABELS = ("kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-dim", "kilocard.io/dtype")
 # The physics the capacity probes judge by and the fleet simulator serves by, one figure for both:
 # bytes per element of a KV-cache dtype (the shape label kilocard.io/dtype), and the KV cache an

@@ -23,7 +23,15 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay
 
 from chaos.errors import Conflict, KubeError, SpecError
 from chaos.kube.bulk import Bulk
-from chaos.kube.connection import MAX_IN_FLIGHT, SERVICE_ACCOUNT_DIR, NotingREST, kubeconfig_named, tuned, user_agent
+from chaos.kube.connection import (
+    MAX_IN_FLIGHT,
+    SERVICE_ACCOUNT_DIR,
+    NotingREST,
+    is_file,
+    kubeconfig_named,
+    tuned,
+    user_agent,
+)
 from chaos.kube.retry import cause, count_retry, counted, kube_error, retry_after, retryable, wait
 from chaos.vocabulary import local_testbed_kubeconfig, quiet_thread
 
@@ -58,13 +66,6 @@ def kind_path(kind: str, namespace: str | None = None, name: str = "", sub: str 
 def mark_batch_worker() -> None:
     _in_batch.active = True
     quiet_thread()
-
-
-def _is_file(name: str) -> bool:
-    try:
-        return Path(name).expanduser().is_file()
-    except (OSError, RuntimeError):  # a name too long to look up, or ~ with no home
-        return False
 
 
 class Api:
@@ -105,7 +106,7 @@ class Api:
         except (config.ConfigException, OSError) as exc:
             files = [str(path)] if path else [f for f in os.environ.get("KUBECONFIG", "").split(os.pathsep) if f]
             files = files or ["~/.kube/config"]
-            missing = all(not _is_file(f) for f in files)  # the client's own words are "No configuration found"
+            missing = all(not is_file(f) for f in files)  # the client's own words are "No configuration found"
             raise SpecError(f"kubeconfig {os.pathsep.join(files)}: {'no such file' if missing else exc}") from None
         kube = cls(client.ApiClient(tuned(configuration, pool)))
         if context is None:

@@ -53,8 +53,16 @@ def user_agent() -> str:
     return f"kilocard/{__version__} ({os.environ.get(COMPONENT_ENV, 'toolkit')})"
 
 
+def is_file(name: str) -> bool:
+    """A file there; a name the system cannot look up (too long, ~ with no usable $HOME) is none."""
+    try:
+        return Path(name).expanduser().is_file()
+    except (OSError, RuntimeError):
+        return False
+
+
 def kubeconfig_named(kubeconfig: str | os.PathLike[str] | None) -> bool:
-    return bool(kubeconfig or os.environ.get("KUBECONFIG") or Path("~/.kube/config").expanduser().is_file())
+    return bool(kubeconfig or os.environ.get("KUBECONFIG") or is_file("~/.kube/config"))
 
 
 def cluster_named(kubeconfig: str | os.PathLike[str] | None = None) -> bool:

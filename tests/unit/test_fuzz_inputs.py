@@ -193,6 +193,7 @@ VALUES = st.one_of(st.sampled_from(ODD_ENV), st.text(st.characters(blacklist_cat
 @example({"KILOCARD_STATE": "x" * 5000}, "plan")  # a name too long to look up: OSError from is_file()
 @example({"KILOCARD_LEDGER": "x" * 5000}, "run")
 @example({"KILOCARD_REPORTS": "x" * 5000}, "run")
+@example({"HOME": "x" * 5000}, "run")  # ~/.kube/config too long to look up
 @example({"KUBECONFIG": "/nonexistent/deep", "KUBERNETES_SERVICE_HOST": "1"}, "plan")
 def test_no_environment_makes_a_command_crash_or_reach_a_cluster_nobody_named(tmp_path_factory, environment,
                                                                              command) -> None:

@@ -91,3 +91,13 @@ def test_a_model_whose_pods_disagree_is_not_given_to_a_pod_that_names_none() -> 
     worker = pods[1]
     found = {i.pod: i for i in serving.identify_all([pods[0], other, worker])}
     assert worker["metadata"]["name"] not in found  # two names in its group: it cannot tell which
+
+
+def test_an_lws_leaders_rank_is_its_worker_index_not_its_pod_index_which_counts_groups() -> None:
+    from chaos.vocabulary import group_of
+
+    leader = {"leaderworkerset.sigs.k8s.io/name": "vllm", "leaderworkerset.sigs.k8s.io/group-key": "k3",
+              "leaderworkerset.sigs.k8s.io/worker-index": "0", "apps.kubernetes.io/pod-index": "3"}
+    assert group_of("ns", "vllm-3", leader) == ("ns/k3", 0)
+    assert group_of("ns", "llama-0-1", {"kilocard.io/tp-group": "g", "apps.kubernetes.io/pod-index": "1"}) == ("ns/g", 1)
+    assert group_of("ns", "alone", {}) == ("ns/alone", 0)
