@@ -42,13 +42,28 @@ LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"  # an annotation: pods per group
 # KServe (kserve/kserve pkg/constants/constants.go).
 KSERVE_ISVC = "serving.kserve.io/inferenceservice"
 
-# Labels a stack names its model (or the workload serving it) by, in precedence order.
-MODEL_LABELS = (
-    ("model.aibrix.ai/name", "AIBrix"),
-    ("llm-d.ai/model", "llm-d"),
+# AIBrix (vllm-project/aibrix pkg/utils, pkg/controller/podset), llm-d (llm-d/llm-d-deployer
+# charts/llm-d; llm-d/llm-d guides), NVIDIA Dynamo (ai-dynamo/dynamo deploy/operator/internal/
+# consts/consts.go), vLLM production-stack (vllm-project/production-stack helm/templates/
+# deployment-vllm-multi.yaml), KubeRay (ray-project/kuberay ray-operator/controllers/ray/utils).
+AIBRIX_MODEL, LLMD_MODEL = "model.aibrix.ai/name", "llm-d.ai/model"
+AIBRIX_PODSET, AIBRIX_RANK = ("stormservice.orchestration.aibrix.ai/podset-name",
+                              "stormservice.orchestration.aibrix.ai/pod-group-index")
+DYNAMO_GRAPH = "nvidia.com/dynamo-graph-deployment-name"
+RAY_CLUSTER, RAY_NODE_TYPE = "ray.io/cluster", "ray.io/node-type"
+# A label that says which stack made the pod, the stack built on LWS before LWS itself.
+STACK_LABELS = (
+    (AIBRIX_MODEL, "AIBrix"), ("orchestration.aibrix.ai/raycluster-fleet-name", "AIBrix"), (AIBRIX_PODSET, "AIBrix"),
+    (LLMD_MODEL, "llm-d"), ("llm-d.ai/inference-serving", "llm-d"), ("llm-d.ai/inferenceServing", "llm-d"),
+    (DYNAMO_GRAPH, "NVIDIA Dynamo"),
     (KSERVE_ISVC, "KServe"),
+    ("helm-release-name", "vLLM production-stack"),
     (LWS_NAME, "LeaderWorkerSet"),
 )
+# Labels that name the model, after the engine's own arguments: llm-d's is sanitised
+# (facebook-opt-125m for facebook/opt-125m), so the served name the metrics carry wins.
+MODEL_LABELS = (AIBRIX_MODEL, LLMD_MODEL)
+ENGINE_LABELS = (ENGINE_LABEL, "model.aibrix.ai/engine", "llm-d.ai/engine-type")
 
 _FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
 # The engines' spellings of one setting (vLLM's argparse takes - and _ alike; SGLang's aliases).
@@ -59,6 +74,7 @@ TP_ARGS = ("--tensor-parallel-size", "--tp-size", "--tp", "-tp")
 PP_ARGS = ("--pipeline-parallel-size", "--pp-size", "--pp", "-pp")
 # KServe's multi-node (Ray) predictor: the controller injects these into the head and its workers.
 TP_ENV, PP_ENV, NODES_ENV = "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", "RAY_NODE_COUNT"
+TP_ENVS = (TP_ENV, "TP_SIZE")  # llm-d's chart always sets TP_SIZE
 KSERVE_HEAD = "kserve-container"  # the head's container; a worker's is worker-container
 
 
@@ -123,10 +139,12 @@ def arguments(pod: dict[str, Any]) -> tuple[dict[str, str], str | None, str]:
 
 
 def _engine(labels: dict[str, str], image: str, line: str) -> Fact | None:
-    if labels.get(ENGINE_LABEL):
-        return Fact(labels[ENGINE_LABEL], f"label {ENGINE_LABEL}")
+    for key in ENGINE_LABELS:
+        if labels.get(key):
+            return Fact(labels[key], f"label {key}")
     for engine in ("sglang", "vllm"):  # an SGLang image may carry vLLM too: its launcher decides
-        if re.search(rf"\b{engine}(\.|\s+serve\b)", line):
+        # sglang.launch_server, vllm.entrypoints..., vllm serve, Dynamo's python -m dynamo.vllm
+        if re.search(rf"\b{engine}(\.|\s+serve\b)|\bdynamo\.{engine}\b", line):
             return Fact(engine, "its command line")
     for engine in ("sglang", "vllm"):
         if engine in image:
@@ -134,15 +152,27 @@ def _engine(labels: dict[str, str], image: str, line: str) -> Fact | None:
     return None
 
 
-def _first(flags: dict[str, str], names: Iterable[str]) -> Fact | None:
+_VARIABLE = re.compile(r"^\$(?:\((\w+)\)|\{(\w+)\}|(\w+))$")
+
+
+def _first(flags: dict[str, str], names: Iterable[str], pod: dict[str, Any] | None = None) -> Fact | None:
+    """The first of the flags given a value. A variable (`$(VAR)` the kubelet expands, `$VAR` a
+    shell does) is read from the container's env when the spec sets it literally; else unknown."""
     for name in names:
         value = flags.get(name, "")
-        if value and not value.startswith("$("):  # $(VAR): expanded by the kubelet, not known here
+        variable = _VARIABLE.match(value)
+        if variable is not None:
+            var = next(g for g in variable.groups() if g)
+            found = _env(pod, var) if pod is not None else None
+            if found is not None:
+                return Fact(found.value, f"argument {name} (${var}: {found.source})")
+        elif value:
             return Fact(value, f"argument {name}")
     return None
 
 
 def _env(pod: dict[str, Any], name: str) -> Fact | None:
+    """A number the spec sets literally in a container's env (not one from a reference)."""
     for container in (pod.get("spec") or {}).get("containers") or []:
         for var in container.get("env") or []:
             if var.get("name") == name and str(var.get("value", "")).isdigit():
@@ -174,27 +204,29 @@ def identify(pod: dict[str, Any]) -> Identity | None:
     flags, positional, line = arguments(pod)
     image = " ".join(str(c.get("image", "")) for c in (pod.get("spec") or {}).get("containers") or [])
     engine = _engine(labels, image, line)
-    stack_label = next(((k, stack) for k, stack in MODEL_LABELS if labels.get(k)), None)
+    stack_label = next((stack for k, stack in STACK_LABELS if labels.get(k)), None)
     if MODEL_LABEL not in labels and stack_label is None and engine is None:
         return None
-    stack = "kilocard" if MODEL_LABEL in labels else stack_label[1] if stack_label else "plain"
+    stack = "kilocard" if MODEL_LABEL in labels else stack_label or "plain"
     model = (Fact(labels[MODEL_LABEL], f"label {MODEL_LABEL}") if labels.get(MODEL_LABEL) else None) \
         or _first(flags, SERVED) or (_first(flags, KSERVE_NAME) if stack == "KServe" else None) \
-        or next((Fact(labels[k], f"label {k}") for k, _ in MODEL_LABELS[:2] if labels.get(k)), None) \
-        or _first(flags, MODEL_ARGS) or (Fact(positional, "argument of vllm serve") if positional else None)
+        or _first(flags, MODEL_ARGS) or (Fact(positional, "argument of vllm serve") if positional else None) \
+        or next((Fact(labels[k], f"label {k}") for k in MODEL_LABELS if labels.get(k)), None)
     if model is not None and model.source.startswith("argument"):
         model = replace(model, value=model.value.split(",")[0])  # --served-model-name a,b: metrics say a
     if labels.get(LWS_NAME):
         workload = Fact(f"LeaderWorkerSet/{labels[LWS_NAME]}", f"label {LWS_NAME}")
     elif labels.get(KSERVE_ISVC):
         workload = Fact(f"InferenceService/{labels[KSERVE_ISVC]}", f"label {KSERVE_ISVC}")
+    elif labels.get(DYNAMO_GRAPH):
+        workload = Fact(f"DynamoGraphDeployment/{labels[DYNAMO_GRAPH]}", f"label {DYNAMO_GRAPH}")
     else:
         workload = _owner(meta)
     group, rank, size = _group(pod, labels, meta.get("annotations") or {})
     tp = (Fact(labels[TP_SIZE_LABEL], f"label {TP_SIZE_LABEL}") if labels.get(TP_SIZE_LABEL) else None) \
-        or _first(flags, TP_ARGS) or _env(pod, TP_ENV)
+        or _first(flags, TP_ARGS, pod) or next((f for name in TP_ENVS if (f := _env(pod, name))), None)
     pp = (Fact(labels[PP_SIZE_LABEL], f"label {PP_SIZE_LABEL}") if labels.get(PP_SIZE_LABEL) else None) \
-        or _first(flags, PP_ARGS) or _env(pod, PP_ENV)
+        or _first(flags, PP_ARGS, pod) or _env(pod, PP_ENV)
     return Identity(namespace, name, model, workload, group, rank, size, engine, tp, pp, stack)
 
 
@@ -209,6 +241,14 @@ def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, s
         group = Fact(f"{namespace}/{labels[KILOCARD_GROUP]}", f"label {KILOCARD_GROUP}")
     elif labels.get(LWS_GROUP_KEY):
         group = Fact(f"{namespace}/{labels[LWS_GROUP_KEY]}", f"label {LWS_GROUP_KEY}")
+    elif labels.get(AIBRIX_PODSET):  # a StormService role's multi-pod group; pod-group-index 0 serves
+        rank = labels.get(AIBRIX_RANK, "")
+        return (Fact(f"{namespace}/{labels[AIBRIX_PODSET]}", f"label {AIBRIX_PODSET}"),
+                Fact(rank, f"label {AIBRIX_RANK}") if rank.isdigit() else Fact("0", "no group index"), size)
+    elif labels.get(RAY_CLUSTER):  # a Ray cluster is one replica: its head and its workers
+        head = labels.get(RAY_NODE_TYPE) == "head"
+        return (Fact(f"{namespace}/{labels[RAY_CLUSTER]}", f"label {RAY_CLUSTER}"),
+                Fact("0" if head else "1", f"label {RAY_NODE_TYPE}"), size)
     elif labels.get(KSERVE_ISVC) and (nodes := _env(pod, NODES_ENV)) is not None:
         head = any(c.get("name") == KSERVE_HEAD for c in (pod.get("spec") or {}).get("containers") or [])
         return (Fact(f"{namespace}/{labels[KSERVE_ISVC]}", f"label {KSERVE_ISVC} and env {NODES_ENV}"),

@@ -1,6 +1,7 @@
 """`kilocard discover` on the testbed's real apiserver and scheduler: pods shaped as the serving
 stacks shape them (tests/unit/stacks/: vLLM and SGLang on LeaderWorkerSet, KServe's single- and
-multi-node predictors, a plain vLLM Deployment), created in a pool and scheduled there, are found
+multi-node predictors, vLLM production-stack, llm-d, AIBrix, NVIDIA Dynamo, a plain vLLM
+Deployment), created in a pool and scheduled there, are found
 as their models with replicas, ranks, TP and PP sizes and engine, and where each was read; the
 testbed's own fleet, by its kilocard.io labels. LeaderWorkerSet's controller cannot be built
 here (its Go module is refused by the module proxy), so its pods are made as it and its webhook
@@ -43,10 +44,9 @@ def placed(pod: dict, p) -> dict:
 
 @pytest.mark.long(30)
 def test_discover_finds_each_stacks_models_replicas_and_ranks_and_says_where_it_read_them(kube, testbed, pool):
-    p = pool(6)  # five TP=8 pods take a node each; the small ones share the sixth
+    p = pool(7)  # five TP=8 pods take a node each; the small ones share the other two
     deploy(kube, p, {"llama-3-70b": 1})  # the testbed's own fleet: kilocard.io labels
-    pods = [placed(pod, p) for name in ("lws-vllm", "lws-sglang", "kserve", "plain")
-            for pod in yaml.safe_load((STACKS / f"{name}.yaml").read_text())
+    pods = [placed(pod, p) for path in sorted(STACKS.glob("*.yaml")) for pod in yaml.safe_load(path.read_text())
             if pod["metadata"]["namespace"] == "serving"]
     for pod in pods:
         kube.apply(pod)
@@ -57,7 +57,13 @@ def test_discover_finds_each_stacks_models_replicas_and_ranks_and_says_where_it_
     assert done.returncode == 0, done.stderr
     found = {m["model"]: m for m in json.loads(done.stdout)}
     assert set(found) == {"meta-llama/Meta-Llama-3.1-405B-Instruct", "meta-llama/Meta-Llama-3.1-8B-Instruct", "llama3",
-                          "big", "qwen", "llama-3-70b"}  # redis serves none
+                          "big", "qwen", "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.2", "facebook/opt-125m",
+                          "deepseek-ai/DeepSeek-R1-0528", "qwen3-8B", "deepseek-r1", "Qwen/Qwen3-0.6B"}  # redis: none
+    assert {m["model"]: m["stack"] for m in found.values() if m["stack"] not in ("LeaderWorkerSet", "KServe", "plain",
+                                                                                 "kilocard")} == {
+        "mistralai/Mistral-7B-Instruct-v0.2": "vLLM production-stack", "facebook/opt-125m": "llm-d",
+        "deepseek-ai/DeepSeek-R1-0528": "llm-d", "qwen3-8B": "AIBrix", "deepseek-r1": "AIBrix",
+        "Qwen/Qwen3-0.6B": "NVIDIA Dynamo"}
     lws = found["meta-llama/Meta-Llama-3.1-405B-Instruct"]
     assert (lws["stack"], lws["workloads"], lws["engine"]["value"], lws["tp"], lws["pp"]["value"]) == (
         "LeaderWorkerSet", ["LeaderWorkerSet/vllm"], "vllm",

@@ -101,3 +101,33 @@ def test_an_lws_leaders_rank_is_its_worker_index_not_its_pod_index_which_counts_
     assert group_of("ns", "vllm-3", leader) == ("ns/k3", 0)
     assert group_of("ns", "llama-0-1", {"kilocard.io/tp-group": "g", "apps.kubernetes.io/pod-index": "1"}) == ("ns/g", 1)
     assert group_of("ns", "alone", {}) == ("ns/alone", 0)
+
+
+def test_production_stack_llm_d_aibrix_and_dynamo_pods_are_known_by_the_name_their_engine_serves() -> None:
+    stack = identities("production-stack")["vllm-mistral-deployment-vllm-6d5f7c9b8-k2j4h"]
+    assert facts(stack) == {"model": "mistralai/Mistral-7B-Instruct-v0.2",
+                            "group": "serving/vllm-mistral-deployment-vllm-6d5f7c9b8-k2j4h", "rank": "0",
+                            "size": None, "engine": "vllm", "tp": "2", "pp": None}
+    assert (stack.stack, stack.workload.value, stack.model.source) == (
+        "vLLM production-stack", "Deployment/vllm-mistral-deployment-vllm", "argument of vllm serve")
+    llmd = identities("llm-d")
+    chart, guide = llmd["opt-decode-7f9c8d6b5-m4n2p"], llmd["wide-ep-decode-0"]
+    # The chart's label is sanitised (facebook-opt-125m); the served name is what the metrics say.
+    assert (chart.stack, chart.model, chart.tp) == ("llm-d", serving.Fact("facebook/opt-125m",
+                                                                          "argument --served-model-name"),
+                                                    serving.Fact("1", "env TP_SIZE"))
+    assert (guide.stack, guide.model.value, guide.tp, guide.group.value, guide.group_size.value) == (
+        "llm-d", "deepseek-ai/DeepSeek-R1-0528",
+        serving.Fact("1", "argument --tensor-parallel-size ($TP_SIZE: env TP_SIZE)"), "serving/4e1d", "2")
+    aibrix = identities("aibrix")
+    plain = aibrix["qwen3-8b-5c7d9f8b6-t5r4e"]
+    assert facts(plain) == {"model": "qwen3-8B", "group": "serving/qwen3-8b-5c7d9f8b6-t5r4e", "rank": "0",
+                            "size": None, "engine": "vllm", "tp": "1", "pp": None}
+    assert plain.engine.source == "label model.aibrix.ai/engine" and plain.stack == "AIBrix"
+    assert [(facts(aibrix[p])["group"], facts(aibrix[p])["rank"]) for p in ("ds-decode-podset-0-0",
+                                                                            "ds-decode-podset-0-1")] == [
+        ("serving/ds-decode-podset-0", "0"), ("serving/ds-decode-podset-0", "1")]
+    dynamo = identities("dynamo")["vllm-disagg-vllmdecodeworker-6b8c9d7f5-x7y8z"]
+    assert facts(dynamo)["model"] == "Qwen/Qwen3-0.6B" and dynamo.engine == serving.Fact("vllm", "its command line")
+    assert (dynamo.stack, dynamo.workload.value, dynamo.tp.value) == (
+        "NVIDIA Dynamo", "DynamoGraphDeployment/vllm-disagg", "2")
