@@ -67,15 +67,16 @@ def test_a_hold_that_breaks_late_in_its_interval_fails(testbed, tmp_path, two_tp
                                                     "40 s"), journal["kilocard"]["reason"]
 
 
-@pytest.mark.long(50)
+@pytest.mark.long(75)
 def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(testbed, tmp_path, two_tp8):
-    """S3, its probes reached 20 s after the ECC fault: the quarantine and drain (about 12 s on
-    the testbed) fit in the catalog's 90 s, not in 5 s; counted from the probe's start, both
-    would pass."""
+    """S3, its probes reached 45 s after the ECC fault: the quarantine and drain (about 12 s on
+    the testbed; 35 s once under a loaded CI, hence the wide pause: the remediation must be over
+    before the probes look) fit in the catalog's 90 s, not in 5 s; counted from the probe's start,
+    both would pass."""
     p = two_tp8
     late = experiment("s3-ecc-one-tp-member.yaml")
     fault = copy.deepcopy(late["method"][0])
-    fault["pauses"] = {"after": 20}
+    fault["pauses"] = {"after": 45}
     late["method"] = [fault,
                       probe_of("remediated-within-90", "remediated_within", models=[TP8], budget=90,
                                namespace=p.namespace),
@@ -83,7 +84,7 @@ def test_a_remediation_probe_reached_after_its_budget_judges_from_the_fault(test
                                namespace=p.namespace)]
     code, journal, _ = kilocard_run(testbed, tmp_path, late, "--var", f"namespace={p.namespace}")
     within = probe(journal, "remediated-within-90")
-    assert within["verdict"] == "ok" and 5 < within["recovered_after_seconds"] < 20, within["reason"]  # from the record
+    assert within["verdict"] == "ok" and 5 < within["recovered_after_seconds"] < 45, within["reason"]  # from the record
     assert code == 1
     (ecc,) = journal["kilocard"]["faults"]
     assert journal["kilocard"]["reason"].startswith(
