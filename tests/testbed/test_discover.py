@@ -44,13 +44,13 @@ def placed(pod: dict, p) -> dict:
 
 @pytest.mark.long(30)
 def test_discover_finds_each_stacks_models_replicas_and_ranks_and_says_where_it_read_them(kube, testbed, pool):
-    p = pool(7)  # five TP=8 pods take a node each; the small ones share the other two
+    p = pool(8)  # five TP=8 pods take a node each; the small ones (15 cards) share the rest
     deploy(kube, p, {"llama-3-70b": 1})  # the testbed's own fleet: kilocard.io labels
     pods = [placed(pod, p) for path in sorted(STACKS.glob("*.yaml")) for pod in yaml.safe_load(path.read_text())
             if pod["metadata"]["namespace"] == "serving"]
     for pod in pods:
         kube.apply(pod)
-    kube.wait_until("pods", lambda items: sum(ready(i) for i in items) >= len(pods) + 1, timeout=60, raw=True,
+    kube.wait_until("pods", lambda items: sum(ready(i) for i in items) >= len(pods) + 1, timeout=180, raw=True,
                     namespace=p.namespace)
     done = subprocess.run([*KILOCARD, "discover", "-n", p.namespace, "-o", "json", "--kubeconfig",
                            str(testbed.paths.kubeconfig)], capture_output=True, text=True, timeout=60)

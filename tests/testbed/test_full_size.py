@@ -3,10 +3,11 @@ embedded default, the local testbed with the default fleet (128 Ready nodes, 102
 cards, the whole fleet Running and Ready, TP=8 replicas on distinct nodes, every TP group whole),
 runs the game day on it and ends with its report's path; `down` then leaves nothing. Its plan is
 the catalog's game day cut to S7, the catalog's quickest, so the default ports (6443 on) must be
-free. Then, on the same testbed, `kilocard run` of a folder holding the catalog's S7 to S10 as
-they are named there: natural order (S10 last, not first), the models each touched settled before
-the next (S9 right after S7 found every llama-3-70b replica still starting), every verdict as the
-catalog expects, exit 0. (The whole catalog as one folder, 9.6 min here: bench/catalog.py.)"""
+free. Then, on the same testbed, `kilocard run` of a folder holding the catalog's S7 and S9 as
+they are named there: the models S7 touched settled before S9 starts (S9 right after S7 found
+every llama-3-70b replica still starting, and its guard refused it), both verdicts as the catalog
+expects, exit 0. (Natural and declared order: tests/unit/test_cli.py. The whole catalog as one
+folder, 9.6 min here: bench/catalog.py.)"""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def kilocard(*args: str, env: dict[str, str], timeout: float = 400) -> subproces
                           timeout=timeout, check=False, env=env)
 
 
-@pytest.mark.long(240)
-def test_no_cluster_named_starts_the_thousand_card_testbed_and_a_catalog_folder_runs_on_it_in_order_settled(tmp_path):
+@pytest.mark.long(170)
+def test_no_cluster_named_starts_the_thousand_card_testbed_and_a_catalog_folder_runs_on_it_settled(tmp_path):
     if taken_ports(TestbedConfig().ports):
         pytest.skip(f"the default testbed's ports are taken: {', '.join(taken_ports(TestbedConfig().ports))}")
     # No cluster named: no $KUBECONFIG, no ~/.kube/config (a HOME of its own), not in a pod.
@@ -76,15 +77,14 @@ def test_no_cluster_named_starts_the_thousand_card_testbed_and_a_catalog_folder_
         folder = tmp_path / "folder"
         folder.mkdir()
         for path in CATALOG.glob("s[0-9]*.yaml"):
-            if int(path.name[1:].split("-", 1)[0]) >= 7:
+            if path.name.startswith(("s7-", "s9-")):
                 (folder / path.name).symlink_to(path)
         run = kilocard("run", str(folder), "-q", "--journal", str(tmp_path / "folder-journals"),
                        "--reports", str(tmp_path / "reports"), env=env, timeout=900)
         lines = run.stdout.splitlines()
         verdicts = [line for line in lines if " (exit " in line]
-        assert [Path(line.split(": ", 1)[0]).name[:3].rstrip("-") for line in verdicts] == [
-            "s7", "s8", "s9", "s10"], run.stdout  # as text they sort s10, s7, s8, s9
-        assert all(": passed (exit 0): " in line for line in verdicts), verdicts  # S7 and S8 as they expect
+        assert [Path(line.split(": ", 1)[0]).name[:3] for line in verdicts] == ["s7-", "s9-"], run.stdout
+        assert all(": passed (exit 0): " in line for line in verdicts), verdicts  # S7 and S9 as they expect
         after_s7 = lines[lines.index(verdicts[0]) + 1:lines.index(verdicts[1])]
         assert any(line.startswith("settle: ") and "kilocard-fleet/llama-3-70b whole again" in line
                    for line in after_s7), after_s7
