@@ -27,7 +27,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
 from chaos.settings import key
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI, describe_target
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI, clipped, describe_target
 
 
 class Parser(argparse.ArgumentParser):
@@ -1002,8 +1002,7 @@ def _unwritable(args: argparse.Namespace) -> list[str]:
         try:
             existing = next((p for p in (folder, *folder.parents) if p.exists()), None) if folder else None
         except OSError as exc:  # a name the system cannot look up (too long, a loop of links)
-            shown = str(path) if len(str(path)) <= 60 else str(path)[:57] + "..."
-            problems.append(f"{flag}: {shown}: {exc.strerror}")
+            problems.append(f"{flag}: {clipped(str(path))}: {exc.strerror}")
             continue
         if existing is not None and not existing.is_dir():
             problems.append(f"{flag}: {path}: {existing} is a file, not a folder")

@@ -215,7 +215,7 @@ def overlaps(entries: list[Entry] | tuple[Entry, ...], targets: dict[int, set[tu
 
 
 # The labels an alert names its model by (vLLM's and SGLang's metrics both say model_name).
-MODEL_LABELS = ("model_name", "model")
+ALERT_MODEL_LABELS = ("model_name", "model")
 
 
 def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, expect: str) -> list[str]:
@@ -229,7 +229,7 @@ def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, exp
     named = set()
     for alert in timeline.symptoms.get("alerts") or []:  # checked by incident.problems when loaded
         labels = alert.get("labels") or {}
-        model = next((labels[k] for k in MODEL_LABELS if labels.get(k)), None)
+        model = next((labels[k] for k in ALERT_MODEL_LABELS if labels.get(k)), None)
         if model:
             named.add((labels.get("namespace", ""), model))
     if not named or any((ns, model) in reached or (not ns and model in {m for _, m in reached}) for ns, model in named):

@@ -30,14 +30,10 @@ from chaos.vocabulary import (
     ready,
 )
 
-KILOCARD_GROUP = GROUP_LABELS[0]
 PP_SIZE_LABEL = "kilocard.io/pp-size"
 
 # LeaderWorkerSet (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go).
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
-LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
-LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
-LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"  # an annotation: pods per group
 # KServe (kserve/kserve pkg/constants/constants.go).
 KSERVE_ISVC = "serving.kserve.io/inferenceservice"
@@ -231,16 +227,15 @@ def identify(pod: dict[str, Any]) -> Identity | None:
 
 
 def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, str]) -> tuple[Fact, Fact, Fact | None]:
-    """(replica, rank, pods in it): kilocard's TP group label; LWS's group key and size; a KServe
+    """(replica, rank, pods in it): kilocard's TP group label, LWS's group key and size; a KServe
     multi-node predictor, one replica of head and workers; else the pod alone. The rank as
     vocabulary.RANK_LABELS read it."""
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     size = (Fact(labels[GROUP_SIZE_LABEL], f"label {GROUP_SIZE_LABEL}") if labels.get(GROUP_SIZE_LABEL) else None) \
         or (Fact(annotations[LWS_SIZE], f"annotation {LWS_SIZE}") if annotations.get(LWS_SIZE) else None)
-    if labels.get(KILOCARD_GROUP):
-        group = Fact(f"{namespace}/{labels[KILOCARD_GROUP]}", f"label {KILOCARD_GROUP}")
-    elif labels.get(LWS_GROUP_KEY):
-        group = Fact(f"{namespace}/{labels[LWS_GROUP_KEY]}", f"label {LWS_GROUP_KEY}")
+    labelled = next((k for k in GROUP_LABELS if labels.get(k)), None)  # as vocabulary.group_of reads it
+    if labelled is not None:
+        group = Fact(f"{namespace}/{labels[labelled]}", f"label {labelled}")
     elif labels.get(AIBRIX_PODSET):  # a StormService role's multi-pod group; pod-group-index 0 serves
         rank = labels.get(AIBRIX_RANK, "")
         return (Fact(f"{namespace}/{labels[AIBRIX_PODSET]}", f"label {AIBRIX_PODSET}"),

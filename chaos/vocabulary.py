@@ -101,6 +101,11 @@ def loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def clipped(text: str, width: int = 60) -> str:
+    """A value as a message shows it: a path thousands of characters long cut to its start."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def state_path(variable: str, folder: str) -> Path:
     """Where kilocard keeps state of its own: $VARIABLE, else ~/.local/state/kilocard/FOLDER. A path
     the system cannot use (a name too long, $HOME not a path) is the environment's mistake, said
@@ -112,8 +117,7 @@ def state_path(variable: str, folder: str) -> Path:
         path.exists()  # raises only for a path the system cannot look up: too long, a loop
     except (RuntimeError, OSError) as exc:
         reason = (getattr(exc, "strerror", None) or str(exc)).rstrip(".").lower()
-        shown = os.environ.get(variable) or os.environ.get("HOME", "")
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        shown = clipped(os.environ.get(variable) or os.environ.get("HOME", ""))
         raise SpecError(f"{said}={shown!r}: {reason} (kilocard keeps its {folder} there; "
                         f"set {said} to a folder it can use)") from None
     return path
