@@ -29,17 +29,18 @@ class Component:
     name: str
     version: str
     binaries: tuple[str, ...]
+    patch: str = ""  # kilocard's fix to the upstream source, if any (a new one builds anew)
 
     @property
     def key(self) -> str:
-        return f"{self.name}-{self.version}"
+        return f"{self.name}-{self.version}" + (f"-{self.patch}" if self.patch else "")
 
 
 K8S = Component("k8s", "1.36.3", ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"))
 # Kubernetes 1.34+ pairs with etcd 3.6; Debian's 3.4.23 is below the documented minimum.
 ETCD = Component("etcd", "3.6.16", ("etcd",))
-# kwok v0.8.0 is built against the 1.36 libraries.
-KWOK = Component("kwok", "0.8.0", ("kwok",))
+# kwok v0.8.0 is built against the 1.36 libraries, with one fix (KWOK_HEAP_FIX).
+KWOK = Component("kwok", "0.8.0", ("kwok",), patch="heapfix1")
 COMPONENTS = (ETCD, K8S, KWOK)
 
 
@@ -191,11 +192,46 @@ class _Builder:
     def _build_kwok(self, out: Path) -> None:
         self.say("downloading modules")
         self.run("get", f"sigs.k8s.io/kwok/cmd/kwok@v{self.component.version}")
-        self._go_build(out, "kwok", "sigs.k8s.io/kwok/cmd/kwok", "-s -w")
         src = Path(self.run("list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok", capture=True).strip())
+        fixed = self.work / "kwok-src"
+        shutil.copytree(src, fixed)
+        for path in fixed.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+        fix_kwok_heap(fixed / "pkg" / "utils" / "heap" / "heap.go")
+        self.run("mod", "edit", "-replace", f"sigs.k8s.io/kwok={fixed}")
+        shutil.copy(GO_DIR / "kwok" / "queue_test.go", self.work / "queue_test.go")
+        self.say("testing kwok's queues with the fix")
+        self.run("test", "-count=1", ".")
+        self._go_build(out, "kwok", "sigs.k8s.io/kwok/cmd/kwok", "-s -w")
         shutil.copytree(src / "kustomize" / "stage", out / STAGE_DIR_NAME)
         for path in (out / STAGE_DIR_NAME).rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+
+
+# kwok v0.8.0's delay queues keep a second heap entry when an item is pushed again before it is
+# due (a node let go and held again while its lease renewal was in flight). The index points at
+# the newer entry only, so the older one can never be removed: once due it stays at the top and
+# every item behind it waits forever. Seen on the testbed after a kubelet-stop fault's revert:
+# kwok renewed no node's Lease again, every node went Unknown every 17 s (its status heartbeat
+# alone is slower than the grace period) and the node controller marked their pods NotReady.
+# The fix keeps one entry per item, due at the earlier time (when the duplicate fired before).
+KWOK_HEAP_FIX = """
+\tif old, ok := h.indexes[data]; ok && old.index >= 0 {
+\t\tif key < old.key { // kilocard: one entry per item (testbed/build.py, KWOK_HEAP_FIX)
+\t\t\told.key = key
+\t\t\theap.Fix(&h.entries, old.index)
+\t\t}
+\t\treturn
+\t}"""
+KWOK_HEAP_PUSH = "func (h *Heap[K, T]) Push(key K, data T) {"
+
+
+def fix_kwok_heap(path: Path) -> None:
+    """Apply KWOK_HEAP_FIX at the top of kwok's Heap.Push (a clear error if upstream moved it)."""
+    text = path.read_text()
+    if text.count(KWOK_HEAP_PUSH) != 1:
+        raise BuildError(f"{path}: expected one '{KWOK_HEAP_PUSH}' to fix; kwok changed, see testbed/build.py")
+    path.write_text(text.replace(KWOK_HEAP_PUSH, KWOK_HEAP_PUSH + KWOK_HEAP_FIX))
 
 
 def build(

@@ -49,3 +49,19 @@ def test_cache_is_keyed_by_version(monkeypatch, tmp_path):
     assert build.bin_dir(build.K8S) == tmp_path / "bin" / f"k8s-{build.K8S.version}"
     assert build.binary("kube-scheduler") == tmp_path / "bin" / f"k8s-{build.K8S.version}" / "kube-scheduler"
     assert set(build.missing_binaries()) == {b for c in build.COMPONENTS for b in c.binaries}
+
+
+def test_a_patched_component_is_cached_apart_from_the_upstream_build(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILOCARD_CACHE", str(tmp_path))
+    assert build.bin_dir(build.KWOK) == tmp_path / "bin" / f"kwok-{build.KWOK.version}-{build.KWOK.patch}"
+
+
+def test_the_kwok_heap_fix_goes_at_the_top_of_push_or_the_build_says_kwok_moved(tmp_path):
+    heap = tmp_path / "heap.go"
+    heap.write_text("package heap\n\n" + build.KWOK_HEAP_PUSH + "\n\tentry := 1\n}\n")
+    build.fix_kwok_heap(heap)
+    body = heap.read_text().split(build.KWOK_HEAP_PUSH)[1]
+    assert body.startswith(build.KWOK_HEAP_FIX) and body.endswith("\n\tentry := 1\n}\n")
+    heap.write_text("package heap\n\nfunc (h *Heap[K, T]) Push(k K, v T) {}\n")
+    with pytest.raises(build.BuildError, match="expected one 'func .*kwok changed"):
+        build.fix_kwok_heap(heap)
