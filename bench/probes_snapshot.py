@@ -80,7 +80,7 @@ def main() -> None:
             for v in verdicts:
                 print(f"  {'ok    ' if v.ok else 'FAILED'} {v.reason[:150]}")
             before = {verb: tb.apiserver_requests(("pods",), (verb,)) for verb in ("LIST", "WATCH")}
-            with recovery.Recorder(kube, fleet.DEFAULT_NAMESPACE, "kilocard.io/model"):
+            with recovery.Recorder(kube, fleet.DEFAULT_NAMESPACE, s.models()):
                 time.sleep(args.follow)
             followed = {verb: tb.apiserver_requests(("pods",), (verb,)) - before[verb] for verb in before}
         finally:

@@ -57,7 +57,7 @@ def namespaced_pod_reads(tb: Testbed) -> float:
 
 def track_by_watch(kube: Kube, tb: Testbed, n: int, replicas: int) -> tuple[list[float], float]:
     before = namespaced_pod_reads(tb)
-    with recovery.Recorder(kube, NS, SELECTOR) as rec:
+    with recovery.Recorder(kube, NS, [MODEL]) as rec:
         fault_at = kill(kube, n, "watch")
         while sum(e.phase == "ready" for e in rec.events) < n:  # in-process: no API call
             time.sleep(0.05)

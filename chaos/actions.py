@@ -130,36 +130,37 @@ def _drop_none(**fields: Any) -> Dict[str, Any]:
 
 
 def kill_pods(label_selector: str = None, namespace: str = None, count: int = None, percent: float = None,
-              mode: str = "delete", grace_seconds: int = None, seed: int = None,
+              mode: str = "delete", grace_seconds: int = None, seed: int = None, model: str = None,
               configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Kill pods (DELETE, or `mode: evict` through the Eviction API, honouring PDBs)."""
-    return apply_fault(_drop_none(kind="pod-kill", label_selector=label_selector, namespace=namespace, count=count,
-                                  percent=percent, mode=mode, grace_seconds=grace_seconds, seed=seed), configuration)
+    return apply_fault(_drop_none(kind="pod-kill", label_selector=label_selector, model=model, namespace=namespace,
+                                  count=count, percent=percent, mode=mode, grace_seconds=grace_seconds, seed=seed),
+                       configuration)
 
 
 def kill_tp_groups(label_selector: str = None, namespace: str = None, count: int = None, percent: float = None,
-                   mode: str = "delete", seed: int = None,
+                   mode: str = "delete", seed: int = None, model: str = None,
                    configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Kill every pod of whole tensor-parallel groups."""
-    return apply_fault(_drop_none(kind="tp-group-kill", label_selector=label_selector, namespace=namespace,
+    return apply_fault(_drop_none(kind="tp-group-kill", label_selector=label_selector, model=model, namespace=namespace,
                                   count=count, percent=percent, mode=mode, seed=seed), configuration)
 
 
 def kill_rank(rank: int, label_selector: str = None, namespace: str = None, count: int = None, seed: int = None,
-              configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+              model: str = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Kill the member of the given rank in TP groups (the group stalls)."""
-    return apply_fault(_drop_none(kind="rank-kill", rank=rank, label_selector=label_selector, namespace=namespace,
-                                  count=count, seed=seed), configuration)
+    return apply_fault(_drop_none(kind="rank-kill", rank=rank, label_selector=label_selector, model=model,
+                                  namespace=namespace, count=count, seed=seed), configuration)
 
 
 def stall_rank(ttl_seconds: float, rank: int = 0, label_selector: str = None, namespace: str = None,
                count: int = None, seed: int = None, method: str = "freeze", container: str = None,
-               configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+               model: str = None, configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Freeze the engine process of one rank in TP groups for ttl_seconds: its pod stays Ready, its
     group serves nothing."""
-    return apply_fault(_drop_none(kind="rank-stall", rank=rank, label_selector=label_selector, namespace=namespace,
-                                  count=count, seed=seed, method=method, container=container,
-                                  ttl_seconds=ttl_seconds), configuration)
+    return apply_fault(_drop_none(kind="rank-stall", rank=rank, label_selector=label_selector, model=model,
+                                  namespace=namespace, count=count, seed=seed, method=method,
+                                  container=container, ttl_seconds=ttl_seconds), configuration)
 
 
 def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None, count: int = None,

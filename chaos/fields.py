@@ -28,6 +28,7 @@ Schema = dict[str, Any]
 # The examples' names, in every part of the reference.
 NAMESPACE = "kilocard-fleet"
 MODEL = "llama-3-70b"
+MODEL_MEANING = "the model: label kilocard.io/model, or the name its serving stack serves it under (kilocard discover)"
 
 # Kubernetes label selector syntax (apimachinery labels.Parse): requirements joined by commas.
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"

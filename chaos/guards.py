@@ -41,10 +41,10 @@ from chaos import plan as planning
 from chaos.errors import NotFound, SpecError
 from chaos.fields import boolean, integer, mapping, read, strings
 from chaos.judgement import GUARD_KEY
-from chaos.vocabulary import CHAOS_OPT_IN_LABEL, GROUP_SIZE_LABEL
+from chaos.vocabulary import CHAOS_OPT_IN_LABEL
 from probes import capacity
 from probes import snapshot as snap
-from probes.snapshot import ClusterSnapshot, PodView
+from probes.snapshot import ClusterSnapshot, PodView, whole_and_ready
 from probes.verdict import Contract, Verdict
 
 MODULE = "chaos.guards"
@@ -193,8 +193,7 @@ def _ready_replicas(s: ClusterSnapshot, namespace: str, model: str, without: set
     for p in s.replicas(model, namespace):
         groups[p.group].append(p)
     return sum(1 for members in groups.values()
-               if len(members) == int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
-               and all(p.ready and (p.namespace, p.name) not in without for p in members))
+               if whole_and_ready(members) and not any((p.namespace, p.name) in without for p in members))
 
 
 def judge(r: Radius, s: ClusterSnapshot, lim: Limits, opted_in: set[str], context: str | None = None) -> list[str]:

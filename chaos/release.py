@@ -9,16 +9,16 @@ from collections import defaultdict
 from typing import Any
 
 from chaos.kube import Kube
-from chaos.vocabulary import MODEL_LABEL, selects
 from probes import snapshot
 
 
 def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
     """Pure: "namespace/model" -> {workloads, images, engine_args} from the pods' JSON."""
     found: dict[str, dict[str, Any]] = defaultdict(lambda: {"workloads": set(), "images": {}, "engine_args": None})
+    identities = snapshot.identities(pods)
     for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
-        entry = found[f"{meta['namespace']}/{(meta.get('labels') or {}).get(MODEL_LABEL, '?')}"]
+        entry = found[f"{meta['namespace']}/{snapshot.model_of(pod, identities) or '?'}"]
         for owner in meta.get("ownerReferences") or []:
             entry["workloads"].add(f"{owner['kind']}/{owner['name']}")
         digests = {c.get("name"): c.get("imageID") or None for c in (pod.get("status") or {}).get("containerStatuses")
@@ -40,10 +40,8 @@ def fetch(kube: Kube, models: list[tuple[str, str]]) -> dict[str, Any]:
     source = snapshot.source_for(kube)
     followed = source.objects() if source is not None else None
     for namespace, names in models:
-        selector = f"{MODEL_LABEL} in ({names})"
-        if followed is None:
-            pods += kube.list_pods_raw(namespace, selector)
-        else:
-            pods += [p for p in followed[0] if p["metadata"]["namespace"] == namespace
-                     and selects(selector, p["metadata"].get("labels") or {})]
+        listed = kube.list_pods_raw(namespace) if followed is None else \
+            [p for p in followed[0] if p["metadata"]["namespace"] == namespace]
+        identities = snapshot.identities(listed)
+        pods += [p for p in listed if snapshot.model_of(p, identities) in names.split(",")]
     return of(pods)

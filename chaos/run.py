@@ -79,7 +79,6 @@ from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
 from chaos.settings import key
-from chaos.vocabulary import MODEL_LABEL
 from probes import placement, recovery, snapshot
 
 ACTIONS_MODULE = "chaos.actions"
@@ -497,7 +496,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         touched = _by_namespace(planned["blast_radius"]["models"])
         released = spent("release", release.fetch, ctx.kube, touched)
         journal: dict[str, Any] = {}
-        recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, f"{MODEL_LABEL} in ({m})").start()
+        recorders = spent("follow", lambda: [recovery.Recorder(ctx.kube, ns, m.split(",")).start()
                                              for ns, m in touched])
         offered = traffic.Load(experiment.load).start() if experiment.load else None
         offered_record = None

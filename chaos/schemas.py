@@ -29,6 +29,7 @@ from chaos import actions, faults, guards, stop
 from chaos import load as traffic
 from chaos.fields import (
     MODEL,
+    MODEL_MEANING,
     NAMESPACE,
     Schema,
     boolean,
@@ -63,7 +64,7 @@ CONTROLS = {guards.MODULE: GUARDS, stop.MODULE: STOP}
 # (bounds where another value cannot mean anything: no time, a negative one, or nothing named).
 _NAMED, _POSITIVE, _NOT_NEGATIVE = {"minLength": 1}, {"exclusiveMinimum": 0}, {"minimum": 0}
 _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
-    "model": ("the model (label kilocard.io/model)", MODEL, _NAMED),
+    "model": (MODEL_MEANING, MODEL, _NAMED),
     "models": ("the models whose replicas must be Ready elsewhere", [MODEL],
                {"minItems": 1, "items": {"type": "string", **_NAMED}}),
     "namespace": ("the namespace (default: every namespace)", NAMESPACE, {}),

@@ -259,7 +259,12 @@ def _group(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, s
 def identify_all(pods: Iterable[dict[str, Any]]) -> list[Identity]:
     """Every model pod's identity; a pod that names no model takes its group's model, else its
     workload's (when all of the workload's pods that name one agree)."""
-    found = [i for i in (identify(p) for p in pods) if i is not None]
+    return complete([i for i in (identify(p) for p in pods) if i is not None])
+
+
+def complete(found: list[Identity]) -> list[Identity]:
+    """The identities of pods that name a model, and of those that take it from their peers
+    (identify_all's second half, for a caller that keeps each pod's `identify` itself)."""
     by_group: dict[str, set[Fact]] = {}
     by_workload: dict[tuple[str, str], set[Fact]] = {}
     for i in found:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from chaos.vocabulary import MODEL_LABEL
 from probes import budget, tp_groups
 from probes import snapshot as snap
 from probes.verdict import Verdict
@@ -56,7 +55,7 @@ def _unsettled(kube: Kube, namespace: str, model: str, start: float, timeout: fl
         return tp_groups.recovered(s, model, set(), namespace, wanted)
 
     deadline = start + timeout
-    found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", time.time(), deadline)
+    found = snap.moments(kube, card_resource, namespace, model, time.time(), deadline)
     verdict = budget.first_within(found, whole, start, timeout, "the settle began")
     if not verdict.ok:
         return f"{namespace}/{model}: {verdict.reason}"

@@ -45,6 +45,7 @@ from chaoslib.exit import exit_gracefully
 from chaos.errors import KilocardError, SpecError
 from chaos.fields import (
     MODEL,
+    MODEL_MEANING,
     NAMESPACE,
     Schema,
     choice,
@@ -61,10 +62,10 @@ from chaos.fields import (
 )
 from chaos.judgement import STOP_KEY
 from chaos.settings import Settings as RunSettings
-from chaos.vocabulary import GROUP_SIZE_LABEL, quiet_thread
+from chaos.vocabulary import quiet_thread
 from probes import hung, slo
 from probes import snapshot as snap
-from probes.snapshot import ClusterSnapshot
+from probes.snapshot import ClusterSnapshot, whole_and_ready
 from probes.verdict import Contract
 
 MODULE = "chaos.stop"
@@ -133,7 +134,7 @@ class Settings:
 def _condition(kind: str, description: str, properties: dict[str, Schema], required: list[str],
                example: dict[str, Any]) -> Schema:
     return mapping(kind, description, {"kind": {"const": kind, "description": "the condition's kind"},
-                                       "model": text("the model (label kilocard.io/model)", example=MODEL),
+                                       "model": text(MODEL_MEANING, example=MODEL),
                                        "namespace": optional(text("the model's namespace (default: every namespace)",
                                                                   example=NAMESPACE)), **properties},
                    ["kind", "model", *required], example={"kind": kind, "model": MODEL, **example})
@@ -216,8 +217,7 @@ def breach(c: Condition, s: ClusterSnapshot | None,
     groups: dict[str, list[Any]] = defaultdict(list)
     for p in pods:
         groups[p.group].append(p)
-    whole = any(len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m)
-                for m in groups.values())
+    whole = any(whole_and_ready(m) for m in groups.values())
     return None if whole else f"{c.describe()}: no Ready replica left"
 
 

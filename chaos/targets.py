@@ -17,7 +17,9 @@ from typing import Any
 
 from chaos.errors import KubeError, SpecError
 from chaos.kube import Kube
+from chaos.serving import Identity
 from chaos.vocabulary import group_of
+from probes import snapshot
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,24 @@ class PodRef:
     rank: int
 
 
-def pod_ref(pod: dict[str, Any]) -> PodRef:
-    """From a pod's plain JSON (`Kube.list_pods_raw`)."""
+def pod_ref(pod: dict[str, Any], identity: Identity | None = None) -> PodRef:
+    """From a pod's plain JSON (`Kube.list_pods_raw`): its TP group and rank by kilocard's or
+    LeaderWorkerSet's labels, else as its serving stack says (`identity`)."""
     meta = pod["metadata"]
-    group, rank = group_of(meta["namespace"], meta["name"], meta.get("labels") or {})
+    if identity is not None:
+        group, rank = identity.group.value, int(identity.rank.value)
+    else:
+        group, rank = group_of(meta["namespace"], meta["name"], meta.get("labels") or {})
     return PodRef(meta["namespace"], meta["name"], meta["uid"], pod.get("spec", {}).get("nodeName"), group, rank)
+
+
+def of_model(pods: list[dict[str, Any]], model: str | None) -> list[dict[str, Any]]:
+    """The pods (of one listing) that serve `model`: kilocard's label, else what their serving
+    stack says (a worker that names none, by its group's or workload's); all of them for None."""
+    if model is None:
+        return pods
+    found = snapshot.identities(pods)
+    return [p for p in pods if snapshot.model_of(p, found) == model]
 
 
 def how_many(total: int, count: int | None, percent: float | None, where: str) -> int:
@@ -58,8 +73,9 @@ def refused_selector(exc: KubeError, where: str, field_name: str) -> KubeError |
 
 
 def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
-              field_selector: str | None, where: str = "fault") -> list[PodRef]:
-    """Pods matching the selectors, not terminating, sorted by (namespace, name)."""
+              field_selector: str | None, where: str = "fault", model: str | None = None) -> list[PodRef]:
+    """Pods matching the selectors and serving `model` (if given), not terminating, sorted by
+    (namespace, name)."""
     try:
         pods = kube.list_pods_raw(namespace, label_selector, field_selector)
     except KubeError as exc:
@@ -70,7 +86,10 @@ def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
         except KubeError:
             raise refused_selector(exc, where, "label_selector") from None
         raise refused_selector(exc, where, "field_selector") from None
-    alive = [pod_ref(p) for p in pods if not p["metadata"].get("deletionTimestamp")
+    pods = of_model(pods, model)
+    found = snapshot.identities(pods)
+    alive = [pod_ref(p, found.get((p["metadata"]["namespace"], p["metadata"]["name"])))
+             for p in pods if not p["metadata"].get("deletionTimestamp")
              and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
     return sorted(alive, key=lambda p: (p.namespace, p.name))
 
@@ -78,21 +97,21 @@ def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
 @dataclass(frozen=True)
 class NodeSelection:
     """Named nodes (all of them, unless count/percent samples them), a label selector, or the
-    nodes the pods matching (namespace, label selector) are bound to."""
+    nodes the pods matching (namespace, label selector, model) are bound to."""
 
     names: tuple[str, ...] | None
     selector: str | None
     count: int | None
     percent: float | None
     seed: int | None
-    pods: tuple[str | None, str] | None = None
+    pods: tuple[str | None, str | None, str | None] | None = None  # (namespace, label selector, model)
 
 
 def select_nodes(kube: Kube, selection: NodeSelection, where: str, run_id: str) -> list[str]:
     if selection.pods is not None:
-        namespace, label_selector = selection.pods
+        namespace, label_selector, model = selection.pods
         try:  # terminating pods count: a dead node still holds them, and that is the node wanted
-            bound = kube.list_pods_raw(namespace, label_selector)
+            bound = of_model(kube.list_pods_raw(namespace, label_selector), model)
         except KubeError as exc:
             raise refused_selector(exc, where, "nodes_of.label_selector") from None
         pool = sorted({p["spec"]["nodeName"] for p in bound if (p.get("spec") or {}).get("nodeName")

@@ -46,9 +46,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.vocabulary import GROUP_SIZE_LABEL
 from probes import metric_names, slo
-from probes.snapshot import ClusterSnapshot, PodView
+from probes.snapshot import ClusterSnapshot, PodView, whole_and_ready
 from probes.verdict import NO_DATA, Contract, Verdict, failed, passed
 
 FINISHED_NAMES = ("vllm:request_success_total", "sglang:num_requests_total")
@@ -103,8 +102,7 @@ def judge(snapshot: ClusterSnapshot, figures: Figures, model: str, window: str =
     groups: dict[str, list[PodView]] = defaultdict(list)
     for pod in sorted(snapshot.replicas(model, namespace), key=lambda pod: pod.rank):
         groups[pod.group].append(pod)
-    ready = {k: m for k, m in groups.items()
-             if len(m) == int(m[0].labels.get(GROUP_SIZE_LABEL, len(m))) and all(p.ready for p in m)}
+    ready = {k: m for k, m in groups.items() if whole_and_ready(m)}
     judged = {k: m for k, m in ready.items()
               if all(p.ready_since is None or figures.at - p.ready_since >= w for p in m)}
     settling = sorted(set(ready) - set(judged))

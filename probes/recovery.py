@@ -9,10 +9,11 @@ from __future__ import annotations
 import calendar
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos.vocabulary import quiet_thread, ready, selects
+from chaos.vocabulary import quiet_thread, ready
 from probes import snapshot
 from probes.verdict import Verdict, failed, passed
 
@@ -51,11 +52,13 @@ def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
 
 
 class Recorder:
-    """Follows pods in a background thread, turning state changes into events: on the run's
-    follower when one runs (chaos.follower: no request of its own), else one list + watch."""
+    """Follows the pods of `models` (by kilocard's label or what their serving stack says) in a
+    background thread, turning state changes into events: on the run's follower when one runs
+    (chaos.follower: no request of its own), else one list + watch of the namespace."""
 
-    def __init__(self, kube: Kube, namespace: str, label_selector: str) -> None:
-        self.kube, self.namespace, self.selector = kube, namespace, label_selector
+    def __init__(self, kube: Kube, namespace: str, models: Collection[str]) -> None:
+        self.kube, self.namespace, self.models = kube, namespace, set(models)
+        self.pods: dict[str, dict[str, Any]] = {}  # the namespace's pods that may serve a model
         self.events: list[Event] = []
         self.seen: dict[str, set[str]] = {}
         self.stop = threading.Event()
@@ -99,14 +102,24 @@ class Recorder:
 
     def _run(self) -> None:
         quiet_thread()
-        for kind, obj in self.kube.events("pods", self.namespace, self.selector, stop=self.stop, raw=True):
-            self._on(kind, obj)
+        for kind, obj in self.kube.events("pods", self.namespace, None, stop=self.stop, raw=True):
+            self._selected(kind, obj)
 
     def _selected(self, kind: str, obj: Any) -> None:
-        """An event of the follower's: the pods of this recorder's selector only."""
+        """An event: the pods of this recorder's models only (a pod that names no model, a
+        worker, is one of theirs when its group's or workload's pods are)."""
         if kind == "SYNC":
-            self._on(kind, [p for p in obj if selects(self.selector, p["metadata"].get("labels") or {})])
-        elif selects(self.selector, obj["metadata"].get("labels") or {}):
+            self.pods = {p["metadata"]["uid"]: p for p in obj if snapshot.may_serve(p, None)}
+            found = snapshot.identities(self.pods.values())
+            self._on(kind, [p for p in self.pods.values() if snapshot.model_of(p, found) in self.models])
+            return
+        if not snapshot.may_serve(obj, None):
+            return
+        self.pods[obj["metadata"]["uid"]] = obj
+        ours = snapshot.model_of(obj, snapshot.identities(self.pods.values())) in self.models
+        if kind == "DELETED":
+            self.pods.pop(obj["metadata"]["uid"], None)
+        if ours:
             self._on(kind, obj)
 
     def _on(self, kind: str, obj: Any) -> None:

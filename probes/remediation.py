@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chaos.vocabulary import MODEL_LABEL, OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
+from chaos.vocabulary import OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
 from probes import budget as budgeted
 from probes import snapshot as snap
 from probes import tp_groups
@@ -94,5 +94,5 @@ def within(kube: Kube, node: str, models: tuple[str, ...], budget: float, namesp
     if path not in PATHS:
         raise ValueError(f"remediation path: expected one of {', '.join(PATHS)}, got {path!r}")
     judge = PATHS[path]
-    found = snap.moments(kube, card_resource, namespace, MODEL_LABEL, fault_at, fault_at + budget, settled)
+    found = snap.moments(kube, card_resource, namespace, None, fault_at, fault_at + budget, settled)
     return budgeted.first_within(found, lambda s: judge(s, node, models, namespace), fault_at, budget, zero_is)

@@ -2,8 +2,10 @@
 pod and every node as plain JSON, kept by the run's follower (no request) or listed (two requests).
 
 The views keep only what probes use; probes are pure functions over a `ClusterSnapshot`. Pods of
-models (label `kilocard.io/model`) get a view each; every pod bound to a node counts towards the
-cards in use there, as the scheduler counts them.
+models get a view each: kilocard's labels (`kilocard.io/model` and friends) when a pod has them,
+else the model, replica, rank and sizes its serving stack gives it (chaos.serving, as `kilocard
+discover` shows them). Every pod bound to a node counts towards the cards in use there, as the
+scheduler counts them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chaos.vocabulary import MODEL_LABEL, card_resource_of, epoch, group_of, ready
+from chaos import serving
+from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL, card_resource_of, epoch, group_of, ready
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -40,6 +43,23 @@ class PodView:
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect)
     ready_since: float | None = None  # epoch seconds its Ready condition last turned True
+    # What the pod's serving stack says of its replica (chaos.serving), where it has no label of
+    # kilocard's that says it: the tensor- and pipeline-parallel sizes and the pods in it.
+    stack_tp: int | None = None
+    stack_pp: int | None = None
+    stack_group_size: int | None = None
+
+    @property
+    def tp_size(self) -> int | None:
+        return _size(self.labels.get(TP_SIZE_LABEL)) or self.stack_tp
+
+    @property
+    def pp_size(self) -> int | None:
+        return _size(self.labels.get(serving.PP_SIZE_LABEL)) or self.stack_pp
+
+    @property
+    def group_size(self) -> int | None:
+        return _size(self.labels.get(GROUP_SIZE_LABEL)) or self.stack_group_size
 
     def tolerates(self, taint: str) -> bool:
         """Does one of the pod's tolerations match a "key=value:effect" taint?"""
@@ -49,6 +69,21 @@ class PodView:
                     and (operator == "Exists" or t_value == value)):
                 return True
         return False
+
+
+def said(members: list[PodView], fact: str) -> int | None:
+    """What the replica's pods say of it (`tp_size`, `pp_size`, `group_size`): the first that
+    says it (a worker's command line may not)."""
+    return next((value for m in members if (value := getattr(m, fact))), None)
+
+
+def _size(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and int(value) > 0 else None
+
+
+def whole_and_ready(members: list[PodView]) -> bool:
+    """A replica with every pod it should have (its group size, where known) and all of them Ready."""
+    return len(members) == (said(members, "group_size") or len(members)) and all(p.ready for p in members)
 
 
 def taint_parts(taint: str) -> tuple[str, str, str]:
@@ -117,18 +152,26 @@ def _ready_since(pod: dict[str, Any]) -> float | None:
                  if c.get("type") == "Ready"), None)
 
 
-def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
-    """A model's pod as the API's JSON gives it; None for pods of no model."""
+def pod_view(pod: dict[str, Any], card_resource: str, identity: serving.Identity | None = None) -> PodView | None:
+    """A model's pod as the API's JSON gives it: kilocard's labels, else `identity` (what its
+    serving stack says, from `identities`); None for pods of no model."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
     labels = meta.get("labels") or {}
-    if MODEL_LABEL not in labels:
+    stated: tuple[int | None, int | None, int | None] = (None, None, None)
+    if MODEL_LABEL in labels:
+        model = labels[MODEL_LABEL]
+        group, rank = group_of(meta["namespace"], meta["name"], labels)
+    elif identity is not None and identity.model is not None:
+        model, group, rank = identity.model.value, identity.group.value, int(identity.rank.value)
+        stated = (_size(identity.tp.value) if identity.tp else None, _size(identity.pp.value) if identity.pp else None,
+                  _size(identity.group_size.value) if identity.group_size else None)
+    else:
         return None
-    group, rank = group_of(meta["namespace"], meta["name"], labels)
     anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
     deleting = bool(meta.get("deletionTimestamp"))
     return PodView(
         namespace=meta["namespace"], name=meta["name"], uid=meta["uid"], node=spec.get("nodeName"),
-        model=labels[MODEL_LABEL], ready=ready(pod), deleting=deleting,
+        model=model, ready=ready(pod), deleting=deleting,
         cards=_cards(pod, card_resource), group=group, rank=rank, labels=dict(labels),
         required_anti_affinity=tuple(t["topologyKey"]
                                      for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
@@ -140,8 +183,55 @@ def pod_view(pod: dict[str, Any], card_resource: str) -> PodView | None:
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),
-        ready_since=_ready_since(pod),
+        ready_since=_ready_since(pod), stack_tp=stated[0], stack_pp=stated[1],
+        stack_group_size=stated[2],
     )
+
+
+# serving.identify's answer per pod version (uid, resourceVersion): a run's snapshots rebuild the
+# same pods at every change, and reading each pod's command line again was most of their cost.
+_IDENTIFIED: dict[tuple[str, str], serving.Identity | None] = {}
+_IDENTIFIED_MAX = 200_000
+
+
+def _identify(pod: dict[str, Any]) -> serving.Identity | None:
+    meta = pod["metadata"]
+    key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
+    if not all(key):
+        return serving.identify(pod)
+    if key not in _IDENTIFIED:
+        if len(_IDENTIFIED) >= _IDENTIFIED_MAX:
+            _IDENTIFIED.clear()
+        _IDENTIFIED[key] = serving.identify(pod)
+    return _IDENTIFIED[key]
+
+
+def identities(pods: Iterable[dict[str, Any]]) -> dict[tuple[str, str], serving.Identity]:
+    """(namespace, name) -> what its serving stack says, for the pods without kilocard's model
+    label (those read their labels alone: the fast path, and an explicit override)."""
+    found = [i for p in pods if MODEL_LABEL not in (p["metadata"].get("labels") or {})
+             and (i := _identify(p)) is not None]
+    return {(i.namespace, i.pod): i for i in serving.complete(found)} if found else {}
+
+
+def model_of(pod: dict[str, Any], found: dict[tuple[str, str], serving.Identity]) -> str | None:
+    """The model a pod serves: kilocard's label, else its identity in `found` (`identities`)."""
+    meta = pod["metadata"]
+    labelled = (meta.get("labels") or {}).get(MODEL_LABEL)
+    if labelled:
+        return str(labelled)
+    i = found.get((meta["namespace"], meta["name"]))
+    return i.model.value if i is not None and i.model is not None else None
+
+
+def may_serve(pod: dict[str, Any], model: str | None) -> bool:
+    """Could the pod be one of `model`'s (any model's, for None), from itself alone? A pod that
+    takes its model from its peers (a worker that names none) may."""
+    labelled = (pod["metadata"].get("labels") or {}).get(MODEL_LABEL)
+    if labelled:
+        return model is None or labelled == model
+    i = _identify(pod)
+    return i is not None and (model is None or i.model is None or i.model.value == model)
 
 
 def node_view(node: dict[str, Any], card_resource: str, cards_in_use: int = 0) -> NodeView:
@@ -160,16 +250,18 @@ def build(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], card_
           namespace: str | None = None) -> ClusterSnapshot:
     """Views of the model pods (of `namespace`, if given) and of every node with its cards in use.
     Without a `card_resource`, the one the nodes offer (vocabulary.card_resource_of)."""
-    nodes = list(nodes)
+    nodes, pods = list(nodes), list(pods)
     card_resource = card_resource or card_resource_of(nodes)
     in_use: dict[str, int] = {}
     views = []
+    found = identities(p for p in pods if namespace is None or p["metadata"]["namespace"] == namespace)
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and not _finished(pod):
             in_use[node] = in_use.get(node, 0) + _cards(pod, card_resource)
         if namespace is None or pod["metadata"]["namespace"] == namespace:
-            view = pod_view(pod, card_resource)
+            meta = pod["metadata"]
+            view = pod_view(pod, card_resource, found.get((meta["namespace"], meta["name"])))
             if view is not None:
                 views.append(view)
     return ClusterSnapshot(tuple(views), tuple(node_view(n, card_resource, in_use.get(n["metadata"]["name"], 0))
@@ -249,17 +341,17 @@ class Moment:
     snapshot: ClusterSnapshot
 
 
-def moments(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str, since: float,
+def moments(kube: Kube, card_resource: str | None, namespace: str | None, model: str | None, since: float,
             until: float, settled: float | None = None) -> Iterator[Moment]:
     """The cluster from `since` to `until` (epoch seconds), a moment per change: as the run's
     follower recorded it (its history, from `since` or from when its view held every write made
     before), then live, a snapshot now and again after each change of the pods in `namespace`
-    (those matching `label_selector` when no follower runs; with one, a node's cordon, taints,
-    Ready or cards too). Without a record reaching back to `since`, the first moment is now.
+    (those that may serve `model`, any model's for None, when no follower runs; with one, a
+    node's cordon, taints, Ready or cards too). Without a record reaching back to `since`, the first moment is now.
     `settled`: when the fault's writes were done (its apply returned): no moment is judged
     before the view holds them."""
     yield from recorded(kube, card_resource, namespace, since, settled) or ()
-    for s in _followed(kube, card_resource, namespace, label_selector, until):
+    for s in _followed(kube, card_resource, namespace, model, until):
         yield Moment(time.time(), s)
 
 
@@ -294,25 +386,26 @@ def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> li
     past = run.history(max(since, run.recorded_from), namespace)
     if past is None:
         return []
-    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods if _of(p, model)}
+    pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods}
 
     def live() -> dict[str, bool]:
-        return {p["metadata"]["name"]: ready(p) for p in pods.values() if not p["metadata"].get("deletionTimestamp")}
+        found = identities(pods.values())
+        return {p["metadata"]["name"]: ready(p) for p in pods.values()
+                if not p["metadata"].get("deletionTimestamp") and model_of(p, found) == model}
 
-    found = [(past.at, live())]
+    states = [(past.at, live())]
     for change in past.changes:
-        if change.kind != "pods" or not (change.key in pods or (change.obj is not None and _of(change.obj, model))):
+        if change.kind != "pods":
             continue
-        if change.obj is None or not _of(change.obj, model):
+        before = pods.get(change.key)
+        if not any(o is not None and may_serve(o, model) for o in (before, change.obj)):
+            continue  # a pod of another model, or of none
+        if change.obj is None:
             pods.pop(change.key, None)
         else:
             pods[change.key] = change.obj
-        found.append((change.at, live()))
-    return found
-
-
-def _of(pod: dict[str, Any], model: str) -> bool:
-    return (pod["metadata"].get("labels") or {}).get(MODEL_LABEL) == model
+        states.append((change.at, live()))
+    return states
 
 
 def recorded_from(kube: Kube) -> float | None:
@@ -321,15 +414,17 @@ def recorded_from(kube: Kube) -> float | None:
     return run.recorded_from if run is not None else None
 
 
-def _followed(kube: Kube, card_resource: str | None, namespace: str | None, label_selector: str,
+def _followed(kube: Kube, card_resource: str | None, namespace: str | None, model: str | None,
               until: float) -> Iterator[ClusterSnapshot]:
     """A snapshot now, and again after each change, until `until` (epoch): with the run's
-    follower, no request at all; else one watch."""
+    follower, no request at all; else one watch of the namespace's pods (a model is found by
+    its labels or its command line, which no label selector can say)."""
     run = source_for(kube)
     if run is None:
-        for _event in kube.events("pods", namespace, label_selector, until=time.monotonic() + until - time.time(),
-                                  raw=True):
-            yield fetch(kube, card_resource, namespace)
+        for kind, obj in kube.events("pods", namespace, None, until=time.monotonic() + until - time.time(),
+                                     raw=True):
+            if kind == "SYNC" or may_serve(obj, model):
+                yield fetch(kube, card_resource, namespace)
         return
     while True:
         seen = run.changes(namespace)
@@ -337,5 +432,5 @@ def _followed(kube: Kube, card_resource: str | None, namespace: str | None, labe
         if not run.wait(seen, namespace, until - time.time()):
             if run.alive or time.time() >= until:
                 return
-            yield from _followed(kube, card_resource, namespace, label_selector, until)  # it stopped: watch
+            yield from _followed(kube, card_resource, namespace, model, until)  # it stopped: watch
             return

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL, TP_SIZE_LABEL
 from probes import budget as budgeted
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
@@ -63,12 +62,13 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
     cards_per_node = max((n.cards_capacity for n in snapshot.nodes), default=0)
     problems: list[str] = []
     for key, members in sorted(groups.items()):
-        lead = members[0]
-        tp = int(lead.labels.get(TP_SIZE_LABEL, sum(m.cards for m in members) or 1))
-        size = int(lead.labels.get(GROUP_SIZE_LABEL, len(members)))
+        tp, pp = snap.said(members, "tp_size"), snap.said(members, "pp_size") or 1
+        width = tp * pp if tp else sum(m.cards for m in members) or 1
+        size = snap.said(members, "group_size") or len(members)
         nodes = {m.node for m in members if m.node}
-        if tp <= cards_per_node and len(nodes) > 1:
-            problems.append(f"{key}: TP={tp} fits one node but spans {', '.join(sorted(nodes))}")
+        if width <= cards_per_node and len(nodes) > 1:
+            shape = f"TP={width}" if pp == 1 else f"TP={tp} x PP={pp}"
+            problems.append(f"{key}: {shape} fits one node but spans {', '.join(sorted(nodes))}")
         if len(members) < size:
             problems.append(f"{key}: {len(members)} of {size} ranks present")
         pending = sorted(m.name for m in members if not m.node)
@@ -112,22 +112,25 @@ def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float,
     interval (from when its view held the fault's writes, done by `settled`), then the model's
     pods followed live (the run's follower, else a watch) until it holds or the budget runs out."""
     wanted = desired(kube, model, namespace)
-    found = snap.moments(kube, card_resource, namespace, f"{MODEL_LABEL}={model}", fault_at, fault_at + budget,
+    found = snap.moments(kube, card_resource, namespace, model, fault_at, fault_at + budget,
                          settled)
     return budgeted.first_within(found, lambda s: recovered(s, model, faulted, namespace, wanted), fault_at, budget,
                                  zero_is)
 
 
 def desired(kube: Kube, model: str, namespace: str | None) -> int | None:
-    """Pods the model's Deployments and StatefulSets ask for (by their pod template's model
-    label); None without a namespace to look in, or when no such workload exists (bare pods)."""
+    """Pods the model's Deployments and StatefulSets ask for (by their pod template: kilocard's
+    model label, else what its serving stack says); None without a namespace to look in, or when
+    no such workload exists (bare pods, or a stack's own kind of workload)."""
     if namespace is None:
         return None
     counts = []
     for kind in ("deployments", "statefulsets"):
         for w in kube.list_raw(f"list {kind} in {namespace}", f"/apis/apps/v1/namespaces/{namespace}/{kind}"):
             spec = w.get("spec") or {}
-            labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-            if labels.get(MODEL_LABEL) == model:
+            template = spec.get("template") or {}
+            pod = {"metadata": {**(template.get("metadata") or {}), "namespace": namespace,
+                                "name": w["metadata"]["name"]}, "spec": template.get("spec") or {}}
+            if snap.model_of(pod, snap.identities([pod])) == model:
                 counts.append(spec.get("replicas") or 0)
     return sum(counts) if counts else None

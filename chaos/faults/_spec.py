@@ -48,8 +48,10 @@ NOT_BOTH = not_both("give either count or percent, not both", "count", "percent"
 
 POD_NAMESPACE = optional(text("the pods' namespace (default: every namespace)", example=NAMESPACE))
 POD_SELECTOR = optional(selector("which pods", SELECTED))
+POD_MODEL = optional(text("the pods of this model (label kilocard.io/model, or the name its serving stack serves it "
+                          "under: kilocard discover); with a label_selector, the pods both pick", example=MODEL))
 PODS = {
-    "namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR,
+    "namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR, "model": POD_MODEL,
     "field_selector": optional(text("a field selector on the pods", example="spec.nodeName=worker-1")),
     "count": COUNT, "percent": PERCENT,
     "mode": choice(("delete", "evict"), "DELETE, or the Eviction API (honours PodDisruptionBudgets)", "delete"),
@@ -57,18 +59,21 @@ PODS = {
                                       example=0)),
     "seed": SEED, "eviction_deadline_seconds": EVICTION_DEADLINE, "allow_empty": ALLOW_EMPTY,
 }
-PODS_RULES = (any_of("a selector (or a namespace): refusing to pick from every pod", "label_selector", "namespace"),
-              NOT_BOTH)
+PODS_RULES = (any_of("a selector, a model (or a namespace): refusing to pick from every pod", "label_selector",
+                     "model", "namespace"), NOT_BOTH)
 NODES = {
     "nodes": optional(strings("node names", ["worker-1"])),
     "node_selector": optional(selector("a label selector of nodes", "kilocard.io/pool=gpu")),
-    "nodes_of": optional(mapping("nodes_of", "the nodes the pods matching label_selector (in namespace) run on", {
+    "nodes_of": optional(mapping("nodes_of", "the nodes the pods matching label_selector or model (in namespace) "
+                                 "run on", {
         "namespace": POD_NAMESPACE,
-        "label_selector": selector("which pods", "kilocard.io/tp-group=g0,apps.kubernetes.io/pod-index=1"),
-    }, ["label_selector"], example={"namespace": NAMESPACE, "label_selector": "kilocard.io/tp-group=g0"})),
+        "label_selector": optional(selector("which pods", "kilocard.io/tp-group=g0,apps.kubernetes.io/pod-index=1")),
+        "model": POD_MODEL,
+    }, (), [any_of("a label_selector or a model", "label_selector", "model")],
+        example={"namespace": NAMESPACE, "label_selector": "kilocard.io/tp-group=g0"})),
     "count": COUNT, "percent": PERCENT, "seed": SEED,
 }
-NODES_RULES = (one_of("one of: a list of node names, a node_selector, or nodes_of {namespace, label_selector}",
+NODES_RULES = (one_of("one of: a list of node names, a node_selector, or nodes_of {namespace, label_selector, model}",
                       "nodes", "node_selector", "nodes_of"), NOT_BOTH)
 CARDS = described({"type": "array", "minItems": 1, "uniqueItems": True,
                    "items": {"type": "integer", "minimum": 0, "maximum": MAX_CARD}},
@@ -90,7 +95,7 @@ def nodes(values: dict[str, Any]) -> NodeSelection:
     pods = values["nodes_of"]
     return NodeSelection(tuple(values["nodes"]) if values["nodes"] else None, values["node_selector"],
                          values["count"], values["percent"], values["seed"],
-                         (pods.get("namespace"), pods["label_selector"]) if pods else None)
+                         (pods.get("namespace"), pods.get("label_selector"), pods.get("model")) if pods else None)
 
 
 def cards(values: dict[str, Any]) -> tuple[str, tuple[int, ...]]:

@@ -31,6 +31,7 @@ class Spec:
     kind: str
     namespace: str | None
     label_selector: str | None
+    model: str | None
     field_selector: str | None
     count: int | None
     percent: float | None
@@ -47,7 +48,7 @@ def build(values: dict[str, Any], where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where)
+    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where, spec.model)
     chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 

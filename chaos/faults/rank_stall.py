@@ -21,6 +21,7 @@ from chaos.faults._spec import (
     ALLOW_EMPTY,
     COUNT,
     PERCENT,
+    POD_MODEL,
     POD_NAMESPACE,
     POD_SELECTOR,
     PODS_RULES,
@@ -36,7 +37,8 @@ from chaos.targets import groups, how_many, live_pods, sample
 SCHEMAS = {"rank-stall": kind(
     "rank-stall", "Freeze the engine process of one rank in each chosen tensor-parallel group through the node "
     "agent (its cgroup's freezer, or SIGSTOP), for ttl_seconds: every pod stays Ready while the group serves nothing.",
-    {"namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR, "count": COUNT, "percent": PERCENT, "seed": SEED,
+    {"namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR, "model": POD_MODEL, "count": COUNT,
+     "percent": PERCENT, "seed": SEED,
      "rank": integer(0, 2**31, "the rank stalled in each group", 0),
      "container": optional(text("the engine container (default: the one requesting cards, else the first)",
                                 example="engine")),
@@ -53,6 +55,7 @@ class Spec:
     kind: str
     namespace: str | None
     label_selector: str | None
+    model: str | None
     count: int | None
     percent: float | None
     seed: int | None
@@ -69,7 +72,7 @@ def build(values: dict[str, Any], where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, None, where))
+    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, None, where, spec.model))
     found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
     chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     ranks = [m for key in sorted(chosen) for m in found[key] if m.rank == spec.rank]

@@ -35,7 +35,7 @@ def build(values: dict[str, Any], where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where))
+    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where, spec.model))
     if spec.rank is not None:
         found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
     chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)

@@ -28,7 +28,6 @@ from chaos.agent.client import AgentClient
 from chaos.errors import KubeError, NotFound
 from chaos.faults import Context
 from chaos.kube import Kube
-from chaos.vocabulary import MODEL_LABEL
 from testbed.simulator import ascend, dra
 from testbed.simulator.dcgm import FIELD_SETS
 from testbed.simulator.engine import LoadProfile
@@ -59,7 +58,8 @@ def follow_nodes(kube: Kube, world: World, resource: str, stop: threading.Event)
 
 
 def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
-    for kind, obj in kube.events("pods", label_selector=MODEL_LABEL, stop=stop, raw=True):
+    # Every pod: a serving stack's carry no label of kilocard's (the world reads their command lines).
+    for kind, obj in kube.events("pods", stop=stop, raw=True):
         if kind == "SYNC":
             uids = {p["metadata"]["uid"] for p in obj}
             for uid in set(world.pods) - uids:

@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from chaos.vocabulary import GROUP_SIZE_LABEL, KV_BYTES_PER_CARD
+from chaos.vocabulary import KV_BYTES_PER_CARD
 from probes.capacity import kv_bytes_per_token
 from testbed.simulator import model as m
 from testbed.simulator.effects import Net, net_of
@@ -114,7 +114,7 @@ class Engine(State):
         OpenAI endpoint route alike."""
         found = []
         for key, members in groups:
-            size = int(members[0].labels.get(GROUP_SIZE_LABEL, len(members)))
+            size = next((p.group_size for p in members if p.group_size), len(members))
             if not (len(members) == size and all(p.ready and not p.terminating for p in members)):
                 continue  # the gateway routes to Ready replicas only, and not to draining ones
             speed, delay, failure = self.replica_speed(members)

@@ -18,7 +18,8 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent.protocol import Fault
-from chaos.vocabulary import ENGINE_LABEL, MODEL_LABEL, group_of
+from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
+from probes import snapshot
 from testbed.simulator import model as m
 from testbed.stages import LOST_LABEL
 
@@ -61,6 +62,7 @@ class Pod:
     engine: str = "vllm"  # which engine's metrics the replica exports (label kilocard.io/engine)
     terminating: bool = False  # draining: keeps its cards, gets no new requests
     chips_noted: str | None = None  # Ascend: the pod's huawei.com/AscendReal annotation as last seen
+    group_size: int | None = None  # pods in its replica, where a label or its stack says
 
 
 @dataclass
@@ -115,6 +117,7 @@ class State:
         self.dra_health_off: set[str] = set()  # nodes whose DRA driver taints no card (testbed/simulator/dra.py)
         self.cards: dict[tuple[str, int], Card] = {}
         self.pods: dict[str, Pod] = {}
+        self.stack_pods: dict[str, dict[str, Any]] = {}  # uid -> a serving stack's pod (no kilocard label), as listed
         self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
         self.isolated: dict[str, set[int]] = defaultdict(set)
         self.separated: dict[str, set[int]] = defaultdict(set)  # Ascend: ManuallySeparateNPU, as the CM says
@@ -191,29 +194,53 @@ class State:
 
     def upsert_pod(self, obj: dict[str, Any]) -> None:
         """Take a pod as the API's JSON; only scheduled pods of a model matter. A terminating pod
-        stays until it is gone: it holds its cards while it drains (or forever, on a dead node)."""
+        stays until it is gone: it holds its cards while it drains (or forever, on a dead node).
+        A model's pod is one with kilocard's labels, or one its serving stack makes (as the
+        toolkit's probes read it, chaos.serving: a worker that names no model takes its group's)."""
         meta, spec = obj["metadata"], obj.get("spec") or {}
         labels = meta.get("labels") or {}
-        model = labels.get(MODEL_LABEL)
-        node = spec.get("nodeName")
-        if not model or not node:
-            self.remove_pod(meta["uid"])
-            return
-        # A TP group as the toolkit reads it (kilocard's label or LWS's); a pod alone is keyed by
-        # its uid, so a replacement's metrics start from zero as a new vLLM process's do.
-        group, rank = group_of(meta["namespace"], meta["uid"], labels)
+        uid = meta["uid"]
+        if not spec.get("nodeName"):
+            self.remove_pod(uid)
+        elif labels.get(MODEL_LABEL):
+            model = labels[MODEL_LABEL]
+            container = (spec.get("containers") or [{}])[0]
+            served = _served_name(list(container.get("args") or []), model)
+            group, rank = group_of(meta["namespace"], uid, labels)
+            self._put(obj, model, served, group, rank, labels.get(GROUP_SIZE_LABEL), labels.get(ENGINE_LABEL))
+        elif snapshot.may_serve(obj, None):
+            with self.lock:
+                self.stack_pods[uid] = obj
+                stack_pods = list(self.stack_pods.values())
+            found = snapshot.identities(stack_pods)
+            for pod in stack_pods:  # a worker seen before its leader learns its model now
+                pod_meta = pod["metadata"]
+                i = found.get((pod_meta["namespace"], pod_meta["name"]))
+                if i is None or i.model is None or (pod is not obj and pod_meta["uid"] in self.pods):
+                    continue
+                # A pod alone is keyed by its uid, as a labelled one is (a replacement starts from zero).
+                alone = i.group.value == f"{pod_meta['namespace']}/{pod_meta['name']}"
+                group = f"{pod_meta['namespace']}/{pod_meta['uid']}" if alone else i.group.value
+                self._put(pod, i.model.value, i.model.value, group, int(i.rank.value),
+                          i.group_size.value if i.group_size else None, i.engine.value if i.engine else None)
+        else:
+            self.remove_pod(uid)
+
+    def _put(self, obj: dict[str, Any], model: str, served: str, group: str, rank: int, group_size: str | None,
+             engine: str | None) -> None:
+        meta, spec = obj["metadata"], obj.get("spec") or {}
         container = (spec.get("containers") or [{}])[0]
         limits = (container.get("resources") or {}).get("limits") or {}
         conditions = (obj.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         pod = Pod(
-            uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=node,
-            model=model, served_name=_served_name(list(container.get("args") or []), model),
-            group=group, rank=rank,
-            cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=labels,
-            engine=labels.get(ENGINE_LABEL) if labels.get(ENGINE_LABEL) in m.ENGINES else "vllm",
+            uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=spec["nodeName"],
+            model=model, served_name=served, group=group, rank=rank,
+            cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=meta.get("labels") or {},
+            engine=engine if engine in m.ENGINES else "vllm",
             terminating=bool(meta.get("deletionTimestamp")),
             chips_noted=(meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION),
+            group_size=int(group_size) if group_size and group_size.isdigit() else None,
         )
         with self.lock:
             self.pods[pod.uid] = pod
@@ -240,6 +267,7 @@ class State:
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:
+            self.stack_pods.pop(uid, None)
             pod = self.pods.pop(uid, None)
             if pod:
                 for i in [i for i, u in self.assignment[pod.node].items() if u == uid]:

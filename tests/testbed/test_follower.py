@@ -133,7 +133,7 @@ def test_recorders_and_waits_ride_on_its_one_watch(kube, pool, monkeypatch):
     watched = []
     monkeypatch.setattr(kube, "events", lambda *a, **k: watched.append(a) or iter(()))
     try:
-        with recovery.Recorder(kube, p.namespace, "kilocard.io/model in (big)") as recorder:
+        with recovery.Recorder(kube, p.namespace, ["big"]) as recorder:
             kube.delete_pod(p.namespace, "old", grace_seconds=0)
             kube.delete_pod(p.namespace, "other", grace_seconds=0)
             kube.apply(bare_pod("new", p.node_names[0], p.namespace, model="big"))

@@ -160,7 +160,7 @@ def _p95(prom, namespace):
 def test_recovery_timeline_from_watch_events(ctx_factory, kube, pool, tmp_path):
     p = pool(3)
     fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
-    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+    with recovery.Recorder(kube, p.namespace, [BIG]) as recorder:
         fault_at = time.time()
         ctx, book = ctx_factory(tmp_path)
         plan.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace,
@@ -182,7 +182,7 @@ def test_recovery_budget_shorter_than_a_node_loss(ctx_factory, kube, pool, testb
     p = pool(3)
     fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 1}), timeout=60, say=lambda _m: None)
     (victim,) = wait_ready(kube, p.namespace, BIG, 1)
-    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+    with recovery.Recorder(kube, p.namespace, [BIG]) as recorder:
         fault_at = time.time()
         kube.patch_node(victim.spec.node_name, {"metadata": {"labels": {stages.NOT_READY_LABEL: "true"}}})
         try:
@@ -259,7 +259,7 @@ def test_recovery_times_agree_with_the_audit_log_within_a_quarter_of_a_second(ct
 
     p = pool(3)
     fleet.deploy(kube, p.fleet(FRAGILE, replicas={FRAGILE: 4}), timeout=60, say=lambda _m: None)
-    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={FRAGILE}") as recorder:
+    with recovery.Recorder(kube, p.namespace, [FRAGILE]) as recorder:
         fault_at = time.time()
         ctx, book = ctx_factory(tmp_path)
         plan.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace,

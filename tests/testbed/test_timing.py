@@ -26,7 +26,7 @@ def test_a_70b_replica_starts_in_its_computed_time_and_drains_before_its_cards_a
     drain = timing.drain(template["metadata"]["labels"]) / timing.DEFAULT_FACTOR
     assert 20 < start < 30 and 5 < drain < 8  # 70B: about 4 min and 1 min in production
 
-    with recovery.Recorder(kube, p.namespace, f"kilocard.io/model={BIG}") as recorder:
+    with recovery.Recorder(kube, p.namespace, [BIG]) as recorder:
         fleet.deploy(kube, objects, timeout=60, say=lambda _m: None)
         (first,) = wait_ready(kube, p.namespace, BIG, 1)
         fault_at = time.time()

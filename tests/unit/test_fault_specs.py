@@ -9,7 +9,7 @@ from chaos.errors import SpecError
 @pytest.mark.parametrize("raw, message", [
     ({"kind": "meteor"}, "fault.kind: unknown fault kind 'meteor'; expected one of card-isolate,"),
     ("pod-kill", "fault: expected a mapping with a 'kind', got str"),
-    ({"kind": "pod-kill"}, "fault.label_selector: expected a selector (or a namespace)"),
+    ({"kind": "pod-kill"}, "fault.label_selector: expected a selector, a model (or a namespace)"),
     ({"kind": "pod-kill", "namespace": "a", "percent": 101}, "fault.percent: expected a number above 0 to 100, got 101"),
     ({"kind": "pod-kill", "namespace": "a", "count": 0}, "fault.count: expected an integer from 1 to 100000, got 0"),
     ({"kind": "pod-kill", "namespace": "a", "count": 1, "percent": 5}, "fault: give either count or percent, not both"),
@@ -24,7 +24,8 @@ from chaos.errors import SpecError
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes_of": {"label_selector": "a in (b"}},
      "fault.nodes_of.label_selector: expected a label selector"),
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes_of": {"selector": "a=b"}},
-     "fault.nodes_of.label_selector: required"),
+     "fault.nodes_of: unknown field 'selector'; expected one of label_selector, model, namespace\n"
+     "fault.nodes_of.label_selector: expected a label_selector or a model, got nothing"),
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes": ["a"], "interface": "eth0"},
      "fault: unknown field 'interface'"),
     ({"kind": "node-isolate", "nodes": ["n"], "effect": "NoWay", "ttl_seconds": 5}, "fault.effect: expected one of"),

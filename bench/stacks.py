@@ -1,0 +1,135 @@
+"""The catalog's single-model scenarios against the testbed's llama-3-70b deployed as each serving
+stack deploys it (testbed.stacks: no kilocard label on any pod), each on a fresh pool of three
+nodes with two replicas, the experiment unchanged but for `--var namespace=...`. Prints the stack
+x scenario table docs/stacks.md shows (verdict, exit code, seconds) and keeps each journal under
+--out. The cross-node scenarios (S4-S6, S10) need a TP=16 group over two machines, which these
+stacks make through LeaderWorkerSet, whose controller cannot be built here. Not a test: about
+25 minutes on 2 cores for every stack.
+
+    .venv/bin/python bench/stacks.py [--port-base 29443] [--out reports/stacks] [--stack KServe] [--scenario S1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from chaos.kube import Kube, node_ready  # noqa: E402 - after the path: run as a script from anywhere
+from testbed import fleet, nodes, stacks, timing  # noqa: E402
+from testbed.cluster import Testbed  # noqa: E402
+from testbed.config import TestbedConfig  # noqa: E402
+
+CATALOG = ROOT / "experiments"
+KILOCARD = [sys.executable, "-m", "chaos.cli"]
+MODEL = "llama-3-70b"
+# Scenario -> (file, the exit code and verdict the catalog's own tests want on kilocard's fleet).
+SCENARIOS = {
+    "S1": ("s1-kill-one-replica.yaml", 0, "passed"),
+    "S2": ("s2-isolate-one-card.yaml", 0, "passed"),
+    "S3": ("s3-ecc-one-tp-member.yaml", 0, "passed"),
+    "S7": ("s7-kill-every-replica.yaml", 0, "aborted"),
+    "S9": ("s9-stalled-rank.yaml", 0, "aborted"),
+}
+_POOLS = itertools.count()
+
+
+def pool(kube: Kube, config: TestbedConfig, size: int) -> tuple[str, list[str]]:
+    """`size` fresh 8-card nodes labelled and tainted as one pool (its name is its namespace's)."""
+    name = f"stack{next(_POOLS)}"
+    manifests = []
+    for i in range(size):
+        m = nodes.node_manifest(i, config, prefix=name, extra_labels={fleet.POOL_LABEL: name})
+        m["spec"]["taints"] = [{"key": fleet.POOL_LABEL, "value": name, "effect": "NoSchedule"}]
+        manifests.append(m)
+    nodes.create_nodes(kube, manifests)
+    kube.wait_until("nodes", lambda items: sum(node_ready(n) and not any(
+        t.key == "node.kubernetes.io/not-ready" for t in (n.spec.taints or [])) for n in items) == size,
+        timeout=60, label_selector=f"{fleet.POOL_LABEL}={name}")
+    return name, [m["metadata"]["name"] for m in manifests]
+
+
+def serving(tb: Testbed, namespace: str, replicas: int) -> None:
+    """Until Prometheus has every replica's P95 TTFT (the steady state's first look needs it)."""
+    from prometheus_api_client import PrometheusConnect
+
+    from probes import slo
+    prom = PrometheusConnect(tb.prometheus_url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if len(slo.values(prom, slo.indicator(prom, "ttft_p95", MODEL, namespace, "10s", by="pod"))) >= replicas:
+                return
+        except slo.metric_names.MetricNotFound:
+            pass
+        time.sleep(1)
+    raise TimeoutError(f"{namespace}: no P95 TTFT for every replica within 60 s")
+
+
+def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path) -> dict[str, object]:
+    file, want_code, want_verdict = SCENARIOS[scenario]
+    name, made = pool(kube, tb.config, 3)
+    here = out / stack.replace(" ", "-") / scenario
+    here.mkdir(parents=True, exist_ok=True)
+    try:
+        objects = fleet.pinned(fleet.only(fleet.load("default", tb.config.card_resource, namespace=name), MODEL), name)
+        objects = stacks.shaped(timing.stamp(fleet.scaled(objects, {MODEL: 2}), "default"), stack)
+        fleet.deploy(kube, objects, timeout=120, say=lambda _m: None)
+        assert not any(k.startswith(stacks.KILOCARD) for p in kube.list_pods_raw(name)
+                       for k in p["metadata"].get("labels") or {}), "a kilocard label on a stack's pod"
+        serving(tb, name, 2)
+        started = time.monotonic()
+        done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", "--kubeconfig",
+                               str(tb.paths.kubeconfig), "--prometheus-url", tb.prometheus_url, "--ledger-dir",
+                               str(here / "ledger"), "--journal", str(here / "journal.json"), "--reports",
+                               str(here / "reports")], capture_output=True, text=True, timeout=900)
+        seconds = time.monotonic() - started
+        (here / "output.txt").write_text(done.stdout + done.stderr)
+        journal = json.loads((here / "journal.json").read_text())["kilocard"] if (here / "journal.json").is_file() \
+            else {"verdict": "?", "reason": (done.stderr.strip().splitlines() or ["?"])[-1]}
+        as_wanted = done.returncode == want_code and journal["verdict"] == want_verdict
+        return {"stack": stack, "scenario": scenario, "exit": done.returncode, "verdict": journal["verdict"],
+                "as_wanted": as_wanted, "seconds": round(seconds), "reason": journal["reason"]}
+    finally:
+        kube.delete_namespace(name)
+        nodes.delete_nodes(kube, made)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port-base", type=int, default=29443)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "stacks")
+    parser.add_argument("--stack", action="append", choices=list(stacks.SHAPES))
+    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    args = parser.parse_args()
+    state = Path(tempfile.mkdtemp(prefix="kilocard-stacks-"))
+    tb = Testbed(TestbedConfig(nodes=1, port_base=args.port_base, state_dir=state).validate())
+    tb.up(say=lambda _m: None, timeout=180)
+    kube = tb.kube()
+    rows = []
+    try:
+        for stack in args.stack or stacks.SHAPES:
+            for scenario in args.scenario or SCENARIOS:
+                row = one(tb, kube, stack, scenario, args.out)
+                rows.append(row)
+                mark = "as the catalog wants" if row["as_wanted"] else "NOT AS WANTED"
+                print(f"{stack:<22} {scenario:<4} {row['verdict']:<8} exit {row['exit']} ({mark}) {row['seconds']:4} s"
+                      f"  {str(row['reason'])[:140]}", flush=True)
+    finally:
+        kube.close()
+        tb.down(say=lambda _m: None)
+    (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"\n{sum(bool(r['as_wanted']) for r in rows)} of {len(rows)} as the catalog wants")
+    return 0 if all(r["as_wanted"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
