@@ -303,6 +303,15 @@ def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-insecure", action="store_true",
                    help="do not verify Prometheus's certificate, and allow its token over plain http (else "
                         "$KILOCARD_PROMETHEUS_INSECURE=1)")
+    p.add_argument("--prometheus-basic-auth-file", type=Path, metavar="FILE",
+                   help="'user:password' for Prometheus's basic auth (else $KILOCARD_PROMETHEUS_BASIC_AUTH); sent, "
+                        "never written")
+    p.add_argument("--prometheus-cert", type=Path, metavar="FILE",
+                   help="a client certificate for a Prometheus that asks for one (mutual TLS), with --prometheus-key")
+    p.add_argument("--prometheus-key", type=Path, metavar="FILE", help="the client certificate's key")
+    p.add_argument("--prometheus-header", action="append", default=[], metavar="'NAME: VALUE'",
+                   help="a header with every call, e.g. a multi-tenant backend's tenant ('X-Scope-OrgID: team-a' "
+                        "for Grafana Mimir or Cortex, 'THANOS-TENANT: team-a'); repeatable")
 
 
 def _prometheus_access(args: argparse.Namespace) -> None:
@@ -323,6 +332,30 @@ def _prometheus_access(args: argparse.Namespace) -> None:
         os.environ[slo.CA_ENV] = str(ca.resolve())
     if getattr(args, "prometheus_insecure", False):
         os.environ[slo.INSECURE_ENV] = "1"
+    basic = getattr(args, "prometheus_basic_auth_file", None)
+    if basic is not None:
+        try:
+            pair_text = basic.read_text().strip()
+        except OSError as exc:
+            raise SpecError(f"--prometheus-basic-auth-file: cannot read {basic}: {exc.strerror}") from None
+        if not pair_text.partition(":")[0] or ":" not in pair_text:
+            raise SpecError(f"--prometheus-basic-auth-file: {basic}: expected one line 'user:password'")
+        os.environ[slo.BASIC_ENV] = pair_text
+    pair = [getattr(args, f"prometheus_{part}", None) for part in ("cert", "key")]
+    if any(pair):
+        if not all(pair):
+            raise SpecError("--prometheus-cert and --prometheus-key: give both")
+        for flag, path in zip(("--prometheus-cert", "--prometheus-key"), pair, strict=True):
+            if not path.is_file():
+                raise SpecError(f"{flag}: no such file {path}")
+        os.environ[slo.CERT_ENV], os.environ[slo.KEY_ENV] = (str(path.resolve()) for path in pair)
+    given = getattr(args, "prometheus_header", None) or []
+    if given:
+        try:
+            slo.headers_of("\n".join(given), "--prometheus-header")
+        except slo.SloError as exc:
+            raise SpecError(str(exc)) from None
+        os.environ[slo.HEADERS_ENV] = "\n".join(given)
 
 
 def _experiment_flags(p: argparse.ArgumentParser) -> None:

@@ -30,13 +30,16 @@ class Queryable(Protocol):
 def query_failed(what: str, exc: Exception, error: type[ProbeError] = ProbeError) -> ProbeError:
     """The error for a query that raised: Prometheus did not answer (refused, timed out, a 5xx)
     is NoData; an answer of no (bad PromQL, a 401, a 404 from a backend without that endpoint,
-    a malformed URL) is `error`."""
+    a malformed URL, a TLS handshake that refused our certificate or whose own could not be
+    verified) is `error`."""
     return (NoData if _unanswered(exc) else error)(f"{what} failed: {exc}")
 
 
 def _unanswered(exc: Exception) -> bool:
     if isinstance(exc, urllib.error.HTTPError):  # before URLError, which it is
         return exc.code >= 500
+    if isinstance(exc, requests.exceptions.SSLError):  # before ConnectionError, which it is: a no, not silence
+        return False
     if isinstance(exc, requests.HTTPError):
         return exc.response is not None and exc.response.status_code >= 500
     if isinstance(exc, (requests.ConnectionError, requests.Timeout, urllib.error.URLError, ConnectionError,

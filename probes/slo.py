@@ -73,21 +73,53 @@ def _auth() -> dict[str, str]:
 
 CA_ENV = "KILOCARD_PROMETHEUS_CA"  # a CA bundle (a file) for a Prometheus whose certificate a private CA signed
 INSECURE_ENV = "KILOCARD_PROMETHEUS_INSECURE"  # "1": no TLS verification, and a token may go in cleartext
+BASIC_ENV = "KILOCARD_PROMETHEUS_BASIC_AUTH"  # "user:password" (Prometheus's own web config, a proxy's)
+CERT_ENV, KEY_ENV = "KILOCARD_PROMETHEUS_CERT", "KILOCARD_PROMETHEUS_KEY"  # a client certificate (mutual TLS)
+# "Name: value" lines sent with every call: a multi-tenant backend's tenant (Grafana Mimir's and
+# Cortex's X-Scope-OrgID, Thanos's THANOS-TENANT), or what a gateway in front asks for.
+HEADERS_ENV = "KILOCARD_PROMETHEUS_HEADERS"
+
+
+def headers_of(text: str, where: str) -> dict[str, str]:
+    """`Name: value` lines as headers; a line that is not one is refused, naming `where`."""
+    found = {}
+    for line in filter(None, (raw.strip() for raw in text.splitlines())):
+        name, colon, value = line.partition(":")
+        if not colon or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name.strip()) or not value.strip():
+            raise SloError(f"{where}: expected a header as 'Name: value' (X-Scope-OrgID: team-a), got {line!r}")
+        found[name.strip()] = value.strip()
+    return found
 
 
 def session(url: str) -> requests.Session:
     """One HTTP session for every call to Prometheus: TLS verified (against $KILOCARD_PROMETHEUS_CA
-    if set, else the system's CAs) unless $KILOCARD_PROMETHEUS_INSECURE=1, and the bearer token,
-    which is never sent in cleartext beyond this machine unless that same switch allows it."""
+    if set, else the system's CAs) unless $KILOCARD_PROMETHEUS_INSECURE=1; a client certificate
+    when one is given; a bearer token or basic auth (one Authorization, never both), never sent in
+    cleartext beyond this machine unless that same switch allows it; and the headers asked for (a
+    tenant)."""
     insecure = os.environ.get(INSECURE_ENV, "") == "1"
     ca = os.environ.get(CA_ENV, "").strip()
     headers = _auth()
+    basic = os.environ.get(BASIC_ENV, "").strip()
+    if headers and basic:
+        raise SloError("a Prometheus bearer token and basic auth both given: it takes one Authorization; give one")
+    user, colon, password = basic.partition(":")
+    if basic and not (colon and user):
+        raise SloError("Prometheus basic auth: expected 'user:password'")
     where = urllib.parse.urlsplit(url)
-    if headers and where.scheme != "https" and not loopback(where.hostname or "") and not insecure:
-        raise SloError(f"refusing to send the Prometheus token in cleartext to {url}: use https://, or allow it "
-                       "with --prometheus-insecure")
+    if (headers or basic) and where.scheme != "https" and not loopback(where.hostname or "") and not insecure:
+        raise SloError(f"refusing to send the Prometheus credentials in cleartext to {url}: use https://, or allow "
+                       "it with --prometheus-insecure")
+    cert, key = os.environ.get(CERT_ENV, "").strip(), os.environ.get(KEY_ENV, "").strip()
+    if bool(cert) != bool(key):
+        raise SloError("a Prometheus client certificate needs both its certificate and its key")
     found = requests.Session()
     found.verify = False if insecure else (ca or True)
+    if cert:
+        found.cert = (cert, key)
+    if basic:
+        found.auth = (user, password)
+    found.headers.update(headers_of(os.environ.get(HEADERS_ENV, ""), f"${HEADERS_ENV}"))
     found.headers.update(headers)
     return found
 
@@ -115,7 +147,8 @@ CONTRACTS = (
         missing="no series at all is unknown; a lead Ready past the window with no series (it completes "
                 "nothing: its quantile is NaN) is unknown, never the worst of the rest; the failures counter of "
                 "error_ratio must exist in Prometheus with the labels the ratio matches on (else error)",
-        exceptions="Prometheus not answering: unknown; bad PromQL, a 4xx, a metric no engine exports: error",
+        exceptions="Prometheus not answering: unknown; bad PromQL, a 4xx, a refused TLS handshake, a metric no "
+                   "engine exports: error",
         outcomes=(("ok", "under, every expected replica seen"), ("failed", "a series over the threshold, named"),
                   ("unknown", "no samples, or a replica Ready and silent")),
         judge=("probes.slo.under",)),

@@ -62,7 +62,7 @@ def follow_pods(kube: Kube, world: World, stop: threading.Event) -> None:
     for kind, obj in kube.events("pods", stop=stop, raw=True):
         if kind == "SYNC":
             uids = {p["metadata"]["uid"] for p in obj}
-            for uid in set(world.pods) - uids:
+            for uid in (set(world.pods) | set(world.stack_pods)) - uids:
                 world.remove_pod(uid)
             for p in obj:
                 world.upsert_pod(p)

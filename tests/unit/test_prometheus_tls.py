@@ -96,7 +96,7 @@ def test_a_token_never_goes_in_cleartext_beyond_this_machine(url: str, refused: 
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(slo.TOKEN_ENV, "s3cret")
     if refused:
-        with pytest.raises(slo.SloError, match="refusing to send the Prometheus token in cleartext"):
+        with pytest.raises(slo.SloError, match="refusing to send the Prometheus credentials in cleartext"):
             slo.session(url)
         monkeypatch.setenv(slo.INSECURE_ENV, "1")
     assert slo.session(url).headers["Authorization"] == "Bearer s3cret"
@@ -120,3 +120,42 @@ def test_the_cli_flags_set_the_ca_and_the_switch_and_a_missing_ca_file_is_input(
     import os
 
     assert os.environ[slo.CA_ENV] == str(authority.ca_cert.resolve()) and os.environ[slo.INSECURE_ENV] == "1"
+
+
+def test_basic_auth_goes_in_cleartext_nowhere_beyond_this_machine_and_never_beside_a_token(monkeypatch):
+    monkeypatch.setenv(slo.BASIC_ENV, "kilocard:s3cret")
+    with pytest.raises(slo.SloError, match="refusing to send the Prometheus credentials in cleartext"):
+        slo.session("http://prometheus.example:9090")
+    assert slo.session("http://127.0.0.1:9090").auth == ("kilocard", "s3cret")
+    monkeypatch.setenv(slo.TOKEN_ENV, "t")
+    with pytest.raises(slo.SloError, match="bearer token and basic auth both given"):
+        slo.session("https://prometheus.example:9090")
+
+
+def test_a_tenant_header_rides_with_every_call_and_a_malformed_one_is_said(monkeypatch):
+    monkeypatch.setenv(slo.HEADERS_ENV, "X-Scope-OrgID: team-a\nTHANOS-TENANT: team-a")
+    found = slo.session("https://prometheus.example:9090").headers
+    assert (found["X-Scope-OrgID"], found["THANOS-TENANT"]) == ("team-a", "team-a")
+    monkeypatch.setenv(slo.HEADERS_ENV, "X-Scope-OrgID team-a")
+    with pytest.raises(slo.SloError, match="expected a header as 'Name: value'"):
+        slo.session("https://prometheus.example:9090")
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--prometheus-basic-auth-file", "{nocolon}"], "--prometheus-basic-auth-file: {nocolon}: expected one line "
+                                                     "'user:password'"),
+    (["--prometheus-basic-auth-file", "{missing}"], "--prometheus-basic-auth-file: cannot read {missing}"),
+    (["--prometheus-cert", "{nocolon}"], "--prometheus-cert and --prometheus-key: give both"),
+    (["--prometheus-cert", "{missing}", "--prometheus-key", "{nocolon}"], "--prometheus-cert: no such file {missing}"),
+    (["--prometheus-header", "X-Scope-OrgID team-a"], "--prometheus-header: expected a header as 'Name: value'"),
+])
+def test_prometheus_access_flags_that_cannot_work_are_input_errors_before_anything_runs(tmp_path, capsys, flags,
+                                                                                         said):
+    from chaos import cli
+
+    files = {"nocolon": tmp_path / "nocolon", "missing": tmp_path / "missing"}
+    files["nocolon"].write_text("kilocard\n")
+    experiment = Path(__file__).parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    argv = ["run", str(experiment), "--kubeconfig", str(tmp_path / "none"), *(f.format(**files) for f in flags)]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.startswith(f"kilocard: {said.format(**files)}")

@@ -204,3 +204,30 @@ def test_a_pod_seen_before_its_node_gets_its_cards_once_the_node_is_known():
     assert w.pod_on_card("n0", 0) is None
     w.upsert_node("n0", 8)
     assert [w.pod_on_card("n0", i).name for i in range(8)] == ["early"] * 8
+
+
+def test_a_serving_stacks_pods_are_replicas_without_a_kilocard_label_and_a_worker_waits_for_its_leader():
+    from pathlib import Path
+
+    import yaml
+
+    stack = yaml.safe_load((Path(__file__).parent / "stacks" / "lws-vllm.yaml").read_text())
+    leader, worker = ({**p, "metadata": {**p["metadata"], "uid": f"uid-{p['metadata']['name']}"},
+                       "spec": {**p["spec"], "nodeName": f"n{i}"},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}} for i, p in enumerate(stack))
+    w = world_with(worker)  # alone it names no model: not a replica yet
+    assert w.pods == {}
+    w.upsert_pod(leader)  # its leader says the model: both are one replica, ranked, whole at two
+    (members,) = w.replicas().values()
+    model = "meta-llama/Meta-Llama-3.1-405B-Instruct"
+    assert [(p.name, p.rank, p.model, p.group, p.group_size) for p in members] == [
+        ("vllm-1", 0, model, "serving/9f3c0d", 2), ("vllm-1-1", 1, model, "serving/9f3c0d", 2)]
+    run(w, 5)
+    assert [r.key for r in w.routes(list(w.replicas().items()))] == ["serving/9f3c0d"]  # Ready and whole: served
+    w.remove_pod("uid-vllm-1-1")
+    assert w.routes(list(w.replicas().items())) == []  # one of two: the gateway sends it nothing
+    plain = {**pod("qwen-abc", "n1", "x", 2), "metadata": {"name": "qwen-abc", "namespace": "ns", "uid": "uid-q",
+                                                          "labels": {"app": "qwen"}}}
+    plain["spec"]["containers"][0]["args"] = ["vllm serve Qwen/Qwen2.5-7B --served-model-name qwen"]
+    w.upsert_pod(plain)
+    assert (w.pods["uid-q"].model, w.pods["uid-q"].group) == ("qwen", "ns/uid-q")  # alone: keyed by its uid
