@@ -74,6 +74,17 @@ def serving(tb: Testbed, namespace: str, replicas: int) -> None:
     raise TimeoutError(f"{namespace}: no P95 TTFT for every replica within 60 s")
 
 
+def settled(kube: Kube, namespace: str, seconds: float = 30.0) -> None:
+    """Until every pod has been Ready `seconds` (S9's hung-group probe judges a replica only after
+    its window: a fresh replica is "settling", and the steady state cannot be judged)."""
+    import datetime as dt
+
+    since = [c["lastTransitionTime"] for p in kube.list_pods_raw(namespace)
+             for c in p["status"].get("conditions") or [] if c["type"] == "Ready" and c["status"] == "True"]
+    last = max(dt.datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in since)
+    time.sleep(max(0.0, last + seconds - time.time()))
+
+
 def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path) -> dict[str, object]:
     file, want_code, want_verdict = SCENARIOS[scenario]
     name, made = pool(kube, tb.config, 3)
@@ -86,6 +97,7 @@ def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path) -> dict[s
         assert not any(k.startswith(stacks.KILOCARD) for p in kube.list_pods_raw(name)
                        for k in p["metadata"].get("labels") or {}), "a kilocard label on a stack's pod"
         serving(tb, name, 2)
+        settled(kube, name)
         started = time.monotonic()
         done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", "--kubeconfig",
                                str(tb.paths.kubeconfig), "--prometheus-url", tb.prometheus_url, "--ledger-dir",

@@ -26,7 +26,7 @@ from chaos import __version__, failpoints, ledger
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
-from chaos.settings import key
+from chaos.settings import Settings, key
 from chaos.vocabulary import LOCAL_TESTBED_OPENAI, clipped, describe_target
 
 
@@ -312,6 +312,13 @@ def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="a header with every call, e.g. a multi-tenant backend's tenant ('X-Scope-OrgID: team-a' "
                         "for Grafana Mimir or Cortex, 'THANOS-TENANT: team-a'); repeatable")
+    for part, spellings in (("pod", "exported_pod, pod, kubernetes_pod_name, pod_name"),
+                            ("namespace", "namespace, exported_namespace, kubernetes_namespace")):
+        p.add_argument(f"--prometheus-{part}-label", metavar="LABEL",
+                       default=os.environ.get(f"KILOCARD_PROMETHEUS_{part.upper()}_LABEL"),
+                       help=f"the label naming a series' {part} (configuration kilocard_prometheus_{part}_label; else "
+                            f"$KILOCARD_PROMETHEUS_{part.upper()}_LABEL; else the first of {spellings} the series "
+                            "carry)")
 
 
 def _prometheus_access(args: argparse.Namespace) -> None:
@@ -624,9 +631,13 @@ def _kilocard_vars(args: argparse.Namespace) -> list[str]:
     """The cluster flags of a command that runs experiments, as the runner's configuration (a
     Prometheus token goes to the environment instead)."""
     _prometheus_access(args)
+    # A label name PromQL cannot hold is input, said now: not a probe error mid-run.
+    Settings.of({key(part): getattr(args, part) for part in ("prometheus_pod_label", "prometheus_namespace_label")})
     return [f"{name}={value}" for name, value in (
         (key("kubeconfig"), args.kubeconfig), (key("context"), args.context),
-        (key("prometheus_url"), args.prometheus_url), (key("ledger_dir"), args.ledger_dir))
+        (key("prometheus_url"), args.prometheus_url), (key("ledger_dir"), args.ledger_dir),
+        (key("prometheus_pod_label"), args.prometheus_pod_label),
+        (key("prometheus_namespace_label"), args.prometheus_namespace_label))
         if value is not None]
 
 

@@ -4,6 +4,7 @@ which cluster, where the ledger is, which Prometheus. The strict runner and the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +14,10 @@ from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
+    from probes.slo import Prometheus
 
 PREFIX = "kilocard_"
+_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def key(name: str) -> str:
@@ -33,6 +36,9 @@ class Settings:
     card_resource: str | None = None  # else the nodes' own (vocabulary.card_resource_of)
     prometheus_url: str = LOCAL_TESTBED_PROMETHEUS
     scrape_interval: float | None = None  # seconds; else read from Prometheus
+    # The labels naming a series' pod and namespace (kubernetes_pod_name, exported_pod, ...); else probed.
+    prometheus_pod_label: str | None = None
+    prometheus_namespace_label: str | None = None
 
     @classmethod
     def of(cls, configuration: dict[str, Any] | None) -> Settings:
@@ -47,6 +53,10 @@ class Settings:
             except (TypeError, ValueError):
                 raise SpecError(f"configuration.{key('scrape_interval')}: expected seconds, got "
                                 f"{given['scrape_interval']!r}") from None
+        for name in ("prometheus_pod_label", "prometheus_namespace_label"):
+            if name in given and not _LABEL.fullmatch(str(given[name])):
+                raise SpecError(f"configuration.{key(name)}: expected a Prometheus label name (letters, digits, "
+                                f"underscores; not starting with a digit), got {given[name]!r}")
         return cls(**given)
 
     def kube(self) -> Kube:
@@ -54,6 +64,13 @@ class Settings:
         from chaos.kube import Kube  # the client's import is paid only where a cluster is reached
 
         return Kube.connect(self.kubeconfig, self.context, local_testbed_kubeconfig())
+
+    def prometheus(self) -> Prometheus:
+        """A connection to the Prometheus these settings name, with the series labels they name."""
+        from probes import metric_names, slo
+
+        return slo.connect(self.prometheus_url,
+                           metric_names.Labels(self.prometheus_pod_label, self.prometheus_namespace_label))
 
 
 _NAMES = frozenset(f.name for f in fields(Settings))

@@ -304,7 +304,7 @@ class Watcher:
         return self._figures(c) if c.kind == "hung-group" else None
 
     def _prom(self) -> Any:
-        return slo.connect(RunSettings.of(self.cfg).prometheus_url)
+        return RunSettings.of(self.cfg).prometheus()
 
     def _values(self, c: Condition) -> dict[str, float] | Exception:
         try:

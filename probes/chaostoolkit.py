@@ -88,7 +88,7 @@ XID_FAULT = "gpu-xid"  # the fault kind whose records devices_tainted_within jud
 
 
 def _prom(cfg: Optional[Dict[str, Any]]) -> Any:
-    return slo.connect(Settings.of(cfg).prometheus_url)
+    return Settings.of(cfg).prometheus()
 
 
 @_unknown_without_data
@@ -153,7 +153,7 @@ def _indicator(prom: Any, indicator: str, model: str, namespace: Optional[str], 
                per: str, query: Optional[str]) -> slo.Indicator:
     if per not in ("replica", "model"):
         raise ProbeError(f"per: expected 'replica' or 'model', got {per!r}")
-    return slo.indicator(prom, indicator, model, namespace, window, by="pod" if per == "replica" else None,
+    return slo.indicator(prom, indicator, model, namespace, window, by=slo.REPLICA if per == "replica" else None,
                          query=query)
 
 
@@ -169,7 +169,7 @@ def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, p
     prom = _prom(cfg)
     ind = _indicator(prom, indicator, model, namespace, window, per, query)
     expected = None
-    if ind.by == "pod":
+    if ind.by is not None:
         settle = ind.window_seconds + _scrape(cfg, lambda: _job(prom, ind))
         expected = expected_series(_snapshot(cfg, namespace), model, namespace, time.time() - settle)
     return slo.under(prom, ind, threshold, expected).to_json()

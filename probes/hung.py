@@ -35,7 +35,8 @@ failed verdict; Prometheus not answering is NoData (the fetcher).
     waiting   sum by (namespace, pod) (<vllm:num_requests_waiting | sglang:num_queue_reqs>), and its
               delta over W
     demand    sum(increase(kilocard_sim_requests_total[W])) (the gateway's; none: not known)
-each with model_name (and namespace) matchers, names in whichever spelling Prometheus stores.
+each with model_name (and namespace) matchers, names and pod and namespace labels in whichever
+spelling Prometheus stores (metric_names.locate).
 """
 
 from __future__ import annotations
@@ -175,21 +176,30 @@ def fetch(prom: Any, model: str, namespace: str | None = None, window: str = "30
     Prometheus did not answer); a model without a finished counter has no replicas in it."""
     slo.seconds(window)
     at = time.time()
-    matchers = ",".join([f'model_name="{model}"'] + ([f'namespace="{namespace}"'] if namespace else []))
-    demand = next(iter(_by_pod(prom, f"sum(increase({requests_metric}{{{matchers}}}[{window}]))").values()), None)
     try:
-        counter = metric_names.resolve_any(prom, FINISHED_NAMES, matchers)
+        gateway = metric_names.locate(prom, (requests_metric,), model, namespace)
+        demand = next(iter(_by_pod(prom, f"sum(increase({gateway.name}{{{gateway.matchers}}}[{window}]))").values()),
+                      None)
+    except metric_names.MetricNotFound:
+        demand = None
+    try:
+        counter = metric_names.locate(prom, FINISHED_NAMES, model, namespace)
     except metric_names.MetricNotFound:
         return Figures(at, {}, demand)
-    finished = _by_pod(prom, f"sum by (namespace, pod) (increase({counter}{{{matchers}}}[{window}]))")
+    by = (counter.namespace or "namespace", counter.pod_label("the hung-group figures"))
+
+    def per_pod(expr: str) -> dict[tuple[str, str], float]:
+        return _by_pod(prom, f"sum by ({', '.join(by)}) ({expr})", by)
+
+    finished = per_pod(f"increase({counter.name}{{{counter.matchers}}}[{window}])")
     running: dict[tuple[str, str], float] = {}
     waiting: dict[tuple[str, str], float] = {}
     change: dict[tuple[str, str], float] = {}
-    if gauge := _gauge(prom, RUNNING_NAMES, matchers):
-        running = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})")
-    if gauge := _gauge(prom, WAITING_NAMES, matchers):
-        waiting = _by_pod(prom, f"sum by (namespace, pod) ({gauge}{{{matchers}}})")
-        change = _by_pod(prom, f"sum by (namespace, pod) (delta({gauge}{{{matchers}}}[{window}]))")
+    if gauge := _gauge(prom, RUNNING_NAMES, counter.matchers):
+        running = per_pod(f"{gauge}{{{counter.matchers}}}")
+    if gauge := _gauge(prom, WAITING_NAMES, counter.matchers):
+        waiting = per_pod(f"{gauge}{{{counter.matchers}}}")
+        change = per_pod(f"delta({gauge}{{{counter.matchers}}}[{window}])")
     return Figures(at, {k: Progress(v, waiting.get(k), change.get(k), running.get(k)) for k, v in finished.items()},
                    demand)
 
@@ -202,11 +212,11 @@ def _gauge(prom: Any, names: tuple[str, ...], matchers: str) -> str | None:
         return None
 
 
-def _by_pod(prom: Any, query: str) -> dict[tuple[str, str], float]:
-    """(namespace, pod) -> the value of an instant query; NaN dropped."""
+def _by_pod(prom: Any, query: str, by: tuple[str, str] = ("namespace", "pod")) -> dict[tuple[str, str], float]:
+    """(namespace, pod) -> the value of an instant query (by those labels, as stored); NaN dropped."""
     try:
         rows = prom.custom_query(query)
     except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
         raise metric_names.query_failed(f"PromQL {query!r}", exc) from None
-    return {(r["metric"].get("namespace", ""), r["metric"].get("pod", "")): float(r["value"][1]) for r in rows
+    return {(r["metric"].get(by[0], ""), r["metric"].get(by[1], "")): float(r["value"][1]) for r in rows
             if not math.isnan(float(r["value"][1]))}

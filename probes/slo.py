@@ -52,6 +52,7 @@ ITL_NAMES = ("vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_to
 GATEWAY_REQUESTS = "kilocard_sim_requests_total"  # the testbed's gateway; a parameter for others
 GATEWAY_FAILED = "kilocard_sim_requests_failed_total"
 INDICATORS = ("ttft_p95", "itl_p95", "error_ratio", "promql")
+REPLICA = "pod"  # `by` for one series per replica, whichever label this Prometheus names the pod with
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 MAX_POINTS = 10_000
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -124,8 +125,16 @@ def session(url: str) -> requests.Session:
     return found
 
 
-def connect(url: str) -> PrometheusConnect:
-    return PrometheusConnect(url, session=session(url))  # the token rides on the session's headers
+class Prometheus(PrometheusConnect):  # type: ignore[misc]  # the client is untyped
+    """A connection, and the pod and namespace labels the user named for its series (else probed)."""
+
+    def __init__(self, url: str, labels: metric_names.Labels) -> None:
+        super().__init__(url, session=session(url))  # the token rides on the session's headers
+        self.labels = labels
+
+
+def connect(url: str, labels: metric_names.Labels | None = None) -> Prometheus:
+    return Prometheus(url, labels or metric_names.Labels())
 
 
 def seconds(duration: str) -> float:
@@ -200,30 +209,27 @@ class Indicator:
         return seconds(self.window)
 
 
-def _matchers(model: str | None, namespace: str | None) -> str:
-    found = [f'model_name="{model}"'] if model else []
-    return ",".join(found + ([f'namespace="{namespace}"'] if namespace else []))
-
-
 def indicator(prom: Any, kind: str, model: str | None = None, namespace: str | None = None, window: str = "30s",
-              by: str | None = "pod", quantile: float = 0.95, query: str | None = None,
+              by: str | None = REPLICA, quantile: float = 0.95, query: str | None = None,
               requests_metric: str = GATEWAY_REQUESTS, failed_metric: str = GATEWAY_FAILED) -> Indicator:
-    """The PromQL of an indicator for a model, per replica (`by`, default the pod) or per model
-    (`by=None`), with the metric names this Prometheus actually stores."""
+    """The PromQL of an indicator for a model, per replica (`by` REPLICA: one series per pod, by
+    the label this Prometheus names pods with), per model (`by=None`) or by a label given as is,
+    with the metric names and label spellings this Prometheus actually stores."""
     seconds(window)
-    matchers = _matchers(model, namespace)
     if kind in ("ttft_p95", "itl_p95"):
-        name = metric_names.resolve_any(prom, TTFT_NAMES if kind == "ttft_p95" else ITL_NAMES, matchers)
-        group = f"le, {by}" if by else "le"
-        promql = f"histogram_quantile({quantile:g}, sum by ({group}) (rate({name}{{{matchers}}}[{window}])))"
-        return Indicator(model or kind, promql, window, by, name)
+        stored = metric_names.locate(prom, TTFT_NAMES if kind == "ttft_p95" else ITL_NAMES, model, namespace)
+        label = stored.pod_label(f"{kind} per replica") if by == REPLICA else by
+        group = f"le, {label}" if label else "le"
+        promql = (f"histogram_quantile({quantile:g}, sum by ({group}) "
+                  f"(rate({stored.name}{{{stored.matchers}}}[{window}])))")
+        return Indicator(model or kind, promql, window, label, stored.name)
     if kind == "error_ratio":
-        total = metric_names.resolve(prom, requests_metric, matchers)
-        failures = _failures_counter(prom, failed_metric, matchers)
+        total = metric_names.locate(prom, (requests_metric,), model, namespace)
+        failures = _failures_counter(prom, failed_metric, total.matchers)
         # Known by name and labels, the counter may still have no series for this model: no failure yet is 0.
-        promql = (f"(sum(rate({failures}{{{matchers}}}[{window}])) or vector(0)) / "
-                  f"sum(rate({total}{{{matchers}}}[{window}]))")
-        return Indicator(model or kind, promql, window, None, total)  # the gateway knows models, not replicas
+        promql = (f"(sum(rate({failures}{{{total.matchers}}}[{window}])) or vector(0)) / "
+                  f"sum(rate({total.name}{{{total.matchers}}}[{window}]))")
+        return Indicator(model or kind, promql, window, None, total.name)  # the gateway knows models, not replicas
     if kind == "promql":
         if not query:
             raise SloError("indicator promql needs a query")
@@ -591,8 +597,8 @@ def failures(prom: Any, model: str, namespace: str | None, window: str, start: f
     if last - first < step:
         last = first + math.ceil(step)
     try:
-        name = metric_names.resolve(prom, failed_metric)
-        result = prom.custom_query_range(f"sum(rate({name}{{{_matchers(model, namespace)}}}[{window}]))",
+        stored = metric_names.locate(prom, (failed_metric,), model, namespace)
+        result = prom.custom_query_range(f"sum(rate({stored.name}{{{stored.matchers}}}[{window}]))",
                                          start_time=dt.datetime.fromtimestamp(first, dt.UTC),
                                          end_time=dt.datetime.fromtimestamp(last, dt.UTC), step=f"{step:g}")
     except metric_names.MetricNotFound:

@@ -1,8 +1,15 @@
-"""The SLO probes against a Prometheus reached the production way: a second real Prometheus (the
-testbed's binary, scraping the same fleet) behind its own web configuration, which serves only
-HTTPS, asks every client for a certificate its CA signed (mutual TLS) and for basic auth. Green
-and red (the twin: a threshold under the healthy P95) with every credential given; each
-credential left out is refused by the server and raised as the probe's error, never judged."""
+"""The SLO probes against PromQL servers reached and labelled the production way, each a real
+binary from Debian's packages scraping the testbed's fleet, the engines scraped as a
+ServiceMonitor scrapes an exporter (each series' replica in exported_pod and exported_namespace):
+
+- Prometheus behind its own web configuration: HTTPS only, a client certificate its CA signed
+  (mutual TLS) and basic auth;
+- VictoriaMetrics, the second PromQL server: HTTPS and basic auth (its client-certificate check is
+  in the enterprise edition only).
+
+Green and red (the twin: a threshold under the healthy P95, the worst replica named, never the
+exporter) with every credential given; each credential left out is refused by the server and
+raised as the probe's error, never judged."""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import bcrypt
 import pytest
@@ -24,6 +33,14 @@ from tests.testbed.helpers import deploy, eventually
 
 pytestmark = pytest.mark.testbed
 MODEL = "llama-3-70b"
+USER, PASSWORD = "kilocard", "s3cret"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    url: str
+    authority: pki.Pki
+    mutual_tls: bool  # asks for a client certificate
 
 
 def free_port() -> int:
@@ -32,27 +49,57 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def guarded(testbed, tmp_path_factory) -> Iterator[tuple[str, pki.Pki]]:
-    """(https URL, the PKI) of a Prometheus that wants a client certificate and basic auth."""
-    here = tmp_path_factory.mktemp("guarded")
-    authority = pki.ensure(here / "pki", "127.0.0.1")
-    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt()).decode()
+def production_shaped(config: dict) -> dict:
+    """The testbed's scrape configuration as a ServiceMonitor writes it for an exporter that speaks
+    for other pods: the target's own namespace and pod as labels, honor_labels off. The server keeps
+    the exposition's (the replica's) as exported_namespace and exported_pod. Scraping only."""
+    for job in config["scrape_configs"]:
+        if job["job_name"] == "vllm":
+            job["honor_labels"] = False
+            for target in job["static_configs"]:
+                target["labels"] = {"namespace": "monitoring", "pod": "engine-exporter-0"}
+    scraping = {k: v for k, v in config["global"].items() if k != "evaluation_interval"}  # no rules here
+    return {"global": scraping, "scrape_configs": config["scrape_configs"]}
+
+
+def _prometheus(here: Path, config: Path, authority: pki.Pki, port: int) -> list[str]:
     web = here / "web.yaml"
     web.write_text(yaml.safe_dump({
         "tls_server_config": {"cert_file": str(authority.apiserver_cert), "key_file": str(authority.apiserver_key),
                               "client_auth_type": "RequireAndVerifyClientCert",
                               "client_ca_file": str(authority.ca_cert)},
-        "basic_auth_users": {"kilocard": hashed}}))
+        "basic_auth_users": {USER: bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt()).decode()}}))
+    return [prometheus.binary(), f"--config.file={config}", f"--storage.tsdb.path={here / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={web}", "--log.level=warn"]
+
+
+def _victoria_metrics(here: Path, config: Path, authority: pki.Pki, port: int) -> list[str]:
+    binary = shutil.which("victoria-metrics")
+    assert binary, "victoria-metrics is not installed: ./bootstrap installs Debian's package"
+    # Its default makes the last 30 s of samples invisible to queries; a probe wants them.
+    return [binary, f"-promscrape.config={config}", f"-storageDataPath={here / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{port}", "-tls", f"-tlsCertFile={authority.apiserver_cert}",
+            f"-tlsKeyFile={authority.apiserver_key}", f"-httpAuth.username={USER}", f"-httpAuth.password={PASSWORD}",
+            "-search.latencyOffset=1s", "-search.disableCache", "-loggerLevel=WARN"]
+
+
+SERVERS = {"prometheus": (_prometheus, True), "victoria-metrics": (_victoria_metrics, False)}
+
+
+@pytest.fixture(scope="module", params=list(SERVERS))
+def guarded(request, testbed, tmp_path_factory) -> Iterator[Guarded]:
+    command, mutual = SERVERS[request.param]
+    here = tmp_path_factory.mktemp(request.param)
+    authority = pki.ensure(here / "pki", "127.0.0.1")
+    config = here / "scrape.yaml"
+    config.write_text(yaml.safe_dump(production_shaped(yaml.safe_load(testbed.paths.prometheus_config.read_text()))))
     port = free_port()
-    log = (here / "prometheus.log").open("w")
-    proc = subprocess.Popen([prometheus.binary(), f"--config.file={testbed.paths.prometheus_config}",
-                             f"--storage.tsdb.path={here / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                             f"--web.config.file={web}", "--log.level=warn"], stdout=log, stderr=log)
-    url = f"https://127.0.0.1:{port}"
+    found = Guarded(f"https://127.0.0.1:{port}", authority, mutual)
+    log = (here / "server.log").open("w")
+    proc = subprocess.Popen(command(here, config, authority, port), stdout=log, stderr=log)
     try:
-        assert eventually(lambda: _answers(url, authority), 60), (here / "prometheus.log").read_text()
-        yield url, authority
+        assert eventually(lambda: _answers(found), 60), (here / "server.log").read_text()
+        yield found
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -60,10 +107,11 @@ def guarded(testbed, tmp_path_factory) -> Iterator[tuple[str, pki.Pki]]:
         shutil.rmtree(here / "data", ignore_errors=True)
 
 
-def _answers(url: str, authority: pki.Pki) -> bool:
+def _answers(server: Guarded) -> bool:
     try:
-        return requests.get(f"{url}/-/ready", verify=str(authority.ca_cert), auth=("kilocard", "s3cret"),
-                            cert=(str(authority.admin_cert), str(authority.admin_key)), timeout=5).ok
+        return requests.get(f"{server.url}/api/v1/query", params={"query": "1"}, verify=str(server.authority.ca_cert),
+                            auth=(USER, PASSWORD), cert=(str(server.authority.admin_cert),
+                                                         str(server.authority.admin_key)), timeout=5).ok
     except requests.RequestException:
         return False
 
@@ -71,22 +119,20 @@ def _answers(url: str, authority: pki.Pki) -> bool:
 @pytest.fixture
 def access(monkeypatch, guarded):
     """Every credential in the environment, where the CLI's flags put them."""
-    _, authority = guarded
-    monkeypatch.setenv(slo.CA_ENV, str(authority.ca_cert))
-    monkeypatch.setenv(slo.CERT_ENV, str(authority.admin_cert))
-    monkeypatch.setenv(slo.KEY_ENV, str(authority.admin_key))
-    monkeypatch.setenv(slo.BASIC_ENV, "kilocard:s3cret")
-    monkeypatch.setenv(slo.HEADERS_ENV, "X-Scope-OrgID: team-a")  # a tenant: Prometheus itself ignores it
+    monkeypatch.setenv(slo.CA_ENV, str(guarded.authority.ca_cert))
+    monkeypatch.setenv(slo.CERT_ENV, str(guarded.authority.admin_cert))
+    monkeypatch.setenv(slo.KEY_ENV, str(guarded.authority.admin_key))
+    monkeypatch.setenv(slo.BASIC_ENV, f"{USER}:{PASSWORD}")
+    monkeypatch.setenv(slo.HEADERS_ENV, "X-Scope-OrgID: team-a")  # a tenant: neither server enforces one
     return monkeypatch
 
 
 @pytest.mark.long(60)
-def test_slo_probes_judge_through_mutual_tls_and_basic_auth_and_each_missing_credential_is_an_error(
+def test_slo_probes_judge_through_tls_and_basic_auth_by_exported_labels_and_each_missing_credential_is_an_error(
         kube, testbed, pool, guarded, access):
-    url, _ = guarded
     p = pool(2)
     deploy(kube, p, {MODEL: 2})
-    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": url}
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": guarded.url}
 
     def judged(threshold: float) -> dict:
         return chaostoolkit.slo_under(MODEL, "ttft_p95", threshold, "replica", p.namespace, "10s", configuration=cfg)
@@ -97,12 +143,16 @@ def test_slo_probes_judge_through_mutual_tls_and_basic_auth_and_each_missing_cre
         except MetricNotFound:  # the new server has not scraped the new replicas yet
             return False
 
-    # Green once the guarded Prometheus has scraped both replicas long enough for a rate.
+    # Green once the server has scraped both replicas long enough for a rate.
     assert eventually(green, 90), judged(0.5)
     red = judged(0.1)  # the twin: under the healthy P95 (about 0.23 s), the worst replica is named
     assert red["verdict"] == "failed" and red["worst"].startswith(f"{MODEL}-"), red
+    assert set(red["values"]) == {pod["metadata"]["name"] for pod in kube.list_pods_raw(p.namespace)}, red  # each apart
     # Refused by the server: the probe raises (the run's "error"), it never judges from no data.
-    for left_out, said in (((slo.BASIC_ENV,), "401"), ((slo.CERT_ENV, slo.KEY_ENV), "certificate|SSL|handshake")):
+    refusals = [((slo.BASIC_ENV,), "401"), ((slo.CA_ENV,), "certificate verify failed")]
+    if guarded.mutual_tls:
+        refusals.append(((slo.CERT_ENV, slo.KEY_ENV), "certificate|SSL|handshake"))
+    for left_out, said in refusals:
         with pytest.MonkeyPatch.context() as without:
             for name in left_out:
                 without.delenv(name)

@@ -107,13 +107,14 @@ class FakeProm:
     def custom_query(self, query):
         self.asked.append(query)
         if query.startswith("count("):
-            return [{"metric": {}, "value": [0, "1"]}] if any(f'"{n}"' in query for n in self.names) else []
+            found = [{"metric": {"namespace": "ns", "pod": "g0-0"}, "value": [0, "1"]}]
+            return found if any(f'"{n}"' in query for n in self.names) else []
         return [{"metric": m, "value": [0, str(v)]} for m, v in self.rows.get(query.split(" (")[0], [])]
 
 
 def test_the_fetcher_asks_per_lead_pod_in_the_spelling_prometheus_stores():
     lead = {"namespace": "ns", "pod": "g0-0"}
-    prom = FakeProm({"vllm_request_success_total", "vllm_num_requests_running", "vllm_num_requests_waiting"}, {
+    prom = FakeProm({"kilocard_sim_requests_total", "vllm_request_success_total", "vllm_num_requests_running", "vllm_num_requests_waiting"}, {
         "sum(increase(kilocard_sim_requests_total{model_name=\"m\",namespace=\"ns\"}[30s]))": [({}, 75)],
         "sum by": [(lead, 0)]})
     found = hung.fetch(prom, "m", "ns")

@@ -159,3 +159,20 @@ def test_prometheus_access_flags_that_cannot_work_are_input_errors_before_anythi
     argv = ["run", str(experiment), "--kubeconfig", str(tmp_path / "none"), *(f.format(**files) for f in flags)]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.startswith(f"kilocard: {said.format(**files)}")
+
+
+def test_the_label_flags_become_the_runs_configuration_and_a_name_prometheus_cannot_have_is_input(tmp_path, capsys):
+    from chaos import cli
+    from chaos.settings import Settings
+
+    experiment = Path(__file__).parents[2] / "experiments" / "s1-kill-one-replica.yaml"
+    args = cli.build_parser().parse_args(["run", str(experiment), "--prometheus-pod-label", "kubernetes_pod_name",
+                                          "--prometheus-namespace-label", "kubernetes_namespace"])
+    given = dict(v.split("=", 1) for v in cli._kilocard_vars(args))
+    settings = Settings.of(given)
+    assert (settings.prometheus_pod_label, settings.prometheus_namespace_label) == ("kubernetes_pod_name",
+                                                                                    "kubernetes_namespace")
+    assert settings.prometheus().labels.pod == "kubernetes_pod_name"
+    argv = ["run", str(experiment), "--kubeconfig", str(tmp_path / "none"), "--prometheus-pod-label", "pod-name"]
+    assert cli.main(argv) == 2
+    assert "configuration.kilocard_prometheus_pod_label: expected a Prometheus label name" in capsys.readouterr().err

@@ -158,7 +158,8 @@ class Prom:
     def custom_query(self, query):
         self.asked.append(query)
         if query.startswith("count("):
-            return [{"value": [0, "1"]}] if any(f'"{n}"' in query for n in self.names) else []
+            found = [{"metric": {"namespace": "ns", "pod": "p"}, "value": [0, "1"]}]
+            return found if any(f'"{n}"' in query for n in self.names) else []
         return [{"metric": {"pod": k}, "value": [0, str(v)]} for k, v in self.now().items()]
 
     def custom_query_range(self, query, start_time, end_time, step):
@@ -221,3 +222,14 @@ def test_error_ratio_and_a_query_of_ones_own():
     assert own.query == "max(my_queue_depth)"
     with pytest.raises(slo.SloError, match="needs a query"):
         slo.indicator(Prom(set()), "promql", "m")
+
+
+def test_a_per_replica_indicator_groups_by_the_pod_label_prometheus_stores():
+    from tests.unit.test_metric_names import Series
+
+    prom = Series({"__name__": "vllm:time_to_first_token_seconds_bucket", "model_name": "m", "namespace": "mon",
+                   "pod": "exporter", "exported_namespace": "ns", "exported_pod": "m-0"})
+    ind = slo.indicator(prom, "ttft_p95", "m", "ns", window="30s")
+    assert ind.by == "exported_pod"
+    assert ind.query == ('histogram_quantile(0.95, sum by (le, exported_pod) (rate(vllm:time_to_first_token_seconds_'
+                         'bucket{model_name="m",exported_namespace="ns"}[30s])))')
