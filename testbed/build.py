@@ -42,6 +42,9 @@ ETCD = Component("etcd", "3.6.16", ("etcd",))
 # kwok v0.8.0 is built against the 1.36 libraries, with one fix (KWOK_HEAP_FIX).
 KWOK = Component("kwok", "0.8.0", ("kwok",), patch="heapfix1")
 COMPONENTS = (ETCD, K8S, KWOK)
+# Not the testbed's: the tests lint and render kilocard's chart (deploy/chart) with the real helm.
+HELM = Component("helm", "4.3.2", ("helm",))
+TOOLS = (HELM,)
 
 
 class BuildError(KilocardError):
@@ -58,7 +61,7 @@ def bin_dir(component: Component) -> Path:
 
 def binary(name: str) -> Path:
     """Path of a built binary by name (e.g. "kube-apiserver")."""
-    for component in COMPONENTS:
+    for component in COMPONENTS + TOOLS:
         if name in component.binaries:
             return bin_dir(component) / name
     raise KeyError(name)
@@ -189,6 +192,13 @@ class _Builder:
         ldflags = f"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v{version}"
         self._go_build(out, "etcd", "go.etcd.io/etcd/server/v3", ldflags)
 
+    def _build_helm(self, out: Path) -> None:
+        version = self.component.version
+        self.say("downloading modules")
+        self.run("get", f"helm.sh/helm/v4/cmd/helm@v{version}")
+        ldflags = f"-s -w -X helm.sh/helm/v4/internal/version.version=v{version}"
+        self._go_build(out, "helm", "helm.sh/helm/v4/cmd/helm", ldflags)
+
     def _build_kwok(self, out: Path) -> None:
         self.say("downloading modules")
         self.run("get", f"sigs.k8s.io/kwok/cmd/kwok@v{self.component.version}")
@@ -277,7 +287,7 @@ def build(
 def build_records() -> list[dict[str, object]]:
     """What each cached component's build.json says (how long the build took)."""
     records = []
-    for c in COMPONENTS:
+    for c in COMPONENTS + TOOLS:
         path = bin_dir(c) / "build.json"
         if path.is_file():
             records.append(json.loads(path.read_text()))

@@ -47,7 +47,7 @@ def _int_in(low: int, high: int) -> Any:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="testbed_command", required=True, parser_class=type(parser))
 
-    b = sub.add_parser("build", help="build the control-plane binaries from Go modules (cached)")
+    b = sub.add_parser("build", help="build the control-plane binaries and helm from Go modules (cached)")
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
     b.set_defaults(handler=cmd_build)
 
@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    build.build(force=args.force, say=_say)
+    build.build(build.COMPONENTS + build.TOOLS, force=args.force, say=_say)
     _say(f"binaries ready in {build.cache_dir() / 'bin'} ({time.monotonic() - started:.0f} s)")
     return 0
 

@@ -6,7 +6,7 @@
     GET    <endpoint>/v1/faults/<id>/effect -> {"status": confirmed | mismatch | inconclusive, "evidence"}
 
 A node's endpoint is its `kilocard.io/agent-endpoint` annotation, else the agent DaemonSet's pod
-on that node (https://<host IP>:9470, deploy/agent-daemonset.yaml). The bearer token comes from
+on that node (https://<host IP>:9470, deploy/chart/kilocard/files/agent-daemonset.yaml). The bearer token comes from
 $KILOCARD_AGENT_TOKEN or the Secret `kilocard-system/kilocard-agent-token`; it is never logged,
 and never sent in cleartext beyond this machine. An https agent's certificate is verified against
 the CA in $KILOCARD_AGENT_CA (a file) or the ConfigMap `kilocard-system/kilocard-agent-ca` (key

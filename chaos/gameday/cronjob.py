@@ -1,7 +1,7 @@
 """A game day on a schedule: the manifests of a CronJob that runs a plan unattended in the cluster.
 
     ServiceAccount       <name>, its token mounted (the runner acts in-cluster)
-    ClusterRole(+Binding) <namespace>:<name>, the runner's rules (deploy/rbac-runner.yaml's ClusterRole)
+    ClusterRole(+Binding) <namespace>:<name>, the runner's rules (the chart's files/rbac-runner.yaml ClusterRole)
     Role(+Binding)       <namespace>:<name> in kilocard-system: the runner's ledger and agent token (its Role)
     Role(+Binding)       <name> in the game day's namespace: get/watch on its gates' and control's
                          ConfigMaps by name (patch too for a gate: it marks itself waiting); with
@@ -49,7 +49,7 @@ DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")  # outside what a ConfigMap key may hold
 
-# The runner's rules, as deploy/rbac-runner.yaml grants them (a unit test keeps them equal).
+# The runner's rules, as deploy/chart/kilocard/files/rbac-runner.yaml grants them (a unit test keeps them equal).
 RUNNER_CLUSTER_RULES: tuple[dict[str, list[str]], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},

@@ -148,15 +148,34 @@ def steady(fingerprint: Callable[[], dict[str, Any]], timeout: float = 30, inter
 
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+CHART_FILES = DEPLOY / "chart" / "kilocard" / "files"  # the manifests kustomize and the chart both install
 
 
 def apply_deploy(kube: Kube, *names: str) -> None:
-    """Apply manifests of deploy/ (the namespace, an RBAC file) as `kubectl apply -f` would."""
+    """Apply manifests of deploy/ (the namespace) or the chart's files (an RBAC file) as `kubectl
+    apply -f` would."""
     import yaml  # noqa: PLC0415 - as above
 
     for name in names:
-        for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
+        path = DEPLOY / name if (DEPLOY / name).is_file() else CHART_FILES / name
+        for doc in yaml.safe_load_all(path.read_text()):
             kube.apply(doc)
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def install_chart(kube: Kube, *sets: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """kilocard's chart as `helm install` would put it on the testbed: its rights for real, its
+    workloads (agent DaemonSet, CronJobs, a run's Job) admitted by the apiserver and not stored
+    (server dry-run: the testbed's nodes cannot run their images). Returns what was rendered."""
+    from tests.chart import rendered  # noqa: PLC0415 - only the chart's tests pay for helm
+
+    apply_deploy(kube, "namespace.yaml")
+    objects = rendered(*sets, values=values)
+    for o in objects:
+        kube.apply(o, dry_run=o["kind"] not in RBAC_KINDS)
+    return objects
 
 
 def deploy(kube: Kube, p: Any, models: dict[str, int]) -> None:

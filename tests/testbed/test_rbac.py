@@ -1,4 +1,5 @@
-"""R5: the RBAC in deploy/ on the real apiserver, each identity authenticated as its pod would be
+"""R5: the RBAC of kilocard's chart (deploy/chart/kilocard, installed as helm renders it; its files
+are also what deploy/kustomization.yaml installs) on the real apiserver, each identity authenticated as its pod would be
 (a TokenRequest token of its ServiceAccount, not impersonation): the runner performs a fault of
 each way it changes the cluster (pod delete and eviction, node holds, the agent, NetworkPolicies,
 DeviceTaintRules) and reads what its probes read; the reaper reverts every kind it may find in
@@ -22,7 +23,7 @@ from chaos.faults import Context
 from chaos.kube import Kube
 from probes import snapshot
 from testbed import fleet
-from tests.testbed.helpers import DEPLOY, apply_deploy, markers, service_account_kubeconfig, wait_ready
+from tests.testbed.helpers import CHART_FILES, DEPLOY, install_chart, markers, service_account_kubeconfig, wait_ready
 
 pytestmark = pytest.mark.testbed
 SMALL = "llama-2-7b-fragile"
@@ -31,8 +32,7 @@ SMALL = "llama-2-7b-fragile"
 @pytest.fixture
 def identity(kube, testbed, tmp_path):
     """identity(account) -> a Kube authenticated as kilocard-system/<account>."""
-    apply_deploy(kube, "namespace.yaml", "rbac-runner.yaml", "rbac-reaper.yaml")
-    kube.ensure_namespace("kilocard-system")
+    install_chart(kube)
     made: list[Kube] = []
 
     def make(account: str) -> Kube:
@@ -171,10 +171,27 @@ def test_each_identity_is_refused_everything_else(identity, kube, account, attem
 
 
 def test_the_agent_daemonset_mounts_no_token_and_the_reaper_runs_as_its_own_account():
-    (agent,) = yaml.safe_load_all((DEPLOY / "agent-daemonset.yaml").read_text())
+    (agent,) = yaml.safe_load_all((CHART_FILES / "agent-daemonset.yaml").read_text())
     pod = agent["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
-    (reaper,) = yaml.safe_load_all((DEPLOY / "reaper-cronjob.yaml").read_text())
+    (reaper,) = yaml.safe_load_all((CHART_FILES / "reaper-cronjob.yaml").read_text())
     assert reaper["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == "kilocard-reaper"
     kustomized = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
-    assert {"rbac-runner.yaml", "rbac-reaper.yaml", "agent-daemonset.yaml", "reaper-cronjob.yaml"} <= set(kustomized)
+    assert {f"chart/kilocard/files/{name}" for name in ("rbac-runner.yaml", "rbac-reaper.yaml", "agent-daemonset.yaml",
+                                                         "reaper-cronjob.yaml")} <= set(kustomized)
+
+
+def test_every_object_the_chart_can_render_is_admitted_by_the_apiserver(kube):
+    """All values on: Ascend's rights (in MindX DL's namespaces), a run's Job, a game day's CronJob
+    in its time zone. Admitted as they are (a field the API does not know would be refused)."""
+    kube.ensure_namespace("mindx-dl")
+    objects = install_chart(kube, values={
+        "ascend": {"enabled": True}, "agent": {"allow": "tc-delay,kubelet-stop"},
+        "run": {"enabled": True, "configMap": "exps", "experiments": ["s1.yaml"], "vars": ["namespace=serving"]},
+        "gamedays": [{"name": "weekly", "schedule": "0 10 * * 3", "timeZone": "Asia/Shanghai",
+                      "configMap": "weekly-plan", "plan": "plan.yaml"}],
+        "prometheus": {"url": "https://prometheus.monitoring:9090", "podLabel": "exported_pod"}})
+    assert {o["kind"] for o in objects} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                            "RoleBinding", "DaemonSet", "CronJob", "Job"}
+    npu = kube.get_object("rbac.authorization.k8s.io/v1", "Role", "kilocard-npu", "mindx-dl").to_dict()
+    assert npu["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"

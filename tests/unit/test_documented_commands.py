@@ -40,7 +40,9 @@ def documented() -> list[tuple[str, list[str]]]:
             text = re.split(r"\s\d?>>?\s", text)[0]  # where the shell sends its output
             words = shlex.split(text)
             for i, word in enumerate(words):
-                if Path(word).name == "kilocard":
+                # The program, not an argument (`helm install kilocard deploy/chart/kilocard`).
+                if Path(word).name == "kilocard" and (i == 0 or words[i - 1] in ("&&", ";", "sudo", "exec")
+                                                      or "=" in words[i - 1]):
                     argv = [w.split("|")[0] if w.startswith("-") or "|" in w else w for w in words[i + 1:]]
                     found.append((f"{page.relative_to(ROOT)}:{number}", argv))
     return found

@@ -48,7 +48,7 @@ def by_kind(manifests, kind):
 
 
 def deploy_rules(kind):
-    documents = list(yaml.safe_load_all((ROOT / "deploy" / "rbac-runner.yaml").read_text()))
+    documents = list(yaml.safe_load_all((ROOT / "deploy" / "chart" / "kilocard" / "files" / "rbac-runner.yaml").read_text()))
     return next(d for d in documents if d["kind"] == kind)["rules"]
 
 
