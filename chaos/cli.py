@@ -15,7 +15,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -312,6 +312,11 @@ def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-header", action="append", default=[], metavar="'NAME: VALUE'",
                    help="a header with every call, e.g. a multi-tenant backend's tenant ('X-Scope-OrgID: team-a' "
                         "for Grafana Mimir or Cortex, 'THANOS-TENANT: team-a'); repeatable")
+    p.add_argument("--grafana-url", default=os.environ.get("KILOCARD_GRAFANA_URL"), metavar="URL",
+                   help="each fault as an annotation region in this Grafana (configuration kilocard_grafana_url; else "
+                        "$KILOCARD_GRAFANA_URL), with --grafana-token-file")
+    p.add_argument("--grafana-token-file", type=Path, metavar="FILE",
+                   help="a Grafana service account token (else $KILOCARD_GRAFANA_TOKEN); sent, never written")
     for part, spellings in (("pod", "exported_pod, pod, kubernetes_pod_name, pod_name"),
                             ("namespace", "namespace, exported_namespace, kubernetes_namespace")):
         p.add_argument(f"--prometheus-{part}-label", metavar="LABEL",
@@ -321,17 +326,25 @@ def _prometheus_token_flag(p: argparse.ArgumentParser) -> None:
                             "carry)")
 
 
+def _credential(flag: str, path: Path | None, env: str, check: Callable[[str], str] = str) -> None:
+    """A credential file's content (as `check` accepts it: it raises SpecError, else returns it)
+    into the environment the probes and the run read it from, never into the configuration, which
+    journals keep. Nothing without the flag."""
+    if path is None:
+        return
+    try:
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise SpecError(f"{flag}: cannot read {path}: {exc.strerror}") from None
+    os.environ[env] = check(text)
+
+
 def _prometheus_access(args: argparse.Namespace) -> None:
     """How to reach Prometheus, into the environment where the probes read it (the token file's
     content, the CA, the insecure switch): never into the configuration, which journals keep."""
     from probes import slo
 
-    path = getattr(args, "prometheus_token_file", None)
-    if path is not None:
-        try:
-            os.environ[slo.TOKEN_ENV] = path.read_text().strip()
-        except OSError as exc:
-            raise SpecError(f"--prometheus-token-file: cannot read {path}: {exc.strerror}") from None
+    _credential("--prometheus-token-file", getattr(args, "prometheus_token_file", None), slo.TOKEN_ENV)
     ca = getattr(args, "prometheus_ca", None)
     if ca is not None:
         if not ca.is_file():
@@ -340,14 +353,13 @@ def _prometheus_access(args: argparse.Namespace) -> None:
     if getattr(args, "prometheus_insecure", False):
         os.environ[slo.INSECURE_ENV] = "1"
     basic = getattr(args, "prometheus_basic_auth_file", None)
-    if basic is not None:
-        try:
-            pair_text = basic.read_text().strip()
-        except OSError as exc:
-            raise SpecError(f"--prometheus-basic-auth-file: cannot read {basic}: {exc.strerror}") from None
-        if not pair_text.partition(":")[0] or ":" not in pair_text:
+
+    def user_and_password(text: str) -> str:
+        if not text.partition(":")[0] or ":" not in text:
             raise SpecError(f"--prometheus-basic-auth-file: {basic}: expected one line 'user:password'")
-        os.environ[slo.BASIC_ENV] = pair_text
+        return text
+
+    _credential("--prometheus-basic-auth-file", basic, slo.BASIC_ENV, user_and_password)
     pair = [getattr(args, f"prometheus_{part}", None) for part in ("cert", "key")]
     if any(pair):
         if not all(pair):
@@ -628,16 +640,22 @@ def _journal_files(paths: list[Path]) -> list[Path]:
 
 
 def _kilocard_vars(args: argparse.Namespace) -> list[str]:
-    """The cluster flags of a command that runs experiments, as the runner's configuration (a
-    Prometheus token goes to the environment instead)."""
+    """The cluster flags of a command that runs experiments, as the runner's configuration (the
+    Prometheus and Grafana credentials go to the environment instead)."""
     _prometheus_access(args)
+    from chaos import grafana
+
+    grafana_url = getattr(args, "grafana_url", None)
+    _credential("--grafana-token-file", getattr(args, "grafana_token_file", None), grafana.TOKEN_ENV)
+    if grafana_url:
+        grafana.session(grafana_url)  # a URL it cannot use, or a token in cleartext: input, said now
     # A label name PromQL cannot hold is input, said now: not a probe error mid-run.
     Settings.of({key(part): getattr(args, part) for part in ("prometheus_pod_label", "prometheus_namespace_label")})
     return [f"{name}={value}" for name, value in (
         (key("kubeconfig"), args.kubeconfig), (key("context"), args.context),
         (key("prometheus_url"), args.prometheus_url), (key("ledger_dir"), args.ledger_dir),
         (key("prometheus_pod_label"), args.prometheus_pod_label),
-        (key("prometheus_namespace_label"), args.prometheus_namespace_label))
+        (key("prometheus_namespace_label"), args.prometheus_namespace_label), (key("grafana_url"), grafana_url))
         if value is not None]
 
 

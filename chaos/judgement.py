@@ -72,6 +72,7 @@ class KilocardSection(Refused):
     snapshots: dict[str, Any]  # where the run's snapshots came from
     api_retries: dict[str, int]  # the run's retries by cause
     parsed: dict[str, int]  # by where each fault is: how often this process parsed it (once: chaos.plan)
+    grafana: dict[str, Any] | None  # the annotations sent to Grafana and those that failed (chaos.grafana)
 
 
 def refused(path: Path, code: Exit, reason: str) -> Refused:

@@ -63,6 +63,7 @@ from chaos import (
     __version__,
     actions,
     fields,
+    grafana,
     guards,
     kube,
     landed,
@@ -78,7 +79,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
-from chaos.settings import key
+from chaos.settings import Settings, key
 from probes import placement, recovery, snapshot
 
 ACTIONS_MODULE = "chaos.actions"
@@ -500,6 +501,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                                              for ns, m in touched])
         offered = traffic.Load(experiment.load).start() if experiment.load else None
         offered_record = None
+        annotator = _annotator(data, run_id)
         try:
             if view is not None:
                 view.start()
@@ -518,6 +520,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                     offered_record = spent("load", offered.stop)
                 if view is not None:
                     view.stop()
+                annotations = annotator.stop() if annotator is not None else None
         after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
         outcome, reason, basis = verdict(journal)
@@ -562,8 +565,17 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         # How often this process parsed each of the run's faults: once (chaos.plan keeps what it
         # parsed; loading, the check, the guards and the action all meet the same spec).
         parsed={where: plan.parses(raw) for raw, where in experiment.faults},
+        grafana=annotations,
     )
     return Result(experiment.path, run_id, code, reason, journal)
+
+
+def _annotator(data: dict[str, Any], run_id: str) -> grafana.Annotator | None:
+    """The run's faults as Grafana annotations, when the configuration names a Grafana."""
+    url = Settings.of(data["configuration"]).grafana_url
+    if not isinstance(url, str) or not url:  # a configuration value chaoslib resolves later: not read here
+        return None
+    return grafana.Annotator(url, run_id, str(data.get("title") or ""), grafana.session(url)).start()
 
 
 def _follow(client: kube.Kube) -> Follower | str:

@@ -39,6 +39,7 @@ class Settings:
     # The labels naming a series' pod and namespace (kubernetes_pod_name, exported_pod, ...); else probed.
     prometheus_pod_label: str | None = None
     prometheus_namespace_label: str | None = None
+    grafana_url: str | None = None  # each fault as an annotation region there (chaos.grafana)
 
     @classmethod
     def of(cls, configuration: dict[str, Any] | None) -> Settings:
