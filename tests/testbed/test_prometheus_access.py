@@ -118,7 +118,9 @@ def _answers(server: Guarded) -> bool:
 
 @pytest.fixture
 def access(monkeypatch, guarded):
-    """Every credential in the environment, where the CLI's flags put them."""
+    """Every credential in the environment, where the CLI's flags put them; verification on."""
+    for name in (slo.INSECURE_ENV, slo.TOKEN_ENV):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(slo.CA_ENV, str(guarded.authority.ca_cert))
     monkeypatch.setenv(slo.CERT_ENV, str(guarded.authority.admin_cert))
     monkeypatch.setenv(slo.KEY_ENV, str(guarded.authority.admin_key))
