@@ -73,6 +73,7 @@ class KilocardSection(Refused):
     api_retries: dict[str, int]  # the run's retries by cause
     parsed: dict[str, int]  # by where each fault is: how often this process parsed it (once: chaos.plan)
     grafana: dict[str, Any] | None  # the annotations sent to Grafana and those that failed (chaos.grafana)
+    events: dict[str, Any]  # the Events recorded on the faults' targets and those that failed (chaos.fault_events)
 
 
 def refused(path: Path, code: Exit, reason: str) -> Refused:

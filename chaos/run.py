@@ -62,6 +62,7 @@ from chaoslib.secret import load_secrets
 from chaos import (
     __version__,
     actions,
+    fault_events,
     fields,
     grafana,
     guards,
@@ -502,6 +503,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         offered = traffic.Load(experiment.load).start() if experiment.load else None
         offered_record = None
         annotator = _annotator(data, run_id)
+        told = fault_events.FaultEvents(ctx.kube, run_id).start()
         try:
             if view is not None:
                 view.start()
@@ -521,6 +523,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
                 if view is not None:
                     view.stop()
                 annotations = annotator.stop() if annotator is not None else None
+                events_told = told.stop()
         after = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
         records = spent("ledger", ledger.records, ctx.kube, book.dir, run_id)
         outcome, reason, basis = verdict(journal)
@@ -566,6 +569,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         # parsed; loading, the check, the guards and the action all meet the same spec).
         parsed={where: plan.parses(raw) for raw, where in experiment.faults},
         grafana=annotations,
+        events=events_told,
     )
     return Result(experiment.path, run_id, code, reason, journal)
 

@@ -44,7 +44,7 @@ PLAN_DIR = "/plan"
 REPORTS_DIR = "/reports"
 MAX_CONFIG_MAP_BYTES = 1024 * 1024  # the apiserver refuses a larger object
 MAX_CRONJOB_NAME = 52  # the controller appends an 11-character suffix to name each Job
-USER = 10001  # the image's non-root user (Containerfile)
+USER = 10001  # the image's non-root user (images/build.py)
 DEFAULT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")  # outside what a ConfigMap key may hold
@@ -61,6 +61,7 @@ RUNNER_CLUSTER_RULES: tuple[dict[str, list[str]], ...] = (
     {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["get", "create", "patch",
                                                                                    "delete"]},
     {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 )
 RUNNER_SYSTEM_RULES: tuple[dict[str, list[str]], ...] = (  # in kilocard-system
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch", "delete"]},

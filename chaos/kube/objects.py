@@ -109,14 +109,14 @@ class Objects(Api):
         return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
 
     def record_event(self, kind: str, name: str, namespace: str, reason: str, message: str, component: str,
-                     uid: str | None = None) -> None:
+                     uid: str | None = None, event_type: str = "Normal") -> None:
         """A core Event about an object, as controllers write them (what `kilocard record` reads back)."""
         at = time.time()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
         body = {"metadata": {"generateName": f"{name}.", "namespace": namespace},
                 "involvedObject": {"kind": kind, "name": name, "namespace": namespace if kind != "Node" else "",
                                    **({"uid": uid} if uid else {})},
-                "reason": reason, "message": message, "type": "Normal", "source": {"component": component},
+                "reason": reason, "message": message, "type": event_type, "source": {"component": component},
                 "firstTimestamp": now, "lastTimestamp": now, "count": 1,
                 # eventTime keeps the microseconds (the timestamps above have whole seconds).
                 "eventTime": now.replace("Z", f".{int(at % 1 * 1e6):06d}Z"), "action": reason,

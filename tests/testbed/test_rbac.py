@@ -19,6 +19,7 @@ import yaml
 from chaos import ledger, plan, release, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KubeError
+from chaos.fault_events import FaultEvents
 from chaos.faults import Context
 from chaos.kube import Kube
 from probes import snapshot
@@ -88,6 +89,7 @@ def test_the_runner_performs_every_fault_kind_and_reads_what_its_probes_read(ide
     p = deployed(kube, pool)
     ctx = Context(runner, AgentClient(runner), f"rbac-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     book = ledger.Ledger(ctx.run_id, runner, tmp_path)
+    told = FaultEvents(runner, ctx.run_id).start()  # as a run does: each transition an Event on its target
     records = []
     for raw in every_kind(p, f"{p.name}.gpu.kilocard.io"):
         injection = plan.inject(ctx, book, raw)
@@ -98,6 +100,8 @@ def test_the_runner_performs_every_fault_kind_and_reads_what_its_probes_read(ide
     assert release.fetch(runner, [(p.namespace, SMALL)])  # the journal's release metadata
     assert revert.revert(ctx, book, records) == []
     assert residue(kube, p, ctx.run_id) == []
+    summary = told.stop()
+    assert summary["failed"] == [] and summary["sent"] >= len(records), summary
 
 
 def test_the_reaper_reverts_every_kind_with_its_own_account(identity, kube, testbed, pool, tmp_path):
@@ -150,6 +154,7 @@ REFUSED = {
             "spec": {"deviceSelector": {"driver": "d"}, "taint": {"key": "k", "effect": "NoSchedule"}}}),
         "read another secret": lambda k: k.read_secret("kilocard-system", "some-other-secret"),
         "delete a node": lambda k: k.delete_node("gpu-000"),
+        "record an Event": lambda k: k.record_event("Node", "gpu-000", "default", "X", "x", "kilocard"),
     },
     "default": {  # the agent DaemonSet's pods: no token mounted, and none would help
         "list nodes": lambda k: k.list_nodes(),

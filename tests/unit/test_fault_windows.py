@@ -1,6 +1,7 @@
-"""Fault windows as Grafana annotation regions (chaos.grafana), against a real HTTP server on
-loopback that answers as Grafana's annotations API does and records each call (no Grafana can be
-run here: it is neither in Debian nor a Go module this machine can build)."""
+"""Fault windows where operators look: Grafana annotation regions (chaos.grafana), against a real
+HTTP server on loopback that answers as Grafana's annotations API does and records each call (no
+Grafana can be run here: it is neither in Debian's packages nor a Go module this machine can
+build), and Kubernetes Events on the faults' targets (chaos.fault_events)."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def test_a_slow_grafana_never_holds_the_run_up(serving):
     events.publish(fault("r1", "applied", 1000.6))  # the ledger's write: it must not wait on Grafana
     assert time.monotonic() - started < 0.5
     summary = annotator.stop(timeout=0.5)
-    assert summary["sent"] == 0 and "not sent within 0.5 s" in summary["failed"][0]
+    assert summary["sent"] == 0 and "still sending after 0.5 s" in summary["failed"][0]
 
 
 def test_a_token_goes_in_cleartext_nowhere_beyond_this_machine_and_a_bad_url_is_input():
@@ -132,3 +133,35 @@ def test_the_dashboard_draws_kilocards_annotations_over_every_engines_series():
         (expr,) = [e for t, e in shown.items() if t.startswith(title)]
         assert all(spelling in expr for name in names for spelling in metric_names.spellings(name)), (title, expr)
         assert "by (le, pod)" in expr or "by (pod)" in expr  # per replica: a model-level line hides the sick one
+
+
+class Events:
+    """A Kube that records the Events asked of it."""
+
+    def __init__(self):
+        self.recorded = []
+
+    def record_event(self, kind, name, namespace, reason, message, component, uid=None, event_type="Normal"):
+        self.recorded.append((kind, name, namespace, reason, event_type, uid, message))
+
+
+def test_each_transition_is_one_event_on_the_pod_or_node_it_hit_and_nothing_else_is_told():
+    from chaos.fault_events import FaultEvents
+
+    kube = Events()
+    told = FaultEvents(kube, "r1").start()
+    pod = {"name": "m-0", "namespace": "serving", "uid": "u-1", "node": "gpu-001"}
+    for event in ({**fault("r1", "applied", 1.0), "kind": "pod-kill", "target": pod},
+                  fault("r1", "recorded", 1.0, "f2"), fault("r1", "applied", 2.0, "f2"),
+                  fault("r1", "applied", 2.5, "f2"),  # written again in the same state (its evidence): told once
+                  {**fault("r1", "failed", 3.0, "f3"), "error": "agent refused"},
+                  {**fault("r1", "applied", 2.0, "f4"), "target": {"namespace": "serving", "pod_selector": {}}},
+                  fault("other", "applied", 2.0, "f5"), fault("r1", "reverted", 4.0, "f2")):
+        events.publish(event)
+    assert told.stop() == {"sent": 4, "failed": []}
+    assert [r[:6] for r in kube.recorded] == [
+        ("Pod", "m-0", "serving", "KilocardFaultApplied", "Normal", "u-1"),
+        ("Node", "gpu-007", "default", "KilocardFaultApplied", "Normal", None),
+        ("Node", "gpu-007", "default", "KilocardFaultFailed", "Warning", None),
+        ("Node", "gpu-007", "default", "KilocardFaultReverted", "Normal", None)]
+    assert kube.recorded[2][6] == "gpu-ecc on gpu-007 cards 3 failed in kilocard run r1: agent refused"

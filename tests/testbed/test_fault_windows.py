@@ -1,6 +1,7 @@
 """Fault windows where operators look: the dashboard kilocard ships (deploy/grafana) queried on the
 testbed's real Prometheus, and a catalog run's fault sent as an annotation region to a Grafana
-annotations API (a recording HTTP server: no Grafana can be run here, tests/unit/test_grafana.py)."""
+annotations API (a recording HTTP server: no Grafana can be run here, tests/unit/test_fault_windows.py)
+and recorded as Events on the node it hit, in the testbed's real apiserver."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos import grafana
+from chaos import grafana, record
 from tests.testbed.helpers import deploy, eventually, serving
 from tests.testbed.test_catalog import TP8, experiment
 from tests.testbed.test_runner import kilocard_run
-from tests.unit.test_grafana import Recorder
+from tests.unit.test_fault_windows import Recorder
 
 pytestmark = pytest.mark.testbed
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "kilocard-dashboard.json"
@@ -52,3 +53,10 @@ def test_the_dashboard_shows_each_replica_and_a_runs_fault_window_is_annotated_o
     assert ended[:2] == ("PATCH", "/api/annotations/1")  # the region ends at the revert, before the run did
     assert made[2]["time"] < ended[2]["timeEnd"] <= journal["kilocard"]["finished_at"] * 1000
     assert grafana.TAG in made[2]["tags"]
+    # `kubectl describe node` shows the same window: the run's Events on the node it isolated.
+    told = [e for e in record.events(kube, [], isolated["applied_at"] - 5, journal["kilocard"]["finished_at"] + 5)
+            if e["involvedObject"]["name"] == isolated["target"]["node"] and e["reason"].startswith("KilocardFault")]
+    assert [e["reason"] for e in sorted(told, key=lambda e: e["eventTime"])] == ["KilocardFaultApplied",
+                                                                                "KilocardFaultReverted"], told
+    assert all(journal["kilocard"]["run_id"] in e["message"] for e in told)
+    assert journal["kilocard"]["events"] == {"sent": 2, "failed": []}
