@@ -35,7 +35,7 @@ def without_chart(o: dict[str, Any]) -> dict[str, Any]:
     pod = (o.get("spec", {}).get("template") or o.get("spec", {}).get("jobTemplate", {}).get("spec", {})
            .get("template") or {}).get("spec")
     for container in (pod or {}).get("containers", []):
-        container["image"] = "kilocard"
+        container["image"] = container["image"].rpartition("/")[2].partition(":")[0]  # the name, as the files have it
         container.pop("imagePullPolicy", None)
     return o
 
@@ -56,9 +56,10 @@ def test_the_default_install_is_the_kustomize_install_with_the_charts_labels_and
     assert by_kind([without_chart(o) for o in objects]) == by_kind(same)
     for o in objects:
         assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm", o["metadata"]
-    images = {c["image"] for o in objects if o["kind"] in ("DaemonSet", "CronJob")
+    images = {o["kind"]: c["image"] for o in objects if o["kind"] in ("DaemonSet", "CronJob")
               for c in (o["spec"].get("template") or o["spec"]["jobTemplate"]["spec"]["template"])["spec"]["containers"]}
-    assert images == {f"ghcr.io/kilocard/kilocard:{chaos.__version__}"}
+    assert images == {"CronJob": f"ghcr.io/kilocard/kilocard:{chaos.__version__}",
+                      "DaemonSet": f"ghcr.io/kilocard/kilocard-agent:{chaos.__version__}"}
 
 
 def test_the_runners_rules_are_the_ones_a_scheduled_game_day_grants():

@@ -1,6 +1,11 @@
-{{/* The image every kilocard container runs. */}}
+{{/* The image the runner's containers run (the run, game days, the reaper). */}}
 {{- define "kilocard.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The node agent's own image (root, ip, tc, nft): the runner's repository with -agent. */}}
+{{- define "kilocard.agentImage" -}}
+{{ .Values.image.repository }}-agent:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 
 {{/* The labels Helm's conventions give every object, beside each manifest's own. */}}
