@@ -805,14 +805,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         events = record.events(kube, args.namespace, start, end)
         deletions += record.kubelet_deletions(events)
-        selectors = _sibling_selectors(kube, {pod for _, pod, _ in deletions})
+        targets = _sibling_targets(kube, {pod for _, pod, _ in deletions})
         nodes = kube.list_nodes_raw()
         rules, slices, unread = _device_taints(kube)
     finally:
         kube.close()
     sightings += record.faults_from_events(events, event_map)
-    deletions = record.unexplained(deletions, events, selectors, args.namespace)
-    sightings += record.faults_from_deletions(deletions, selectors)
+    deletions = record.unexplained(deletions, events, targets, args.namespace)
+    sightings += record.faults_from_deletions(deletions, targets)
     marked, skipped = record.faults_from_conditions(nodes, condition_map, start, end)
     tainted, untold = record.faults_from_device_taints(rules, slices, taint_map, start, end)
     source = {"since": args.since, "until": args.until, "namespaces": args.namespace,
@@ -918,20 +918,20 @@ def _lines(path: Path) -> list[str]:
         raise SpecError(f"--audit-log {path}: {exc.strerror or exc}") from None
 
 
-def _sibling_selectors(kube: Any, pods: set[str]) -> dict[str, str | None]:
-    """namespace/pod -> what selects its siblings (chaos.record.selector_for), from a pod of its
+def _sibling_targets(kube: Any, pods: set[str]) -> dict[str, dict[str, str] | None]:
+    """namespace/pod -> what selects its siblings (chaos.record.target_of), from a pod of its
     owner that is there now (the deleted one is gone; its replacement carries the same labels)."""
     from chaos import record
     from probes.incident import owner
 
-    found: dict[str, str | None] = {}
+    found: dict[str, dict[str, str] | None] = {}
     for namespace in sorted({p.split("/", 1)[0] for p in pods}):
         live = kube.list_pods_raw(namespace)
         for pod in (p for p in pods if p.startswith(f"{namespace}/")):
             name = pod.split("/", 1)[1]
             sibling = next((x for x in live if x["metadata"]["name"] == name or
                             owner(x["metadata"]["name"]) == owner(name)), None)
-            found[pod] = record.selector_for((sibling or {}).get("metadata", {}).get("labels") or {})
+            found[pod] = record.target_of(sibling, live) if sibling is not None else None
     return found
 
 

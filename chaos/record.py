@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chaos import serving
 from chaos.errors import SpecError
 from chaos.faults import kind_module
 from chaos.vocabulary import MODEL_LABEL, RUN_LABEL, STATE_LABEL, epoch
@@ -205,26 +206,38 @@ def kubelet_deletions(events: list[dict[str, Any]]) -> list[tuple[float, str, st
     return found
 
 
-def selector_for(labels: dict[str, str]) -> str | None:
-    """What selects a deleted pod's siblings again in a replay: its model, else its ReplicaSet's hash."""
-    for key in (MODEL_LABEL, "pod-template-hash"):
-        if labels.get(key):
-            return f"{key}={labels[key]}"
+Target = dict[str, str]  # a pod-kill's target: {"label_selector": ...} or {"model": ...}
+
+
+def target_of(pod: dict[str, Any], namespace_pods: Sequence[dict[str, Any]]) -> Target | None:
+    """What selects a deleted pod's siblings again in a replay, from `pod` (a sibling that is there
+    now): kilocard's model label; else the model its serving stack says it serves (chaos.serving,
+    the group's or workload's for a pod that names none, read among `namespace_pods`); else its
+    ReplicaSet's hash. None: nothing would find them again."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(MODEL_LABEL):
+        return {"label_selector": f"{MODEL_LABEL}={labels[MODEL_LABEL]}"}
+    name = (pod.get("metadata") or {}).get("name")
+    served = next((i.model for i in serving.identify_all(namespace_pods) if i.pod == name), None)
+    if served is not None:
+        return {"model": served.value}
+    if labels.get("pod-template-hash"):
+        return {"label_selector": f"pod-template-hash={labels['pod-template-hash']}"}
     return None
 
 
 def unexplained(deletions: list[tuple[float, str, str]], events: list[dict[str, Any]],
-                selectors: dict[str, str | None], namespaces: Sequence[str] = ()) -> list[tuple[float, str, str]]:
+                targets: dict[str, Target | None], namespaces: Sequence[str] = ()) -> list[tuple[float, str, str]]:
     """The pod deletions nothing in the record explains, the first of each pod: in `namespaces`
     (all if none), not a controller's or a kubelet's own, not preceded by an eviction Event for that
     pod (a remediator's drain, the taint manager), and with siblings left to replay it on
-    (`selectors`: namespace/pod -> label selector, `selector_for` of its siblings' labels). A pod
+    (`targets`: namespace/pod -> `target_of` a sibling). A pod
     the cluster was already tearing down with its workload has none: not the incident's."""
     explained = {f"{(e.get('involvedObject') or {}).get('namespace', '')}/{(e.get('involvedObject') or {}).get('name')}"
                  for e in events if e.get("reason") in EXPLAINED}
     found, seen = [], set()
     for at, pod, who in sorted(deletions):
-        if who.startswith(CONTROLLERS) or pod in explained or pod in seen or not selectors.get(pod) \
+        if who.startswith(CONTROLLERS) or pod in explained or pod in seen or not targets.get(pod) \
                 or (namespaces and pod.split("/", 1)[0] not in namespaces):
             continue
         seen.add(pod)
@@ -232,10 +245,11 @@ def unexplained(deletions: list[tuple[float, str, str]], events: list[dict[str, 
     return found
 
 
-def faults_from_deletions(deletions: list[tuple[float, str, str]], selectors: dict[str, str | None]) -> list[Sighting]:
+def faults_from_deletions(deletions: list[tuple[float, str, str]],
+                          targets: dict[str, Target | None]) -> list[Sighting]:
     """The `unexplained` deletions as pod-kill faults, each on its replica's siblings."""
     return [Sighting(f"deleted by {who}", {"kind": "pod-kill", "namespace": pod.split("/", 1)[0],
-                                           "label_selector": selectors[pod], "count": 1}, at, None)
+                                           **(targets[pod] or {}), "count": 1}, at, None)
             for at, pod, who in deletions]
 
 

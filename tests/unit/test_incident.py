@@ -162,8 +162,9 @@ def test_a_deletion_nothing_explains_is_a_pod_kill_and_a_remediators_or_controll
                  (t0 + 15, "other/m-7f-xyz", "kubernetes-admin")]  # not a namespace asked for
     events = [{"involvedObject": {"kind": "Pod", "name": "m-7f-evi", "namespace": "fleet"}, "reason": "Evicted",
                "eventTime": "2026-12-01T10:00:11.500000Z"}]
-    selectors = {"fleet/m-7f-abc": "kilocard.io/model=m", "fleet/m-7f-evi": "kilocard.io/model=m",
-                 "fleet/m-7f-gc": "kilocard.io/model=m", "fleet/n-1-nos": None, "other/m-7f-xyz": "kilocard.io/model=m"}
+    by_label = {"label_selector": "kilocard.io/model=m"}
+    selectors = {"fleet/m-7f-abc": by_label, "fleet/m-7f-evi": by_label, "fleet/m-7f-gc": by_label,
+                 "fleet/n-1-nos": None, "other/m-7f-xyz": by_label}
     kept = record.unexplained(deletions, events, selectors, ["fleet"])
     assert kept == [(t0 + 10, "fleet/m-7f-abc", "kubernetes-admin")]  # what the recovery rows are read for, too
     assert [pod for _, pod, _ in record.unexplained(deletions, events, selectors)] == ["fleet/m-7f-abc",
@@ -172,9 +173,34 @@ def test_a_deletion_nothing_explains_is_a_pod_kill_and_a_remediators_or_controll
     assert kill == record.Sighting("deleted by kubernetes-admin", {"kind": "pod-kill", "namespace": "fleet",
                                                                    "label_selector": "kilocard.io/model=m",
                                                                    "count": 1}, t0 + 10, None)
-    assert record.selector_for({"kilocard.io/model": "m", "pod-template-hash": "7f"}) == "kilocard.io/model=m"
-    assert record.selector_for({"pod-template-hash": "7f"}) == "pod-template-hash=7f"
-    assert record.selector_for({"app": "x"}) is None
+
+
+
+def pod(name: str, labels: dict[str, str], args: tuple[str, ...] = ()) -> dict:
+    return {"metadata": {"name": name, "namespace": "fleet", "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "redis:7", "args": list(args)}]}}
+
+
+def test_a_deleted_pods_siblings_are_found_again_by_kilocards_label_the_served_model_or_the_replicaset(tmp_path):
+    labelled = pod("m-7f-abc", {"kilocard.io/model": "m", "pod-template-hash": "7f"})
+    assert record.target_of(labelled, [labelled]) == {"label_selector": "kilocard.io/model=m"}
+    # A KServe predictor as the stack makes it (tests/unit/stacks/kserve.yaml): no label of kilocard's.
+    stack = yaml.safe_load((Path(__file__).parent / "stacks" / "kserve.yaml").read_text())
+    found = {p["metadata"]["name"]: record.target_of(p, stack) for p in stack}
+    assert found == {"llama3-predictor-6c9f8d7b5-x2k4q": {"model": "llama3"},
+                     "big-predictor-5d8c7f9b6-h7p2m": {"model": "big"},
+                     # the Ray worker names no model: its InferenceService's, read from its head
+                     "big-predictor-worker-7b9d6c5f4-q9w8e": {"model": "big"}}, found
+    # Replayed by that name: a timeline whose pod-kill picks the model's pods as kilocard finds them.
+    t0 = 1796119200.0
+    kill = record.faults_from_deletions([(t0, "serving/llama3-predictor-6c9f8d7b5-x2k4q", "kubernetes-admin")],
+                                        {"serving/llama3-predictor-6c9f8d7b5-x2k4q": {"model": "llama3"}})
+    data = record.timeline("by hand", kill, [], [], {}, {"namespace": "serving"}, [], 10)
+    assert data["faults"][0]["fault"] == {"kind": "pod-kill", "namespace": "serving", "model": "llama3", "count": 1}
+    replay.load(write(tmp_path, data))
+    other = pod("cache-7f-abc", {"pod-template-hash": "7f"})
+    assert record.target_of(other, [other]) == {"label_selector": "pod-template-hash=7f"}
+    assert record.target_of(pod("x", {"app": "x"}), []) is None
 
 
 def test_a_pod_deleted_by_hand_is_recorded_with_its_replacement_as_the_symptom(tmp_path: Path) -> None:
@@ -185,7 +211,7 @@ def test_a_pod_deleted_by_hand_is_recorded_with_its_replacement_as_the_symptom(t
         {"involvedObject": {"kind": "Pod", "name": "m-7f-new", "namespace": "fleet"}, "reason": "Started",
          "eventTime": "2026-12-01T10:00:25.000000Z"}]
     kill = record.faults_from_deletions([(t0, "fleet/m-7f-abc", "kubernetes-admin")],
-                                        {"fleet/m-7f-abc": "kilocard.io/model=m"})
+                                        {"fleet/m-7f-abc": {"label_selector": "kilocard.io/model=m"}})
     data = record.timeline("by hand", kill, events, [], {}, {"namespace": "fleet"}, [(t0, "fleet/m-7f-abc")], 10)
     (fault,) = data["faults"]
     assert fault["fault"] == {"kind": "pod-kill", "namespace": "fleet", "label_selector": "kilocard.io/model=m",
