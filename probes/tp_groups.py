@@ -120,17 +120,20 @@ def recovered_within(kube: Kube, model: str, faulted: set[str], fault_at: float,
 
 def desired(kube: Kube, model: str, namespace: str | None) -> int | None:
     """Pods the model's Deployments and StatefulSets ask for (by their pod template: kilocard's
-    model label, else what its serving stack says); None without a namespace to look in, or when
-    no such workload exists (bare pods, or a stack's own kind of workload)."""
+    model label, else what its serving stack says, read over every template together so that a
+    workload of workers that names no model takes its peers': LeaderWorkerSet's worker
+    StatefulSets, a KServe multi-node predictor's worker Deployment); None without a namespace to
+    look in, or when no such workload exists (bare pods, or a stack's own kind of workload)."""
     if namespace is None:
         return None
-    counts = []
+    templates = []
     for kind in ("deployments", "statefulsets"):
         for w in kube.list_raw(f"list {kind} in {namespace}", f"/apis/apps/v1/namespaces/{namespace}/{kind}"):
             spec = w.get("spec") or {}
             template = spec.get("template") or {}
-            pod = {"metadata": {**(template.get("metadata") or {}), "namespace": namespace,
-                                "name": w["metadata"]["name"]}, "spec": template.get("spec") or {}}
-            if snap.model_of(pod, snap.identities([pod])) == model:
-                counts.append(spec.get("replicas") or 0)
+            name = f"{kind}/{w['metadata']['name']}"  # a Deployment and a StatefulSet may share a name
+            templates.append(({"metadata": {**(template.get("metadata") or {}), "namespace": namespace, "name": name},
+                               "spec": template.get("spec") or {}}, spec.get("replicas") or 0))
+    found = snap.identities(pod for pod, _ in templates)
+    counts = [replicas for pod, replicas in templates if snap.model_of(pod, found) == model]
     return sum(counts) if counts else None

@@ -269,3 +269,33 @@ def test_tp_groups_recovered_counts_the_pods_the_workloads_ask_for():
     v = tp_groups.recovered(ClusterSnapshot((a,), nodes), "m", set(), desired=2)
     assert not v.ok and v.reason == "m: 1 of 2 pods the workloads ask for"
     assert tp_groups.recovered(ClusterSnapshot((a, b), nodes), "m", set(), desired=2).ok
+
+
+class Workloads:
+    """kube.list_raw over Deployments and StatefulSets, as the apiserver lists them."""
+
+    def __init__(self, **by_kind):
+        self.by_kind = by_kind
+
+    def list_raw(self, what, path):
+        return self.by_kind.get(path.rsplit("/", 1)[1], [])
+
+
+def workload(name: str, replicas: int, labels: dict, command: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"replicas": replicas, "template": {
+        "metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "command": ["sh", "-c", command]}]}}}}
+
+
+def test_the_pods_a_model_asks_for_count_the_workers_that_name_no_model():
+    # LeaderWorkerSet's leader StatefulSet (the engine's arguments) and one worker StatefulSet per
+    # group (Ray only; the LWS name label): with the workers left out, a group deleted whole by
+    # RecreateGroupOnPodRestart would leave the other group looking like every pod asked for.
+    lws = {"leaderworkerset.sigs.k8s.io/name": "vllm"}
+    leader = ("python3 -m vllm.entrypoints.openai.api_server --model meta/405b --served-model-name m "
+              "--tensor-parallel-size 8 --pipeline_parallel_size 2")
+    worker = "bash multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)"
+    kube = Workloads(statefulsets=[workload("vllm", 2, {**lws, "role": "leader"}, leader),
+                                   workload("vllm-0", 1, lws, worker), workload("vllm-1", 1, lws, worker)],
+                     deployments=[workload("vllm", 1, {"app": "cache"}, "redis-server")])
+    assert tp_groups.desired(kube, "m", "serving") == 4
+    assert tp_groups.desired(kube, "other", "serving") is None and tp_groups.desired(kube, "m", None) is None
