@@ -44,7 +44,11 @@ KWOK = Component("kwok", "0.8.0", ("kwok",), patch="heapfix1")
 COMPONENTS = (ETCD, K8S, KWOK)
 # Not the testbed's: the tests lint and render kilocard's chart (deploy/chart) with the real helm.
 HELM = Component("helm", "4.3.2", ("helm",))
-TOOLS = (HELM,)
+# LeaderWorkerSet's controller manager (controllers and webhooks), which testbed.lws runs beside the
+# control plane, with the CRD and webhook configurations of the same release (config/ beside it).
+LWS = Component("lws", "0.7.0", ("lws-controller",))
+TOOLS = (HELM, LWS)
+LWS_CONFIG = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml", "config/webhook/manifests.yaml")
 
 
 class BuildError(KilocardError):
@@ -198,6 +202,18 @@ class _Builder:
         self.run("get", f"helm.sh/helm/v4/cmd/helm@v{version}")
         ldflags = f"-s -w -X helm.sh/helm/v4/internal/version.version=v{version}"
         self._go_build(out, "helm", "helm.sh/helm/v4/cmd/helm", ldflags)
+
+    def _build_lws(self, out: Path) -> None:
+        version = self.component.version
+        self.say("downloading modules")
+        self.run("get", f"sigs.k8s.io/lws/cmd@v{version}")
+        src = Path(self.run("list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/lws", capture=True).strip())
+        ldflags = f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=v{version}"
+        self._go_build(out, "lws-controller", "sigs.k8s.io/lws/cmd", ldflags)
+        for name in LWS_CONFIG:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src / name, out / name)
+            (out / name).chmod(0o644)  # the module cache is read-only
 
     def _build_kwok(self, out: Path) -> None:
         self.say("downloading modules")

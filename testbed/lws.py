@@ -1,0 +1,126 @@
+"""LeaderWorkerSet's real controller manager on the testbed: its CRD and its webhook configurations
+(config/ of the same release, beside the binary testbed.build makes), the webhooks called at a
+loopback URL with a CA of the testbed's own, instead of a Service in the cluster (no pod network
+here). It creates the leader StatefulSet, each group's worker StatefulSet and, through its pod
+webhook, the labels every LWS pod carries (group index, worker index, group key); kwok runs the
+pods and the fleet simulator serves them, as for any workload.
+
+Two changes to the release's manifests, both deployment choices a cluster can make: the pod
+webhooks see only pods of a LeaderWorkerSet (objectSelector on its name label; the webhook returns
+the rest unchanged anyway), so the testbed's other pods never wait on it; and leader election is
+off (one manager)."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.kube import Kube
+from testbed import build, pki, processes
+from testbed.cluster import Testbed, TestbedError
+
+NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+CRD_NAME = "leaderworkersets.leaderworkerset.x-k8s.io"
+WEBHOOK_NAMES = {"MutatingWebhookConfiguration": "kilocard-testbed-lws-mutating",
+                 "ValidatingWebhookConfiguration": "kilocard-testbed-lws-validating"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_file(name: str) -> Path:
+    """A file of the release's config/ (the CRD, the webhook configurations)."""
+    return build.bin_dir(build.LWS) / name
+
+
+def webhooks(ca: bytes, port: int) -> list[dict[str, Any]]:
+    """The release's webhook configurations, each webhook called at https://localhost:<port><path>,
+    the pod webhooks for LeaderWorkerSet pods only."""
+    import base64
+
+    found = []
+    for o in yaml.safe_load_all(config_file(build.LWS_CONFIG[1]).read_text()):
+        if not o:
+            continue
+        o = copy.deepcopy(o)
+        o["metadata"] = {"name": WEBHOOK_NAMES[o["kind"]]}
+        for hook in o["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://localhost:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
+            if any("pods" in rule["resources"] for rule in hook["rules"]):
+                hook["objectSelector"] = {"matchExpressions": [{"key": NAME_LABEL, "operator": "Exists"}]}
+        found.append(o)
+    return found
+
+
+class Controller:
+    """The controller manager of one testbed, started by `start` and ended by `stop` (its webhook
+    configurations deleted first, so nothing calls a webhook that is gone)."""
+
+    def __init__(self, testbed: Testbed, kube: Kube) -> None:
+        self.testbed, self.kube = testbed, kube
+        self.dir = testbed.paths.root / "lws"
+        self.proc: processes.Proc | None = None
+
+    def start(self, timeout: float = 90.0) -> Controller:
+        binary = build.binary("lws-controller")
+        if not binary.is_file():
+            raise TestbedError(f"{binary} is not built: kilocard testbed build")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ca, _cert, _key = pki.serving(self.dir / "certs", "localhost")
+        port, health = _free_port(), _free_port()
+        (self.dir / "config.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "config.lws.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "internalCertManagement": {"enable": False},
+            "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(self.dir / "certs")}}))
+        self.kube.apply(yaml.safe_load(config_file(build.LWS_CONFIG[0]).read_text()))
+        self._wait_established(timeout)
+        self.proc = processes.start("lws-controller", [
+            str(binary), f"--config={self.dir / 'config.yaml'}", "--leader-elect=false", "--metrics-bind-address=0",
+            f"--health-probe-bind-address=127.0.0.1:{health}", "--zap-log-level=info"],
+            self.dir / "lws-controller.log", env={"KUBECONFIG": str(self.testbed.paths.kubeconfig)})
+        self._wait_serving(port, timeout)
+        for o in webhooks(ca.read_bytes(), port):
+            self.kube.apply(o)
+        return self
+
+    def _wait_established(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            crd = self.kube.get_object("apiextensions.k8s.io/v1", "CustomResourceDefinition", CRD_NAME).to_dict()
+            if any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or []):
+                return
+            time.sleep(0.3)
+        raise TestbedError(f"the CRD {CRD_NAME} is not Established after {timeout:.0f} s")
+
+    def _wait_serving(self, port: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if not self.proc.alive():
+                raise TestbedError(f"lws-controller exited: {self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise TestbedError(f"lws-controller's webhook server is not up after {timeout:.0f} s: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        log = self.dir / "lws-controller.log"
+        return "\n".join(log.read_text().splitlines()[-lines:]) if log.exists() else "(no log)"
+
+    def stop(self) -> None:
+        for kind, name in WEBHOOK_NAMES.items():
+            self.kube.delete_object("admissionregistration.k8s.io/v1", kind, name)
+        if self.proc is not None:
+            processes.stop([self.proc])
