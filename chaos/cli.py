@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -27,7 +26,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
 from chaos.settings import Settings, key
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI, clipped, describe_target
+from chaos.vocabulary import LOCAL_TESTBED_OPENAI, clipped, describe_target, natural_key
 
 
 class Parser(argparse.ArgumentParser):
@@ -417,7 +416,7 @@ def _experiment_files(paths: list[Path]) -> list[Path]:
 def _folder(path: Path) -> tuple[list[Path], list[str]]:
     """A folder's experiment files in their order, and what is wrong with its ORDER_FILE."""
     files = sorted((p for p in path.iterdir() if p.suffix in EXPERIMENT_SUFFIXES and p.name != ORDER_FILE),
-                   key=_natural)
+                   key=lambda p: natural_key(p.name))
     order = path / ORDER_FILE
     if not order.is_file():
         return files, []
@@ -458,11 +457,6 @@ def _settle(args: argparse.Namespace, journal: dict[str, Any], console: Any) -> 
         console.print(f"settle: {names} whole again after {took:.1f} s", soft_wrap=True)
 
 
-def _natural(path: Path) -> list[tuple[int, int | str]]:
-    """A name's sort key with its numbers as numbers."""
-    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", path.name) if part]
-
-
 def _experiments(paths: list[Path]) -> tuple[list[Path], list[str]]:
     """The experiment files of `kilocard run` and `validate`, and what is wrong with the paths that
     give none: a folder without an experiment file, a path that is neither a file nor a folder."""
@@ -496,7 +490,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         print(CATALOG)
         return Exit.PASSED
     print(f"the catalog, in {CATALOG} (copy it to change it; `kilocard validate` checks a copy):")
-    for path in sorted(CATALOG.rglob("*.yaml"), key=lambda p: (str(p.relative_to(CATALOG).parent), _natural(p))):
+    for path in sorted(CATALOG.rglob("*.yaml"),
+                       key=lambda p: (str(p.relative_to(CATALOG).parent), natural_key(p.name))):
         data = yaml.safe_load(path.read_text()) or {}
         print(f"  {str(path.relative_to(CATALOG)):<44} {data.get('title', '') if isinstance(data, dict) else ''}")
     return Exit.PASSED

@@ -18,7 +18,7 @@ from typing import Any
 from chaos.errors import KubeError, SpecError
 from chaos.kube import Kube
 from chaos.serving import Identity
-from chaos.vocabulary import group_of
+from chaos.vocabulary import group_of, natural_key
 from probes import snapshot
 
 
@@ -50,6 +50,22 @@ def of_model(pods: list[dict[str, Any]], model: str | None) -> list[dict[str, An
         return pods
     found = snapshot.identities(pods)
     return [p for p in pods if snapshot.model_of(p, found) == model]
+
+
+def of_replica(pods: list[dict[str, Any]], replica: int | None, rank: int | None) -> list[dict[str, Any]]:
+    """Of `pods`, those of their `replica`-th TP group (groups in the order of each one's first pod
+    name, as its controller numbers them) and of `rank` in it; None leaves that choice open. A
+    replica or rank no pod has picks nothing."""
+    if replica is None and rank is None:
+        return pods
+    found = snapshot.identities(pods)
+    refs = [(p, pod_ref(p, found.get((p["metadata"]["namespace"], p["metadata"]["name"])))) for p in pods]
+    groups: dict[str, list[tuple[dict[str, Any], PodRef]]] = defaultdict(list)
+    for p, ref in refs:
+        groups[ref.group].append((p, ref))
+    ordered = sorted(groups.values(), key=lambda members: min(natural_key(ref.name) for _, ref in members))
+    chosen = ordered if replica is None else ordered[replica:replica + 1]
+    return [p for members in chosen for p, ref in members if rank is None or ref.rank == rank]
 
 
 def how_many(total: int, count: int | None, percent: float | None, where: str) -> int:
@@ -104,14 +120,15 @@ class NodeSelection:
     count: int | None
     percent: float | None
     seed: int | None
-    pods: tuple[str | None, str | None, str | None] | None = None  # (namespace, label selector, model)
+    # (namespace, label selector, model, replica, rank)
+    pods: tuple[str | None, str | None, str | None, int | None, int | None] | None = None
 
 
 def select_nodes(kube: Kube, selection: NodeSelection, where: str, run_id: str) -> list[str]:
     if selection.pods is not None:
-        namespace, label_selector, model = selection.pods
+        namespace, label_selector, model, replica, rank = selection.pods
         try:  # terminating pods count: a dead node still holds them, and that is the node wanted
-            bound = of_model(kube.list_pods_raw(namespace, label_selector), model)
+            bound = of_replica(of_model(kube.list_pods_raw(namespace, label_selector), model), replica, rank)
         except KubeError as exc:
             raise refused_selector(exc, where, "nodes_of.label_selector") from None
         pool = sorted({p["spec"]["nodeName"] for p in bound if (p.get("spec") or {}).get("nodeName")

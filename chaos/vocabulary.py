@@ -144,6 +144,11 @@ def local_testbed_kubeconfig() -> Path | None:
     return kubeconfig if (state / "state.json").is_file() and kubeconfig.is_file() else None
 
 
+def natural_key(name: str) -> list[tuple[int, int | str]]:
+    """A name's sort key with its numbers as numbers (s2 before s10, vllm-2 before vllm-10)."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part]
+
+
 def group_of(namespace: str, name: str, labels: dict[str, str]) -> tuple[str, int]:
     """(TP group key, rank): a labelled group, else the pod alone (rank 0)."""
     group = next((labels[k] for k in GROUP_LABELS if labels.get(k)), None)

@@ -69,11 +69,16 @@ NODES = {
         "namespace": POD_NAMESPACE,
         "label_selector": optional(selector("which pods", "kilocard.io/tp-group=g0,apps.kubernetes.io/pod-index=1")),
         "model": POD_MODEL,
+        "replica": optional(integer(0, 100_000, "only the pods of this replica (TP group) of theirs, counted from 0 "
+                                    "in the order of each group's first pod name (vllm-0 before vllm-1)", example=0)),
+        "rank": optional(integer(0, 100_000, "only the pods of this rank in their group (0: a leader, the head)",
+                                 example=1)),
     }, (), [any_of("a label_selector or a model", "label_selector", "model")],
         example={"namespace": NAMESPACE, "label_selector": "kilocard.io/tp-group=g0"})),
     "count": COUNT, "percent": PERCENT, "seed": SEED,
 }
-NODES_RULES = (one_of("one of: a list of node names, a node_selector, or nodes_of {namespace, label_selector, model}",
+NODES_RULES = (one_of("one of: a list of node names, a node_selector, or nodes_of {namespace, label_selector, model, "
+                      "replica, rank}",
                       "nodes", "node_selector", "nodes_of"), NOT_BOTH)
 CARDS = described({"type": "array", "minItems": 1, "uniqueItems": True,
                    "items": {"type": "integer", "minimum": 0, "maximum": MAX_CARD}},
@@ -95,7 +100,8 @@ def nodes(values: dict[str, Any]) -> NodeSelection:
     pods = values["nodes_of"]
     return NodeSelection(tuple(values["nodes"]) if values["nodes"] else None, values["node_selector"],
                          values["count"], values["percent"], values["seed"],
-                         (pods.get("namespace"), pods.get("label_selector"), pods.get("model")) if pods else None)
+                         (pods.get("namespace"), pods.get("label_selector"), pods.get("model"), pods.get("replica"),
+                          pods.get("rank")) if pods else None)
 
 
 def cards(values: dict[str, Any]) -> tuple[str, tuple[int, ...]]:

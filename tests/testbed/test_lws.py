@@ -4,7 +4,8 @@ CRD and webhooks: testbed.lws) runs vLLM the way LWS's own example deploys it
 TP 8 x PP 2, a worker joining it), and kilocard finds the model, its groups and ranks from what the
 controller and its pod webhook wrote, then judges the catalog's S1 against it with only the
 namespace and the model's name given: the controller recreates the killed pod's whole group, and
-the verdict says what that costs a TP=16 replica."""
+the verdict says what that costs a TP=16 replica. S5 loses the machine under rank 1 of the first
+replica, found by the model's name alone, and LWS brings the group back on a spare machine."""
 
 from __future__ import annotations
 
@@ -115,3 +116,24 @@ def test_s1_on_vllm_as_the_real_lws_controller_runs_it_fails_on_single_pod_budge
     assert code == 0, journal["kilocard"]["reason"]
     assert probe(journal, "ttft-holds-or-recovers")["outcome"] == "recovered"
     assert controller.proc is not None and controller.proc.alive(), controller.log_tail()
+
+
+def test_s5_loses_the_machine_under_rank_1_and_lws_brings_the_group_back_on_the_spare(controller, testbed, kube,
+                                                                                      pool, tmp_path):
+    p = pool(5)  # two groups of two machines, one spare
+    kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": p.namespace, "labels": {"kilocard.io/chaos": "enabled"}}})
+    kube.apply(vllm_on_lws(p.name, p.namespace))
+    kube.wait_ready("pods", 4, timeout=120, namespace=p.namespace)
+    rank1 = next(pod for pod in kube.list_pods_raw(p.namespace) if pod["metadata"]["name"] == "vllm-0-1")
+    # The catalog's S5 unchanged but for the namespace and the model: rank 1 of the first replica
+    # is vllm-0-1, the worker LWS made for group 0.
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s5-tp16-node-loss.yaml"),
+                                    "--var", f"namespace={p.namespace}", "--var", f"model={MODEL}")
+    lost = {f["target"]["node"] for f in journal["kilocard"]["faults"]}
+    assert lost == {rank1["spec"]["nodeName"]}, journal["kilocard"]["faults"]
+    assert code == 0, journal["kilocard"]["reason"]
+    back = probe(journal, "group-back-within-budget")
+    assert 25 < back["recovered_after_seconds"] < 120, back  # after the confirmation and a TP=16 start-up
+    now = {pod["metadata"]["name"]: pod["spec"].get("nodeName") for pod in kube.list_pods_raw(p.namespace)}
+    assert len(now) == 4 and rank1["spec"]["nodeName"] not in now.values(), now

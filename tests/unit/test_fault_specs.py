@@ -24,7 +24,7 @@ from chaos.errors import SpecError
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes_of": {"label_selector": "a in (b"}},
      "fault.nodes_of.label_selector: expected a label selector"),
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes_of": {"selector": "a=b"}},
-     "fault.nodes_of: unknown field 'selector'; expected one of label_selector, model, namespace\n"
+     "fault.nodes_of: unknown field 'selector'; expected one of label_selector, model, namespace, rank, replica\n"
      "fault.nodes_of.label_selector: expected a label_selector or a model, got nothing"),
     ({"kind": "node-kubelet-stop", "ttl_seconds": 5, "nodes": ["a"], "interface": "eth0"},
      "fault: unknown field 'interface'"),

@@ -260,7 +260,7 @@ def test_problems_names_the_rule_a_selection_breaks():
     assert schemas.problems(experiment) == [
         "method[0] ('a'): fault.params: required: expected a mapping with xid",
         "method[0] ('a'): fault.nodes: expected one of: a list of node names, a node_selector, or nodes_of "
-        "{namespace, label_selector, model}, got nothing",
+        "{namespace, label_selector, model, replica, rank}, got nothing",
         "method[0] ('a'): fault.card: expected a card index, or a list of them as 'cards' (one of the two), got nothing",
         "method[1] ('b'): fault: expected a mapping, got 'pod-kill'",
         "method[2] ('c'): fault.kind: expected one of " + ", ".join(schemas.FAULT_KINDS) + ", got 'pod-kil'",

@@ -45,3 +45,30 @@ def test_a_seed_of_its_own_wins_over_the_run_id() -> None:
                           "ttl_seconds": 60}, "f")
     assert [t["node"] for t in node_isolation.targets(ctx("run-9"), spec, "f")] == \
         select_nodes(Listing(64), selection, "f", "run-1")
+
+
+def test_a_replica_and_a_rank_pick_the_machine_under_one_rank_on_kilocards_fleet_and_on_lws() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from chaos.targets import of_replica
+
+    def labelled(name: str, group: str, index: int, node: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "fleet", "name": name, "uid": name,
+                             "labels": {"kilocard.io/model": "m", "kilocard.io/tp-group": group,
+                                        "apps.kubernetes.io/pod-index": str(index)}}, "spec": {"nodeName": node}}
+
+    # Groups in the order of their first pod name, numbers as numbers (g2 before g10).
+    fleet = [labelled(f"m-g{g}-{r}", f"m-g{g}", r, f"n{g}{r}") for g in (10, 2) for r in (0, 1)]
+    assert [p["spec"]["nodeName"] for p in of_replica(fleet, 0, 1)] == ["n21"]
+    assert [p["spec"]["nodeName"] for p in of_replica(fleet, 1, None)] == ["n100", "n101"]
+    assert sorted(p["spec"]["nodeName"] for p in of_replica(fleet, None, 0)) == ["n100", "n20"]
+    assert of_replica(fleet, 2, 1) == [] and of_replica(fleet, None, None) == fleet
+    # LWS's pods as its controller and webhook label them: group by group-key, rank by worker-index.
+    lws = yaml.safe_load((Path(__file__).parent / "stacks" / "lws-vllm.yaml").read_text())
+    for pod in lws:
+        pod["metadata"]["uid"] = pod["metadata"]["name"]
+        pod["spec"]["nodeName"] = f"on-{pod['metadata']['name']}"
+    assert [p["metadata"]["name"] for p in of_replica(lws, 0, 1)] == ["vllm-1-1"]
+    assert [p["metadata"]["name"] for p in of_replica(lws, 0, 0)] == ["vllm-1"]
