@@ -172,7 +172,7 @@ def isolate_nodes(ttl_seconds: float, nodes: List[str] = None, node_selector: st
 
 
 def mark_out_of_service(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
-                        nodes_of: Dict[str, str] = None,
+                        nodes_of: Dict[str, Any] = None,
                         configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Non-graceful node shutdown: taint dead nodes out-of-service, so PodGC frees their stuck pods."""
     return apply_fault(_drop_none(kind="node-out-of-service", nodes=nodes, node_selector=node_selector,
@@ -180,10 +180,10 @@ def mark_out_of_service(ttl_seconds: float, nodes: List[str] = None, node_select
 
 
 def stop_kubelet(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
-                 nodes_of: Dict[str, str] = None, count: int = None,
+                 nodes_of: Dict[str, Any] = None, count: int = None,
                  configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Stop nodes' kubelets (through the agent, where allowed): to the control plane, lost machines
-    (`nodes_of: {namespace, label_selector}` picks the nodes of given pods)."""
+    (`nodes_of: {namespace, label_selector, model, replica, rank}` picks the nodes of given pods)."""
     return _agent("node-kubelet-stop", ttl_seconds, nodes, node_selector, count, configuration, nodes_of=nodes_of)
 
 
@@ -237,7 +237,7 @@ def partition_network(ttl_seconds: float, nodes: List[str] = None, node_selector
 
 
 def reset_tcp(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
-              nodes_of: Dict[str, str] = None, count: int = None, percent: float = None, ports: List[int] = None,
+              nodes_of: Dict[str, Any] = None, count: int = None, percent: float = None, ports: List[int] = None,
               cidrs: List[str] = None, interface: str = None,
               configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
     """Answer nodes' TCP traffic with resets (nftables), optionally only on some ports or to some CIDRs."""

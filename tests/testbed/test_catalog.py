@@ -409,7 +409,7 @@ def test_s4_rack_congestion_and_s6_which_tp_layout_is_more_sensitive(kube, testb
     reported(tmp_path / "s4", journal, figures=4)  # timeline, two SLO plots, placement (nothing was replaced)
 
     code, journal, _ = kilocard_run(testbed, tmp_path / "s6", experiment("s6-tp16-vs-tp8-network.yaml"), *ns,
-                                    "--var", "group=llama-3-405b-g0", report=True)
+                                    report=True)
     assert code == 0, journal["kilocard"]["reason"]
     faulted = {f["target"]["node"] for f in journal["kilocard"]["faults"]}
     assert len(faulted) == 3  # the group's two machines and one TP=8 replica's

@@ -124,8 +124,7 @@ def test_s6_without_a_throttle_that_bites_is_no_impact_not_a_pass(kube, pool, pr
     wait_ready(kube, p.namespace, BIG, 4)
     serving(prom, p.namespace, {BIG: 2, TP8: 2})
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s6-tp16-vs-tp8-network.yaml"),
-                                    "--var", f"namespace={p.namespace}", "--var", "group=llama-3-405b-g0",
-                                    "--var", "rate_mbit:int=100000")
+                                    "--var", f"namespace={p.namespace}", "--var", "rate_mbit:int=100000")
     assert code == 1
     tp16 = probe(journal, "tp16-ttft-breached-then-recovered")
     assert tp16["outcome"] == "no_impact" and not tp16["impact_seen"], tp16["reason"]
