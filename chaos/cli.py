@@ -917,16 +917,18 @@ def _sibling_targets(kube: Any, pods: set[str]) -> dict[str, dict[str, str] | No
     """namespace/pod -> what selects its siblings (chaos.record.target_of), from a pod of its
     owner that is there now (the deleted one is gone; its replacement carries the same labels)."""
     from chaos import record
+    from probes import snapshot
     from probes.incident import owner
 
     found: dict[str, dict[str, str] | None] = {}
     for namespace in sorted({p.split("/", 1)[0] for p in pods}):
         live = kube.list_pods_raw(namespace)
+        identities = snapshot.identities(live)  # once per namespace, for every deleted pod in it
         for pod in (p for p in pods if p.startswith(f"{namespace}/")):
             name = pod.split("/", 1)[1]
             sibling = next((x for x in live if x["metadata"]["name"] == name or
                             owner(x["metadata"]["name"]) == owner(name)), None)
-            found[pod] = record.target_of(sibling, live) if sibling is not None else None
+            found[pod] = record.target_of(sibling, identities) if sibling is not None else None
     return found
 
 

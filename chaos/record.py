@@ -29,14 +29,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos import serving
 from chaos.errors import SpecError
 from chaos.faults import kind_module
 from chaos.vocabulary import MODEL_LABEL, RUN_LABEL, STATE_LABEL, epoch
+from probes import snapshot
 from probes.incident import DEFAULT_TOLERANCE, owner, stable
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
+    from chaos.serving import Identity
 
 # What a recorded fault is replayed as. `{label}` is filled from the alert's (or event's) labels;
 # `a|b` takes the first label present (dcgm-exporter renamed Hostname to hostname). `lead` is the
@@ -209,18 +210,17 @@ def kubelet_deletions(events: list[dict[str, Any]]) -> list[tuple[float, str, st
 Target = dict[str, str]  # a pod-kill's target: {"label_selector": ...} or {"model": ...}
 
 
-def target_of(pod: dict[str, Any], namespace_pods: Sequence[dict[str, Any]]) -> Target | None:
+def target_of(pod: dict[str, Any], found: dict[tuple[str, str], Identity]) -> Target | None:
     """What selects a deleted pod's siblings again in a replay, from `pod` (a sibling that is there
-    now): kilocard's model label; else the model its serving stack says it serves (chaos.serving,
-    the group's or workload's for a pod that names none, read among `namespace_pods`); else its
-    ReplicaSet's hash. None: nothing would find them again."""
+    now): kilocard's model label; else the model its serving stack says it serves (`found`: the
+    identities of its namespace's pods, probes.snapshot.identities, so a pod that names none takes
+    its group's or workload's); else its ReplicaSet's hash. None: nothing would find them again."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     if labels.get(MODEL_LABEL):
         return {"label_selector": f"{MODEL_LABEL}={labels[MODEL_LABEL]}"}
-    name = (pod.get("metadata") or {}).get("name")
-    served = next((i.model for i in serving.identify_all(namespace_pods) if i.pod == name), None)
+    served = snapshot.model_of(pod, found)
     if served is not None:
-        return {"model": served.value}
+        return {"model": served}
     if labels.get("pod-template-hash"):
         return {"label_selector": f"pod-template-hash={labels['pod-template-hash']}"}
     return None

@@ -15,6 +15,7 @@ from rich.console import Console
 from chaos import record, replay, timeline
 from chaos.errors import Exit, SpecError
 from chaos.run import Result
+from probes import snapshot
 from probes.incident import Firing, Replacement, fixed, problems, reproduced
 
 SLOW = {"alert": "ReplicaTtftP95High", "labels": {"namespace": "fleet", "model_name": "m"}, "firing_at": 3.0,
@@ -183,10 +184,10 @@ def pod(name: str, labels: dict[str, str], args: tuple[str, ...] = ()) -> dict:
 
 def test_a_deleted_pods_siblings_are_found_again_by_kilocards_label_the_served_model_or_the_replicaset(tmp_path):
     labelled = pod("m-7f-abc", {"kilocard.io/model": "m", "pod-template-hash": "7f"})
-    assert record.target_of(labelled, [labelled]) == {"label_selector": "kilocard.io/model=m"}
+    assert record.target_of(labelled, snapshot.identities([labelled])) == {"label_selector": "kilocard.io/model=m"}
     # A KServe predictor as the stack makes it (tests/unit/stacks/kserve.yaml): no label of kilocard's.
     stack = yaml.safe_load((Path(__file__).parent / "stacks" / "kserve.yaml").read_text())
-    found = {p["metadata"]["name"]: record.target_of(p, stack) for p in stack}
+    found = {p["metadata"]["name"]: record.target_of(p, snapshot.identities(stack)) for p in stack}
     assert found == {"llama3-predictor-6c9f8d7b5-x2k4q": {"model": "llama3"},
                      "big-predictor-5d8c7f9b6-h7p2m": {"model": "big"},
                      # the Ray worker names no model: its InferenceService's, read from its head
@@ -199,8 +200,8 @@ def test_a_deleted_pods_siblings_are_found_again_by_kilocards_label_the_served_m
     assert data["faults"][0]["fault"] == {"kind": "pod-kill", "namespace": "serving", "model": "llama3", "count": 1}
     replay.load(write(tmp_path, data))
     other = pod("cache-7f-abc", {"pod-template-hash": "7f"})
-    assert record.target_of(other, [other]) == {"label_selector": "pod-template-hash=7f"}
-    assert record.target_of(pod("x", {"app": "x"}), []) is None
+    assert record.target_of(other, snapshot.identities([other])) == {"label_selector": "pod-template-hash=7f"}
+    assert record.target_of(pod("x", {"app": "x"}), {}) is None
 
 
 def test_a_pod_deleted_by_hand_is_recorded_with_its_replacement_as_the_symptom(tmp_path: Path) -> None:
