@@ -17,7 +17,7 @@ import functools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from chaos import ledger, record, timezero
 from chaos.actions import run_id_of
@@ -261,14 +261,25 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
     try:
         zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
         scrape = _scrape(cfg, lambda: _job(prom, ind))
-        recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
-                                replicas=ind.by is not None)
         with _recording(kube):
+            expected = _serving_at(cfg, kube, model, namespace, zero) if ind.by is not None else frozenset()
+            recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
+                                    replicas=ind.by is not None, expected=expected)
             annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0))
             verdict = slo.recovered_within(prom, ind, zero, recovery, interval=min(scrape, 5.0), annotate=annotate)
     finally:
         kube.close()
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
+
+
+def _serving_at(cfg: Dict[str, Any], kube: Kube, model: str, namespace: Optional[str], zero: float) -> FrozenSet[str]:
+    """The replicas wholly Ready at time zero, by their leads: each must show a series in the
+    interval judged, whether or not it had served a rate window by then. The cluster at time
+    zero as the run's follower recorded it; without a record reaching back, the pods Ready since
+    before it now (a replica killed and recreated since is then not known)."""
+    past = snapshot.recorded(kube, Settings.of(cfg).card_resource, namespace, zero)
+    at_zero = past[0].snapshot if past else snapshot.fetch(kube, Settings.of(cfg).card_resource, namespace)
+    return frozenset(expected_series(at_zero, model, namespace, zero))
 
 
 def _renamed(name: str, value: Optional[float], old: str, given: Optional[float]) -> float:

@@ -172,10 +172,14 @@ CONTRACTS = (
                   "the probe (any driver's), else `since`",
         interval="every sample from time zero to time zero + `deadline`, whole (a range query a scrape after the "
                  "deadline, plus the live samples), never only the first `hold`; samples before time zero only "
-                 "say which series existed",
+                 "say which series existed; a replica wholly Ready at time zero counts as seen from the start, its "
+                 "first series or not (one that had served no rate window when the fault came): its lead, from "
+                 "the run's follower's record of the cluster at time zero, else from the groups Ready since "
+                 "before it now (a replica recreated since is then not known)",
         missing="a sample is healthy when every series present is at or under the threshold and no replica "
-                "seen before is missing while its pod lives; over the threshold is a breach; a replica missing "
-                "while its pod is not Ready is a breach (the pod corroborates it); missing while Ready or of "
+                "seen before (or Ready at time zero) is missing while its pod lives; over the threshold is a "
+                "breach; a replica missing while its pod is not Ready is a breach (the pod corroborates it); "
+                "missing while Ready or of "
                 "unknown readiness, or no series at all, is a breach only when corroborated (nothing Ready, the "
                 "gateway failing requests) and otherwise unknown; a replica whose pod is terminating or gone "
                 "drops out; a failed query is unknown. An unknown sample after the breach counts from and before "
@@ -356,13 +360,15 @@ class Seen:
         return self.sample.at
 
 
-def classify(samples: list[Sample], threshold: float, replicas: bool) -> list[Seen]:
-    """Each sample's state, in time order. A series once seen (`replicas`: one per replica) and
-    missing now: its pod terminating or gone drops it (the replica was removed); its pod not
-    Ready is an absence the pod corroborates (breach); its pod Ready, or not known, is a silence
-    that only `impact` makes a breach (else unknown). No series at all is a breach when nothing
+def classify(samples: list[Sample], threshold: float, replicas: bool,
+             expected: frozenset[str] = frozenset()) -> list[Seen]:
+    """Each sample's state, in time order. A series once seen (`replicas`: one per replica), or
+    `expected` from the start whether seen or not, and missing now: its pod terminating or gone
+    drops it (the replica was removed); its pod not Ready is an absence the pod corroborates
+    (breach); its pod Ready, or not known, is a silence that only `impact` makes a breach (else
+    unknown). No series at all is a breach when nothing
     is Ready or `impact` says why, else unknown. A failed query is unknown."""
-    known: set[str] = set()
+    known: set[str] = set(expected) if replicas else set()
     out = []
     for s in sorted(samples, key=lambda s: s.at):
         if s.error:
@@ -400,6 +406,9 @@ class Recovery:
     expect_impact: bool = True  # the fault should hurt: a pass needs a breach, then a recovery
     scrape: float = 0.0  # a value over the threshold within a scrape of the fault may predate it
     replicas: bool = True  # one series per replica (a series that vanishes is judged by its pod)
+    # Replicas whose series counts as seen from the start though none was yet (the leads Ready at
+    # time zero): a replica that had not served a rate window when the fault came is not silence.
+    expected: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.budget <= 0 or self.hold < 0 or self.blind < 0 or self.scrape < 0:
@@ -428,7 +437,7 @@ class _Judged:
 
     def __init__(self, samples: list[Sample], fault_at: float, r: Recovery) -> None:
         self.fault_at, self.r, self.deadline = fault_at, r, fault_at + r.budget
-        seen = classify([s for s in samples if s.at <= self.deadline], r.threshold, r.replicas)
+        seen = classify([s for s in samples if s.at <= self.deadline], r.threshold, r.replicas, r.expected)
         self.judged = [x for x in seen if x.at >= fault_at]
         # A value over the threshold in the scrape before the fault was there before it; one in the
         # scrape after may be either: it is neither the fault's impact nor its absence.
@@ -627,7 +636,7 @@ def recovered_within(prom: Any, ind: Indicator, fault_at: float, r: Recovery, in
         except (SloError, NoData) as exc:
             live.append(Sample(now, {}, str(exc)))  # no data is never healthy
         told = annotate(samples + live)
-        seen = classify(told, r.threshold, r.replicas)
+        seen = classify(told, r.threshold, r.replicas, r.expected)
         events.publish({"topic": "slo", "indicator": ind.name, "query": ind.query, "worst": live[-1].worst(),
                         "error": live[-1].error, "threshold": r.threshold, "left": deadline - now, "at": now,
                         "phase": "blind" if now < fault_at + r.blind else _PHASES[seen[-1].state]})

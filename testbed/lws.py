@@ -12,6 +12,7 @@ off (one manager)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from chaos.errors import NotFound
 from chaos.kube import Kube
 from testbed import build, pki, processes
 from testbed.cluster import Testbed, TestbedError
@@ -87,9 +89,13 @@ class Controller:
             str(binary), f"--config={self.dir / 'config.yaml'}", "--leader-elect=false", "--metrics-bind-address=0",
             f"--health-probe-bind-address=127.0.0.1:{health}", "--zap-log-level=info"],
             self.dir / "lws-controller.log", env={"KUBECONFIG": str(self.testbed.paths.kubeconfig)})
-        self._wait_serving(port, timeout)
-        for o in webhooks(ca.read_bytes(), port):
-            self.kube.apply(o)
+        try:
+            self._wait_serving(port, timeout)
+            for o in webhooks(ca.read_bytes(), port):
+                self.kube.apply(o)
+        except BaseException:
+            self.stop()  # a manager left running would reconcile the testbed's pods until it ends
+            raise
         return self
 
     def _wait_established(self, timeout: float) -> None:
@@ -121,6 +127,7 @@ class Controller:
 
     def stop(self) -> None:
         for kind, name in WEBHOOK_NAMES.items():
-            self.kube.delete_object("admissionregistration.k8s.io/v1", kind, name)
+            with contextlib.suppress(NotFound):  # a start that failed before making them
+                self.kube.delete_object("admissionregistration.k8s.io/v1", kind, name)
         if self.proc is not None:
             processes.stop([self.proc])

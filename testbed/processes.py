@@ -45,7 +45,24 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env={**os.environ, **(env or {})}, close_fds=True,
         )
-    return Proc(name, popen.pid, argv[0], _stat(popen.pid)[1])
+    proc = Proc(name, popen.pid, argv[0], _stat(popen.pid)[1])
+    _wait_exec(proc, popen)
+    return proc
+
+
+def _wait_exec(proc: Proc, popen: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Popen returns once the exec closed its close-on-exec pipe, before the kernel has written
+    the new program's arguments: /proc/PID/cmdline reads empty for a moment (long enough on a busy
+    machine and a large Go binary), and `alive` would call a starting process dead. Wait until
+    the arguments are there or the process has ended."""
+    deadline = time.monotonic() + timeout
+    while popen.poll() is None and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+                return
+        except OSError:
+            return
+        time.sleep(0.005)
 
 
 def stop(procs: list[Proc], timeout: float = 10.0) -> list[str]:

@@ -218,7 +218,10 @@ def test_a_whole_run_with_a_pod_kill_never_imports_the_typed_client(testbed, kub
                   "method": [{"type": "action", "name": "kill", "provider": {
                       "type": "python", "module": "chaos.actions", "func": "apply_fault", "arguments": {"fault": {
                           "kind": "pod-kill", "namespace": p.namespace,
-                          "label_selector": f"kilocard.io/model={SMALL}"}}}}, placed]}
+                          "label_selector": f"kilocard.io/model={SMALL}"}}},
+                      # the replacement scheduled before placement is judged again (it was judged
+                      # once within 10 ms of the kill: "no scheduled replica to judge")
+                      "pauses": {"after": 3}}, placed]}
     path = tmp_path / "e.yaml"
     path.write_text(yaml.safe_dump(experiment))
     out = subprocess.run([sys.executable, "-c", FRESH_RUN, "run", str(path), "--kubeconfig", str(testbed.paths.kubeconfig),

@@ -21,6 +21,7 @@ class SloCase:
     scrape: float
     expect_impact: bool
     replicas: bool
+    expected: frozenset[str] = frozenset()  # replicas Ready at time zero: a series expected, seen or not
 
 
 def sample_states(case: SloCase) -> list[tuple[float, str, bool]]:
@@ -28,7 +29,7 @@ def sample_states(case: SloCase) -> list[tuple[float, str, bool]]:
     contract's 'missing, NaN or vanished data'."""
     due = case.fault_at + case.deadline
     out = []
-    ever: set[str] = set()
+    ever: set[str] = set(case.expected) if case.replicas else set()
     for s in sorted((s for s in case.samples if s.at <= due), key=lambda s: s.at):
         if s.error:
             out.append((s.at, "unknown", False))

@@ -3,6 +3,7 @@ another process of the same binary (another testbed's apiserver) is not ours to 
 
 import dataclasses
 import sys
+import time
 from pathlib import Path
 
 from testbed import processes
@@ -22,3 +23,19 @@ def test_a_reused_pid_of_the_same_binary_is_not_the_process_we_started(tmp_path:
     finally:
         assert processes.stop([ours], timeout=5) == []
     assert not ours.alive()
+
+
+def test_a_process_is_alive_from_the_first_look_and_one_that_exits_at_once_is_not(tmp_path: Path) -> None:
+    """Popen returns before the kernel has written the new program's arguments; a look at
+    /proc/PID/cmdline in that moment read empty and called a starting lws-controller dead."""
+    for _ in range(20):
+        started = processes.start("sleeper", [sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "log")
+        try:
+            assert started.alive()
+        finally:
+            assert processes.stop([started], timeout=5) == []
+    ended = processes.start("quitter", [sys.executable, "-c", "pass"], tmp_path / "log")
+    deadline = time.monotonic() + 10
+    while ended.alive() and time.monotonic() < deadline:  # its zombie, unreaped, is not alive either
+        time.sleep(0.01)
+    assert not ended.alive()

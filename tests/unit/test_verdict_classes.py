@@ -136,6 +136,20 @@ def test_3_a_sick_replica_that_dies_outright_is_not_a_recovery():
     assert not v.ok and v.details["outcome"] == "not_recovered", v.reason
 
 
+def test_3_a_replica_ready_at_time_zero_that_had_no_series_yet_is_not_left_out():
+    """Found on the real LeaderWorkerSet controller: the group a previous kill recreated was Ready
+    but had served no rate window when the next fault took it down for 40 s; never seen, its
+    outage was read as "held"."""
+    steady = dict(threshold=0.5, budget=90, hold=10, blind=6, expect_impact=False)
+    pods = [{"a": True, "b": True}] * 5 + [{"a": True, "b": False}] * 40 + [{"a": True, "b": True}] * 46
+    points = [{"a": 0.2}] * 60 + [{"a": 0.2, "b": 0.3}] * 31  # b's first series 15 s after it is back
+    outage = [Sample(T0 - 5 + i, p, pods=r) for i, (p, r) in enumerate(zip(points, pods, strict=True))]
+    v = slo.judge(outage, T0, Recovery(**steady, expected=frozenset({"b"})), final=True)
+    assert v.ok and v.details["outcome"] == "recovered" and v.details["recovered_after_seconds"] >= 55, v.details
+    unseen = slo.judge(outage, T0, Recovery(**steady), final=True)
+    assert unseen.details["outcome"] == "held"  # what the probe said before it asked who was Ready at zero
+
+
 def test_3_slo_under_and_the_stop_condition_see_a_silent_ready_replica():
     class Prom:
         def custom_query(self, query):

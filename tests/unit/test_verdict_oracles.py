@@ -33,6 +33,9 @@ def slo_cases(draw: st.DrawFn) -> oracles.SloCase:
     settle = draw(st.sampled_from([-3, *range(-3, int(deadline) + 1)]))  # from here on, mostly healthy
     calm = draw(st.sampled_from([0.0, 0.8, 0.95, 1.0, 1.0]))
     readiness_known = draw(st.booleans())
+    # A replica's first series may come late: one that had served no rate window at time zero.
+    first = {n: draw(st.sampled_from([-3, -3, 0, 3, 8])) for n in names}
+    expected = frozenset(draw(st.sets(st.sampled_from(names)))) if replicas else frozenset()
     samples = []
     alive = {n: True for n in names}
     for t in range(-3, int(deadline) + 1 + draw(st.integers(0, 2))):
@@ -45,19 +48,20 @@ def slo_cases(draw: st.DrawFn) -> oracles.SloCase:
             if not quiet and draw(st.integers(0, 8)) == 0:
                 alive[n] = not alive[n]  # a replica goes (its pod NotReady or deleted) or comes back
             kind = "healthy" if quiet else draw(st.sampled_from(["healthy", "healthy", "over", "silent"]))
-            if alive[n] and kind != "silent":
+            if alive[n] and kind != "silent" and t >= first[n]:
                 values[n] = draw(st.sampled_from([0.1, 0.4, 0.5])) if kind == "healthy" else draw(
                     st.sampled_from([0.6, 2.0]))
             if readiness_known and (alive[n] or draw(st.booleans())):
                 pods[n] = alive[n] or draw(st.booleans())
         impact = "" if quiet or draw(st.integers(0, 4)) else "the gateway failed 1.00 requests/s"
         samples.append(Sample(T0 + t, values, pods=pods if readiness_known else None, impact=impact))
-    return oracles.SloCase(samples, T0, 0.5, deadline, hold, blind, scrape, draw(st.booleans()), replicas)
+    return oracles.SloCase(samples, T0, 0.5, deadline, hold, blind, scrape, draw(st.booleans()), replicas,
+                           expected)
 
 
 def _recovery(case: oracles.SloCase) -> Recovery:
     return Recovery(case.threshold, case.deadline, case.hold, case.blind, case.expect_impact, case.scrape,
-                    case.replicas)
+                    case.replicas, case.expected)
 
 
 @EXAMPLES
