@@ -2,11 +2,15 @@
 stack deploys it (testbed.stacks: no kilocard label on any pod), each on a fresh pool of three
 nodes with two replicas, the experiment unchanged but for `--var namespace=...`. Prints the stack
 x scenario table docs/stacks.md shows (verdict, exit code, seconds) and keeps each journal under
---out. The cross-node scenarios (S4-S6, S10) need a TP=16 group over two machines, which these
-stacks make through LeaderWorkerSet, whose controller cannot be built here. Not a test: about
-25 minutes on 2 cores for every stack.
+--out. The LeaderWorkerSet rows run LWS's real controller (testbed.lws): a LeaderWorkerSet of two
+one-pod groups as LWS's vLLM or SGLang example writes it, its pods made by the controller and its
+webhook.
+The cross-node scenarios (S4-S6, S10: a TP=16 group over two machines) are not in the table
+(tests/testbed/test_lws.py runs S1 and S5 on LWS's TP 8 x PP 2 example). Not a test: about
+30 minutes on 2 cores for every stack.
 
     .venv/bin/python bench/stacks.py [--port-base 29443] [--out reports/stacks] [--stack KServe] [--scenario S1]
+                                     [--var ttft_budget_seconds:int=50]
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from chaos.kube import Kube, node_ready  # noqa: E402 - after the path: run as a script from anywhere
-from testbed import fleet, nodes, stacks, timing  # noqa: E402
+from testbed import fleet, lws, nodes, stacks, timing  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
 from testbed.config import TestbedConfig  # noqa: E402
 
 CATALOG = ROOT / "experiments"
 KILOCARD = [sys.executable, "-m", "chaos.cli"]
 MODEL = "llama-3-70b"
+WEIGHTS = "meta-llama/Llama-3.1-70B-Instruct"
+# The rows whose pods LWS's real controller makes, from LWS's example for each engine.
+LWS = {"LeaderWorkerSet (vLLM)": "vllm", "LeaderWorkerSet (SGLang)": "sglang"}
+STACKS = [*stacks.SHAPES, *LWS]
 # Scenario -> (file, the exit code and verdict the catalog's own tests want on kilocard's fleet).
 SCENARIOS = {
     "S1": ("s1-kill-one-replica.yaml", 0, "passed"),
@@ -61,14 +69,14 @@ def serving(tb: Testbed, namespace: str, replicas: int) -> None:
     """Until Prometheus has every replica's P95 TTFT (the steady state's first look needs it)."""
     from prometheus_api_client import PrometheusConnect
 
-    from probes import slo
+    from probes import metric_names, slo
     prom = PrometheusConnect(tb.prometheus_url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             if len(slo.values(prom, slo.indicator(prom, "ttft_p95", MODEL, namespace, "10s", by="pod"))) >= replicas:
                 return
-        except slo.metric_names.MetricNotFound:
+        except metric_names.MetricNotFound:
             pass
         time.sleep(1)
     raise TimeoutError(f"{namespace}: no P95 TTFT for every replica within 60 s")
@@ -85,24 +93,30 @@ def settled(kube: Kube, namespace: str, seconds: float = 30.0) -> None:
     time.sleep(max(0.0, last + seconds - time.time()))
 
 
-def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path) -> dict[str, object]:
+def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path, extra: list[str]) -> dict[str, object]:
     file, want_code, want_verdict = SCENARIOS[scenario]
     name, made = pool(kube, tb.config, 3)
     here = out / stack.replace(" ", "-") / scenario
     here.mkdir(parents=True, exist_ok=True)
     try:
         objects = fleet.pinned(fleet.only(fleet.load("default", tb.config.card_resource, namespace=name), MODEL), name)
-        objects = stacks.shaped(timing.stamp(fleet.scaled(objects, {MODEL: 2}), "default"), stack)
-        fleet.deploy(kube, objects, timeout=120, say=lambda _m: None)
+        if stack in LWS:
+            fleet.apply(kube, [o for o in objects if o["kind"] == "Namespace"])
+            kube.apply(lws.example(LWS[stack], name, name, MODEL, WEIGHTS, cards=8, pods=1, replicas=2,
+                                   card_resource=tb.config.card_resource))
+            kube.wait_ready("pods", 2, timeout=120, namespace=name)
+        else:
+            objects = stacks.shaped(timing.stamp(fleet.scaled(objects, {MODEL: 2}), "default"), stack)
+            fleet.deploy(kube, objects, timeout=120, say=lambda _m: None)
         assert not any(k.startswith(stacks.KILOCARD) for p in kube.list_pods_raw(name)
                        for k in p["metadata"].get("labels") or {}), "a kilocard label on a stack's pod"
         serving(tb, name, 2)
         settled(kube, name)
         started = time.monotonic()
-        done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", "--kubeconfig",
-                               str(tb.paths.kubeconfig), "--prometheus-url", tb.prometheus_url, "--ledger-dir",
-                               str(here / "ledger"), "--journal", str(here / "journal.json"), "--reports",
-                               str(here / "reports")], capture_output=True, text=True, timeout=900)
+        done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", *extra,
+                               "--kubeconfig", str(tb.paths.kubeconfig), "--prometheus-url", tb.prometheus_url,
+                               "--ledger-dir", str(here / "ledger"), "--journal", str(here / "journal.json"),
+                               "--reports", str(here / "reports")], capture_output=True, text=True, timeout=900)
         seconds = time.monotonic() - started
         (here / "output.txt").write_text(done.stdout + done.stderr)
         journal = json.loads((here / "journal.json").read_text())["kilocard"] if (here / "journal.json").is_file() \
@@ -119,23 +133,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port-base", type=int, default=29443)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "stacks")
-    parser.add_argument("--stack", action="append", choices=list(stacks.SHAPES))
+    parser.add_argument("--stack", action="append", choices=STACKS)
     parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    parser.add_argument("--var", action="append", default=[], metavar="NAME[:TYPE]=VALUE",
+                        help="passed to every run (a twin: the table is the catalog unchanged)")
     args = parser.parse_args()
     state = Path(tempfile.mkdtemp(prefix="kilocard-stacks-"))
     tb = Testbed(TestbedConfig(nodes=1, port_base=args.port_base, state_dir=state).validate())
     tb.up(say=lambda _m: None, timeout=180)
     kube = tb.kube()
     rows = []
+    controller = lws.Controller(tb, kube).start() if set(LWS) & set(args.stack or STACKS) else None
     try:
-        for stack in args.stack or stacks.SHAPES:
+        for stack in args.stack or STACKS:
             for scenario in args.scenario or SCENARIOS:
-                row = one(tb, kube, stack, scenario, args.out)
+                row = one(tb, kube, stack, scenario, args.out, [w for v in args.var for w in ("--var", v)])
                 rows.append(row)
                 mark = "as the catalog wants" if row["as_wanted"] else "NOT AS WANTED"
-                print(f"{stack:<22} {scenario:<4} {row['verdict']:<8} exit {row['exit']} ({mark}) {row['seconds']:4} s"
+                print(f"{stack:<24} {scenario:<4} {row['verdict']:<8} exit {row['exit']} ({mark}) {row['seconds']:4} s"
                       f"  {str(row['reason'])[:140]}", flush=True)
     finally:
+        if controller is not None:
+            controller.stop()
         kube.close()
         tb.down(say=lambda _m: None)
     (args.out / "table.json").write_text(json.dumps(rows, indent=2) + "\n")

@@ -23,7 +23,7 @@ import yaml
 
 from chaos.errors import NotFound
 from chaos.kube import Kube
-from testbed import build, pki, processes
+from testbed import build, fleet, pki, processes, timing
 from testbed.cluster import Testbed, TestbedError
 
 NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -61,6 +61,63 @@ def webhooks(ca: bytes, port: int) -> list[dict[str, Any]]:
                 hook["objectSelector"] = {"matchExpressions": [{"key": NAME_LABEL, "operator": "Exists"}]}
         found.append(o)
     return found
+
+
+def on_the_testbeds_clock(model: str, namespace: str, card_resource: str) -> dict[str, Any]:
+    """The pod template metadata by which kwok starts and stops the model's pods as the testbed's
+    fleet does (testbed.timing, default: image pull, weights, warm-up, ten times faster than
+    production): annotations only, no label of kilocard's, and the grace period."""
+    objects = timing.stamp(fleet.only(fleet.load("default", card_resource, namespace=namespace), model), "default")
+    (workload, *_) = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
+    template = workload["spec"]["template"]
+    return {"annotations": template["metadata"]["annotations"],
+            "grace": template["spec"]["terminationGracePeriodSeconds"]}
+
+
+def example(engine: str, namespace: str, pool: str, model: str, weights: str, cards: int, pods: int, replicas: int,
+            card_resource: str) -> dict[str, Any]:
+    """A LeaderWorkerSet of `replicas` groups of `pods` pods, each pod holding `cards` cards, as
+    LWS's own example for the engine writes it:
+    - vllm (docs/examples/vllm/GPU/lws.yaml of the release): the leader starts Ray and the
+      OpenAI server, TP per pod and PP across pods; a worker joins the leader's Ray. One pod per
+      group runs the server alone.
+    - sglang (docs/examples/sglang/lws.yaml): every pod runs the launcher with the group's total
+      TP, its node rank the LWS worker index.
+    On the pool's nodes (its selector and toleration), the cards alone as resources (the testbed's
+    nodes are 8-card machines of no particular size), served under `model`, started on the
+    testbed's clock."""
+    clock = on_the_testbeds_clock(model, namespace, card_resource)
+    placed = {"nodeSelector": {fleet.POOL_LABEL: pool}, "terminationGracePeriodSeconds": clock["grace"],
+              "tolerations": [{"key": fleet.POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]}
+    if engine == "vllm":
+        server = (f"python3 -m vllm.entrypoints.openai.api_server --port 8080 --model {weights} "
+                  f"--served-model-name {model} --tensor-parallel-size {cards}")
+        leader = server if pods == 1 else (
+            "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader "
+            f"--ray_cluster_size=$(LWS_GROUP_SIZE); {server} --pipeline_parallel_size {pods}")
+        worker = ("bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker "
+                  "--ray_address=$(LWS_LEADER_ADDRESS)")
+        image, commands, port = "vllm/vllm-openai:latest", (["sh", "-c", leader], ["sh", "-c", worker]), 8080
+    elif engine == "sglang":
+        launch = ["python3", "-m", "sglang.launch_server", "--model-path", weights, "--served-model-name", model,
+                  "--tp", str(cards * pods), "--dist-init-addr", "$(LWS_LEADER_ADDRESS):20000", "--nnodes",
+                  "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)", "--trust-remote-code"]
+        image, commands, port = "lmsysorg/sglang:latest", ([*launch, "--host", "0.0.0.0", "--port", "40000"],
+                                                           launch), 40000
+    else:
+        raise ValueError(f"engine: expected vllm or sglang, got {engine!r}")
+    resources = {"limits": {card_resource: str(cards)}}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": engine, "namespace": namespace},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {
+            "size": pods, "restartPolicy": "RecreateGroupOnPodRestart",
+            "leaderTemplate": {"metadata": {"labels": {"role": "leader"}, "annotations": clock["annotations"]},
+                               "spec": {**placed, "containers": [
+                {"name": f"{engine}-leader", "image": image, "command": commands[0], "resources": resources,
+                 "ports": [{"containerPort": port}]}]}},
+            "workerTemplate": {"metadata": {"annotations": clock["annotations"]}, "spec": {**placed, "containers": [
+                {"name": f"{engine}-worker", "image": image, "command": commands[1], "resources": resources}]}}}}}
 
 
 class Controller:

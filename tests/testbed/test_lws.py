@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from probes import tp_groups
-from testbed import fleet, lws, timing
+from testbed import lws
 from tests.testbed.helpers import serving
 from tests.testbed.test_catalog import experiment, probe
 from tests.testbed.test_runner import KILOCARD, kilocard_run
@@ -34,43 +34,11 @@ def controller(testbed, kube) -> Iterator[lws.Controller]:
     running.stop()
 
 
-def on_the_testbeds_clock(namespace: str) -> dict:
-    """The pod template metadata by which kwok starts and stops a llama-3-405b rank as the
-    testbed's fleet does (testbed.timing, default: image pull, 202 GB of weights, warm-up, ten times
-    faster than production): annotations only, no label of kilocard's."""
-    (group, *_) = [o for o in timing.stamp(fleet.only(fleet.load("default", "nvidia.com/gpu", namespace=namespace),
-                                                      MODEL), "default") if o["kind"] == "StatefulSet"]
-    template = group["spec"]["template"]
-    return {"annotations": template["metadata"]["annotations"],
-            "grace": template["spec"]["terminationGracePeriodSeconds"]}
-
-
 def vllm_on_lws(pool: str, namespace: str) -> dict:
-    """The release's vLLM example as its users apply it, on the pool's nodes (its selector and
-    toleration) and with the cards alone as resources (the testbed's nodes are 8-card machines of
-    no particular size), the model served under the testbed's name for it, its pods starting on
-    the testbed's clock."""
-    clock = on_the_testbeds_clock(namespace)
-    placed = {"nodeSelector": {"kilocard.io/pool": pool}, "terminationGracePeriodSeconds": clock["grace"],
-              "tolerations": [{"key": "kilocard.io/pool", "operator": "Equal", "value": pool, "effect": "NoSchedule"}]}
-    leader = ("bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader "
-              "--ray_cluster_size=$(LWS_GROUP_SIZE); python3 -m vllm.entrypoints.openai.api_server --port 8080 "
-              f"--model meta-llama/Llama-3.1-405B-Instruct --served-model-name {MODEL} --tensor-parallel-size 8 "
-              "--pipeline_parallel_size 2")
-    worker = "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)"
-    cards = {"limits": {"nvidia.com/gpu": "8"}}
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": "vllm", "namespace": namespace},
-        "spec": {"replicas": 2, "leaderWorkerTemplate": {
-            "size": 2, "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": {"metadata": {"labels": {"role": "leader"}, "annotations": clock["annotations"]},
-                               "spec": {**placed, "containers": [
-                {"name": "vllm-leader", "image": "vllm/vllm-openai:latest", "command": ["sh", "-c", leader],
-                 "resources": cards, "ports": [{"containerPort": 8080}]}]}},
-            "workerTemplate": {"metadata": {"annotations": clock["annotations"]}, "spec": {**placed, "containers": [
-                {"name": "vllm-worker", "image": "vllm/vllm-openai:latest", "command": ["sh", "-c", worker],
-                 "resources": cards}]}}}}}
+    """The release's vLLM example as its users apply it (testbed.lws.example): TP 8 x PP 2, the
+    model served under the testbed's name for it, from Meta's weights."""
+    return lws.example("vllm", namespace, pool, MODEL, "meta-llama/Llama-3.1-405B-Instruct", cards=8, pods=2,
+                       replicas=2, card_resource="nvidia.com/gpu")
 
 
 def test_s1_on_vllm_as_the_real_lws_controller_runs_it_fails_on_single_pod_budgets_and_its_twin_passes(controller, testbed, kube, pool, prom, tmp_path):
