@@ -178,11 +178,7 @@ def slo_under(model: str, indicator: str = "ttft_p95", threshold: float = 0.5, p
 def expected_series(s: snapshot.ClusterSnapshot, model: str, namespace: Optional[str], settled_by: float) -> Set[str]:
     """The replicas that must export a per-replica series now: each group's lead (rank 0), its
     group wholly Ready since `settled_by` (a replica that just started has no rate yet)."""
-    groups: Dict[str, List[snapshot.PodView]] = {}
-    for p in s.replicas(model, namespace):
-        groups.setdefault(p.group, []).append(p)
-    return {min(members, key=lambda p: p.rank).name for members in groups.values()
-            if all(p.ready and (p.ready_since is None or p.ready_since <= settled_by) for p in members)}
+    return {lead for lead, since in snapshot.ready_leads(s.replicas(model, namespace)).items() if since <= settled_by}
 
 
 def _scrape(cfg: Dict[str, Any], job: Callable[[], Optional[str]] = lambda: None) -> float:
@@ -265,7 +261,7 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
             expected = _serving_at(cfg, kube, model, namespace, zero) if ind.by is not None else frozenset()
             recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
                                     replicas=ind.by is not None, expected=expected)
-            annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0))
+            annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0), recovery.blind)
             verdict = slo.recovered_within(prom, ind, zero, recovery, interval=min(scrape, 5.0), annotate=annotate)
     finally:
         kube.close()
@@ -297,20 +293,21 @@ def _renamed(name: str, value: Optional[float], old: str, given: Optional[float]
 
 class _Corroboration:
     """What the cluster says at each sample's time, for what a missing series means: the model's
-    pods and their readiness (the run's follower's record), and the gateway's failed requests
-    (asked only when a series is missing)."""
+    pods and their readiness (the run's follower's record), the replicas that must show a series
+    by then (all pods Ready for `settle` s: a rate window and a scrape), and the gateway's failed
+    requests (asked only when a series is missing)."""
 
     def __init__(self, kube: Kube, prom: Any, model: str, namespace: Optional[str], window: str,
-                 step: float) -> None:
+                 step: float, settle: float) -> None:
         self.kube, self.prom = kube, prom
-        self.model, self.namespace, self.window, self.step = model, namespace, window, step
+        self.model, self.namespace, self.window, self.step, self.settle = model, namespace, window, step, settle
         self.failing: Dict[float, float] = {}
 
     def __call__(self, samples: List[slo.Sample]) -> List[slo.Sample]:
         if not samples:
             return samples
         states = snapshot.readiness(self.kube, self.namespace, self.model, min(s.at for s in samples))
-        times = [at for at, _ in states]
+        times = [state[0] for state in states]
         missing = _missing(samples)
         if missing:
             self._failures(min(missing), max(missing))
@@ -319,7 +316,12 @@ class _Corroboration:
             i = _bisect(times, s.at)
             failing = self._at(self.failing, s.at) if s.at in missing else 0.0
             impact = f"the gateway failed {failing:.2f} requests/s" if failing > 0 else ""
-            out.append(slo.Sample(s.at, s.values, s.error, None if i < 0 else states[i][1], impact))
+            if i < 0:
+                out.append(slo.Sample(s.at, s.values, s.error, None, impact))
+                continue
+            _, pods, leads = states[i]
+            due = frozenset(lead for lead, since in leads.items() if since <= s.at - self.settle)
+            out.append(slo.Sample(s.at, s.values, s.error, pods, impact, due))
         return out
 
     def _failures(self, start: float, end: float) -> None:

@@ -177,7 +177,9 @@ CONTRACTS = (
                  "the run's follower's record of the cluster at time zero, else from the groups Ready since "
                  "before it now (a replica recreated since is then not known)",
         missing="a sample is healthy when every series present is at or under the threshold and no replica "
-                "seen before (or Ready at time zero) is missing while its pod lives; over the threshold is a "
+                "seen before, Ready at time zero, or settled since (all its pods Ready for a rate window and a "
+                "scrape at that sample: a replacement under a new name; known from the run's follower's record) is "
+                "missing while its pod lives; over the threshold is a "
                 "breach; a replica missing while its pod is not Ready is a breach (the pod corroborates it); "
                 "missing while Ready or of "
                 "unknown readiness, or no series at all, is a breach only when corroborated (nothing Ready, the "
@@ -341,6 +343,9 @@ class Sample:
     # The model's live pods at `at` (name -> Ready; terminating and deleted ones absent); None: not known.
     pods: dict[str, bool] | None = None
     impact: str = ""  # what says an absence here is the fault's impact (the gateway failing requests, ...)
+    # Replicas that must show a series by now, seen before or not: all its pods Ready for a rate
+    # window and a scrape (a replacement under a new name that serves nothing is not health).
+    expected: frozenset[str] = frozenset()
 
     def worst(self) -> tuple[str, float] | None:
         return max(self.values.items(), key=lambda kv: kv[1]) if self.values else None
@@ -363,10 +368,10 @@ class Seen:
 def classify(samples: list[Sample], threshold: float, replicas: bool,
              expected: frozenset[str] = frozenset()) -> list[Seen]:
     """Each sample's state, in time order. A series once seen (`replicas`: one per replica), or
-    `expected` from the start whether seen or not, and missing now: its pod terminating or gone
-    drops it (the replica was removed); its pod not Ready is an absence the pod corroborates
-    (breach); its pod Ready, or not known, is a silence that only `impact` makes a breach (else
-    unknown). No series at all is a breach when nothing
+    expected (`expected` from the start, a sample's own from it on) whether seen or not, and
+    missing now: its pod terminating or gone drops it (the replica was removed); its pod not
+    Ready is an absence the pod corroborates (breach); its pod Ready, or not known, is a silence
+    that only `impact` makes a breach (else unknown). No series at all is a breach when nothing
     is Ready or `impact` says why, else unknown. A failed query is unknown."""
     known: set[str] = set(expected) if replicas else set()
     out = []
@@ -374,7 +379,7 @@ def classify(samples: list[Sample], threshold: float, replicas: bool,
         if s.error:
             out.append(Seen(s, UNKNOWN_STATE, f"query failed: {s.error}"))
             continue
-        known |= set(s.values) if replicas else set()
+        known |= (set(s.values) | s.expected) if replicas else set()
         worst = s.worst()
         missing = sorted(known - set(s.values))
         pods = s.pods

@@ -86,6 +86,17 @@ def whole_and_ready(members: list[PodView]) -> bool:
     return len(members) == (said(members, "group_size") or len(members)) and all(p.ready for p in members)
 
 
+def ready_leads(views: Iterable[PodView]) -> dict[str, float]:
+    """Each replica whole and Ready (`whole_and_ready`), by its lead (rank 0, the pod that exports
+    the replica's series): since when all its pods have been Ready (0.0 where a pod's Ready time
+    is not known). A group whose lead is gone has none: its worker is no lead."""
+    groups: dict[str, list[PodView]] = {}
+    for p in views:
+        groups.setdefault(p.group, []).append(p)
+    return {lead.name: max(p.ready_since or 0.0 for p in members) for members in groups.values()
+            if whole_and_ready(members) and (lead := next((p for p in members if p.rank == 0), None)) is not None}
+
+
 def taint_parts(taint: str) -> tuple[str, str, str]:
     """(key, value, effect) of a taint as a NodeView holds it, "key=value:effect" ("key:effect"
     when it has no value)."""
@@ -376,10 +387,13 @@ def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since
     return found
 
 
-def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> list[tuple[float, dict[str, bool]]]:
-    """The model's live pods (name -> Ready; terminating ones left out) from `since` (or from
-    when the run's follower's record starts, if later) until now, at each change of one of them;
-    [] with no record."""
+Readiness = tuple[float, dict[str, bool], dict[str, float]]  # at, pod -> Ready, wholly Ready replica's lead -> since
+
+
+def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> list[Readiness]:
+    """The model's live pods (name -> Ready; terminating ones left out), and its replicas whose
+    pods are all Ready (`ready_leads`), from `since` (or from when the run's follower's record
+    starts, if later) until now, at each change of one of them; [] with no record."""
     run = source_for(kube)
     if run is None:
         return []
@@ -388,12 +402,15 @@ def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> li
         return []
     pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods}
 
-    def live() -> dict[str, bool]:
+    def live() -> tuple[dict[str, bool], dict[str, float]]:
         found = identities(pods.values())
-        return {p["metadata"]["name"]: ready(p) for p in pods.values()
-                if not p["metadata"].get("deletionTimestamp") and model_of(p, found) == model}
+        theirs = [p for p in pods.values()
+                  if not p["metadata"].get("deletionTimestamp") and model_of(p, found) == model]
+        keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in theirs]
+        views = [v for p, key in zip(theirs, keys, strict=True) if (v := pod_view(p, "", found.get(key))) is not None]
+        return {p["metadata"]["name"]: ready(p) for p in theirs}, ready_leads(views)
 
-    states = [(past.at, live())]
+    states = [(past.at, *live())]
     for change in past.changes:
         if change.kind != "pods":
             continue
@@ -404,7 +421,7 @@ def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> li
             pods.pop(change.key, None)
         else:
             pods[change.key] = change.obj
-        states.append((change.at, live()))
+        states.append((change.at, *live()))
     return states
 
 

@@ -6,9 +6,15 @@ interval; another Chaos Toolkit driver's fault is judged like kilocard's own."""
 from __future__ import annotations
 
 import copy
+import time
+import uuid
 
 import pytest
 
+from chaos import ledger, plan, revert
+from chaos.agent.client import AgentClient
+from chaos.faults import Context
+from probes import chaostoolkit
 from tests.testbed.helpers import deploy, serving, wait_ready
 from tests.testbed.test_catalog import BIG, TP8, experiment, probe
 from tests.testbed.test_runner import kilocard_run
@@ -163,3 +169,43 @@ def test_a_kill_by_chaostoolkit_kubernetes_is_judged_by_kilocards_recovery_probe
     assert reason.startswith(f"probe 'replaced-within-budget' failed: {short} s after the end of action "
                              "'terminate-one-replica' (chaosk8s.pod.actions): "), reason
     assert journal["kilocard"]["basis"] == "judged"
+
+
+@pytest.mark.long(100)
+def test_a_replacement_that_never_serves_is_not_read_as_healthy(kube, testbed, tmp_path, two_tp8):
+    """A killed llama-3-70b replica's replacement is frozen before it is Ready (rank-stall): Ready,
+    it never exports a series under its new name. Its survivor alone used to say "held"; once the
+    replacement has been Ready a rate window and a scrape, its silence is not health."""
+    p = two_tp8
+    run_id = f"t-{uuid.uuid4().hex[:8]}"
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": testbed.prometheus_url,
+           "kilocard_run_id": run_id, "kilocard_ledger_dir": str(tmp_path / "ledger")}
+    ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None)
+    book = ledger.Ledger(run_id, kube, tmp_path / "ledger")
+    before = {x["metadata"]["uid"] for x in kube.list_pods_raw(p.namespace)}
+    killed = plan.inject(ctx, book, {"kind": "pod-kill", "namespace": p.namespace, "count": 1,
+                                     "label_selector": f"kilocard.io/model={TP8}"})
+    zero = killed.records[0].applied_at
+
+    def running_replacement() -> dict | None:
+        return next((x for x in kube.list_pods_raw(p.namespace) if x["metadata"]["uid"] not in before
+                     and any("running" in (c.get("state") or {}) for c in x["status"].get("containerStatuses") or [])),
+                    None)
+
+    deadline = time.monotonic() + 30
+    while (new := running_replacement()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert new is not None and not any(c["type"] == "Ready" and c["status"] == "True"
+                                       for c in new["status"].get("conditions") or []), new
+    kube.core.patch_namespaced_pod(new["metadata"]["name"], p.namespace, {"metadata": {"labels": {"twin": "silent"}}})
+    stalled = plan.inject(ctx, book, {"kind": "rank-stall", "namespace": p.namespace, "label_selector": "twin=silent",
+                                      "ttl_seconds": 120})
+    try:
+        assert stalled.records[0].landed["status"] == "confirmed", stalled.records[0].landed
+        held = chaostoolkit.slo_recovered_within(TP8, budget=60, expect_impact=False, namespace=p.namespace,
+                                                 window="10s", fault_at=zero, configuration=cfg)
+    finally:
+        assert revert.revert(ctx, book, stalled.records) == []
+    silent = f"{new['metadata']['name']} Ready with no series"
+    assert held["verdict"] != "ok" and held["outcome"] == "unknown" and silent in held["reason"], held["reason"]
+    wait_ready(kube, p.namespace, TP8, 2)

@@ -36,6 +36,7 @@ def sample_states(case: SloCase) -> list[tuple[float, str, bool]]:
             continue
         if case.replicas:
             ever.update(s.values)
+            ever.update(s.expected)  # settled by now: must show a series, seen before or not
         over = any(v > case.threshold for v in s.values.values())
         if over:
             out.append((s.at, "breach", True))

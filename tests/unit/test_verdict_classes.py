@@ -150,6 +150,22 @@ def test_3_a_replica_ready_at_time_zero_that_had_no_series_yet_is_not_left_out()
     assert unseen.details["outcome"] == "held"  # what the probe said before it asked who was Ready at zero
 
 
+def test_3_a_replacement_under_a_new_name_that_serves_nothing_is_not_health():
+    """A Deployment's replacement pod has a name no series had: once Ready a rate window and a
+    scrape (the sample's `expected`), its silence is judged like any known replica's, not left to
+    the survivor."""
+    ecc = Recovery(threshold=0.5, budget=60, hold=10, blind=6, expect_impact=True)
+    pods = [{"a": True, "b": True}] * 5 + [{"a": True}] * 5 + [{"a": True, "c": False}] * 10 + \
+        [{"a": True, "c": True}] * 41  # b killed, its replacement c Ready from 20 s
+    points = [{"a": 0.2, "b": 0.2}] * 5 + [{"a": 0.9}] * 5 + [{"a": 0.2}] * 51  # c never serves
+    silent = [Sample(T0 + i, p, pods=r, expected=frozenset({"c"}) if i >= 32 else frozenset())
+              for i, (p, r) in enumerate(zip(points, pods, strict=True))]
+    v = slo.judge(silent, T0, ecc, final=True)
+    assert not v.ok and v.details["outcome"] == "not_recovered" and "c Ready with no series" in v.reason, v.reason
+    unknown_then = slo.judge([Sample(x.at, x.values, pods=x.pods) for x in silent], T0, ecc, final=True)
+    assert unknown_then.details["outcome"] == "recovered"  # what it said before: the survivor spoke for c
+
+
 def test_3_slo_under_and_the_stop_condition_see_a_silent_ready_replica():
     class Prom:
         def custom_query(self, query):

@@ -54,7 +54,9 @@ def slo_cases(draw: st.DrawFn) -> oracles.SloCase:
             if readiness_known and (alive[n] or draw(st.booleans())):
                 pods[n] = alive[n] or draw(st.booleans())
         impact = "" if quiet or draw(st.integers(0, 4)) else "the gateway failed 1.00 requests/s"
-        samples.append(Sample(T0 + t, values, pods=pods if readiness_known else None, impact=impact))
+        # Replicas settled by now (all pods Ready a rate window and a scrape): known whether seen or not.
+        due = frozenset(n for n in names if replicas and readiness_known and pods.get(n) and draw(st.integers(0, 3)) == 0)
+        samples.append(Sample(T0 + t, values, pods=pods if readiness_known else None, impact=impact, expected=due))
     return oracles.SloCase(samples, T0, 0.5, deadline, hold, blind, scrape, draw(st.booleans()), replicas,
                            expected)
 
