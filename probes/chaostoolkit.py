@@ -273,8 +273,10 @@ def _serving_at(cfg: Dict[str, Any], kube: Kube, model: str, namespace: Optional
     interval judged, whether or not it had served a rate window by then. The cluster at time
     zero as the run's follower recorded it; without a record reaching back, the pods Ready since
     before it now (a replica killed and recreated since is then not known)."""
-    past = snapshot.recorded(kube, Settings.of(cfg).card_resource, namespace, zero)
-    at_zero = past[0].snapshot if past else snapshot.fetch(kube, Settings.of(cfg).card_resource, namespace)
+    card_resource = Settings.of(cfg).card_resource
+    at_zero = snapshot.recorded_at(kube, card_resource, namespace, zero)
+    if at_zero is None:
+        at_zero = snapshot.fetch(kube, card_resource, namespace)
     return frozenset(expected_series(at_zero, model, namespace, zero))
 
 
@@ -307,7 +309,7 @@ class _Corroboration:
         if not samples:
             return samples
         states = snapshot.readiness(self.kube, self.namespace, self.model, min(s.at for s in samples))
-        times = [state[0] for state in states]
+        times = [state.at for state in states]
         missing = _missing(samples)
         if missing:
             self._failures(min(missing), max(missing))
@@ -319,9 +321,8 @@ class _Corroboration:
             if i < 0:
                 out.append(slo.Sample(s.at, s.values, s.error, None, impact))
                 continue
-            _, pods, leads = states[i]
-            due = frozenset(lead for lead, since in leads.items() if since <= s.at - self.settle)
-            out.append(slo.Sample(s.at, s.values, s.error, pods, impact, due))
+            due = frozenset(lead for lead, since in states[i].leads.items() if since <= s.at - self.settle)
+            out.append(slo.Sample(s.at, s.values, s.error, states[i].pods, impact, due))
         return out
 
     def _failures(self, start: float, end: float) -> None:

@@ -366,6 +366,14 @@ def moments(kube: Kube, card_resource: str | None, namespace: str | None, model:
         yield Moment(time.time(), s)
 
 
+def recorded_at(kube: Kube, card_resource: str | None, namespace: str | None, when: float) -> ClusterSnapshot | None:
+    """The cluster at `when` as the run's follower recorded it (`recorded`'s first moment alone);
+    None when no follower runs or its record does not reach back to `when`."""
+    run = source_for(kube)
+    past = run.history(when, namespace) if run is not None else None
+    return None if past is None else build(past.pods, past.nodes, card_resource, namespace)
+
+
 def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since: float,
              settled: float | None = None) -> list[Moment] | None:
     """The cluster from `since` until now as the run's follower recorded it, a moment per change
@@ -387,13 +395,40 @@ def recorded(kube: Kube, card_resource: str | None, namespace: str | None, since
     return found
 
 
-Readiness = tuple[float, dict[str, bool], dict[str, float]]  # at, pod -> Ready, wholly Ready replica's lead -> since
+@dataclass
+class Readiness:
+    """The model's live pods from `at` until the next change (terminating ones left out)."""
+
+    at: float
+    live: list[dict[str, Any]]  # the pods, as the API's JSON gives them
+    found: dict[tuple[str, str], serving.Identity]  # `identities` of every pod then
+    # Views shared by the states of one record (a pod is the same version in most of them).
+    views: dict[tuple[str, str, serving.Identity | None], PodView | None]
+
+    @cached_property
+    def pods(self) -> dict[str, bool]:
+        """Name -> Ready."""
+        return {p["metadata"]["name"]: ready(p) for p in self.live}
+
+    @cached_property
+    def leads(self) -> dict[str, float]:
+        """`ready_leads` of these pods (no card count needed: "" holds none). Asked only of the
+        states a verdict's samples fall in: a record has many more."""
+        views = []
+        for p in self.live:
+            meta = p["metadata"]
+            identity = self.found.get((meta["namespace"], meta["name"]))
+            key = (meta["uid"], str(meta.get("resourceVersion", "")), identity)
+            if key not in self.views:
+                self.views[key] = pod_view(p, "", identity)
+            if (view := self.views[key]) is not None:
+                views.append(view)
+        return ready_leads(views)
 
 
 def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> list[Readiness]:
-    """The model's live pods (name -> Ready; terminating ones left out), and its replicas whose
-    pods are all Ready (`ready_leads`), from `since` (or from when the run's follower's record
-    starts, if later) until now, at each change of one of them; [] with no record."""
+    """The model's live pods and their readiness from `since` (or from when the run's follower's
+    record starts, if later) until now, at each change of one of them; [] with no record."""
     run = source_for(kube)
     if run is None:
         return []
@@ -401,16 +436,15 @@ def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> li
     if past is None:
         return []
     pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in past.pods}
+    views: dict[tuple[str, str, serving.Identity | None], PodView | None] = {}
 
-    def live() -> tuple[dict[str, bool], dict[str, float]]:
+    def live(at: float) -> Readiness:
         found = identities(pods.values())
-        theirs = [p for p in pods.values()
-                  if not p["metadata"].get("deletionTimestamp") and model_of(p, found) == model]
-        keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in theirs]
-        views = [v for p, key in zip(theirs, keys, strict=True) if (v := pod_view(p, "", found.get(key))) is not None]
-        return {p["metadata"]["name"]: ready(p) for p in theirs}, ready_leads(views)
+        return Readiness(at, [p for p in pods.values()
+                              if not p["metadata"].get("deletionTimestamp") and model_of(p, found) == model], found,
+                         views)
 
-    states = [(past.at, *live())]
+    states = [live(past.at)]
     for change in past.changes:
         if change.kind != "pods":
             continue
@@ -421,7 +455,7 @@ def readiness(kube: Kube, namespace: str | None, model: str, since: float) -> li
             pods.pop(change.key, None)
         else:
             pods[change.key] = change.obj
-        states.append((change.at, *live()))
+        states.append(live(change.at))
     return states
 
 
