@@ -63,15 +63,17 @@ def webhooks(ca: bytes, port: int) -> list[dict[str, Any]]:
     return found
 
 
-def on_the_testbeds_clock(model: str, namespace: str, card_resource: str) -> dict[str, Any]:
-    """The pod template metadata by which kwok starts and stops the model's pods as the testbed's
-    fleet does (testbed.timing, default: image pull, weights, warm-up, ten times faster than
-    production): annotations only, no label of kilocard's, and the grace period."""
-    objects = timing.stamp(fleet.only(fleet.load("default", card_resource, namespace=namespace), model), "default")
+def _as_the_fleet(model: str, namespace: str, pool: str, card_resource: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """(annotations, pod spec fields) by which the model's pods run as the testbed's fleet runs
+    them: kwok's start and stop on the testbed's clock (testbed.timing, default: image pull,
+    weights, warm-up, ten times faster than production; annotations only, no label of
+    kilocard's), its grace period, and the pool's nodes (fleet.pinned's selector and toleration)."""
+    objects = timing.stamp(fleet.pinned(fleet.only(fleet.load("default", card_resource, namespace=namespace), model),
+                                        pool), "default")
     (workload, *_) = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
     template = workload["spec"]["template"]
-    return {"annotations": template["metadata"]["annotations"],
-            "grace": template["spec"]["terminationGracePeriodSeconds"]}
+    return template["metadata"]["annotations"], {
+        k: template["spec"][k] for k in ("nodeSelector", "terminationGracePeriodSeconds", "tolerations")}
 
 
 def example(engine: str, namespace: str, pool: str, model: str, weights: str, cards: int, pods: int, replicas: int,
@@ -86,9 +88,7 @@ def example(engine: str, namespace: str, pool: str, model: str, weights: str, ca
     On the pool's nodes (its selector and toleration), the cards alone as resources (the testbed's
     nodes are 8-card machines of no particular size), served under `model`, started on the
     testbed's clock."""
-    clock = on_the_testbeds_clock(model, namespace, card_resource)
-    placed = {"nodeSelector": {fleet.POOL_LABEL: pool}, "terminationGracePeriodSeconds": clock["grace"],
-              "tolerations": [{"key": fleet.POOL_LABEL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}]}
+    annotations, placed = _as_the_fleet(model, namespace, pool, card_resource)
     if engine == "vllm":
         server = (f"python3 -m vllm.entrypoints.openai.api_server --port 8080 --model {weights} "
                   f"--served-model-name {model} --tensor-parallel-size {cards}")
@@ -112,11 +112,11 @@ def example(engine: str, namespace: str, pool: str, model: str, weights: str, ca
         "metadata": {"name": engine, "namespace": namespace},
         "spec": {"replicas": replicas, "leaderWorkerTemplate": {
             "size": pods, "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": {"metadata": {"labels": {"role": "leader"}, "annotations": clock["annotations"]},
+            "leaderTemplate": {"metadata": {"labels": {"role": "leader"}, "annotations": annotations},
                                "spec": {**placed, "containers": [
                 {"name": f"{engine}-leader", "image": image, "command": commands[0], "resources": resources,
                  "ports": [{"containerPort": port}]}]}},
-            "workerTemplate": {"metadata": {"annotations": clock["annotations"]}, "spec": {**placed, "containers": [
+            "workerTemplate": {"metadata": {"annotations": annotations}, "spec": {**placed, "containers": [
                 {"name": f"{engine}-worker", "image": image, "command": commands[1], "resources": resources}]}}}}}
 
 
