@@ -194,7 +194,9 @@ CONTRACTS = (
                                     "once a breach leaves less than hold)"),
                   ("no_impact", "failed: expect_impact and every sample healthy"),
                   ("unknown", "no data, a breach already there at time zero (over the threshold in the "
-                              "scrape up to it), or samples not seen where the verdict needs them")),
+                              "scrape up to it, and no healthy sample between that and the first breach "
+                              "counted, or the deadline if none), or samples not seen where the verdict "
+                              "needs them")),
         judge=("probes.slo.classify", "probes.slo.judge", "probes.slo._Judged", "probes.slo._final_streak")),
 )
 
@@ -447,9 +449,8 @@ class _Judged:
         # A value over the threshold in the scrape before the fault was there before it; one in the
         # scrape after may be either: it is neither the fault's impact nor its absence.
         self.counts_from = fault_at + (r.scrape if r.expect_impact else 0.0)
-        self.already = next((x for x in seen if x.over and fault_at - r.scrape <= x.at < fault_at),
-                            None) if r.expect_impact else None
         self.breach = next((x for x in self.judged if x.state == BREACH and x.at >= self.counts_from), None)
+        self.already = _already(seen, fault_at, r, self.breach) if r.expect_impact else None
         self.streak = _final_streak(self.judged, fault_at + r.blind)
         self.last_bad = next((x for x in reversed(self.judged) if x.state != HEALTHY), None)
         self.peak = _peak([x.sample for x in self.judged])
@@ -467,10 +468,12 @@ class _Judged:
         self.worst = f"; worst {self.peak[0]}, peak {self.peak[1]:.3f}" if self.peak and over else ""
 
     def early(self) -> Verdict | None:
-        """Decided before the deadline: a breach already there at the fault, or a breach so
-        close to the deadline that no healthy run after it can last `hold`."""
+        """Decided before the deadline: a breach already there at the fault that lasted into the
+        first breach counted, or a breach so close to the deadline that no healthy run after it
+        can last `hold`."""
         if self.already is not None:
-            return self.already_over(self.already)
+            # Until a breach is counted, a healthy sample may yet come and clear it.
+            return self.already_over(self.already) if self.breach is not None else None
         bad = self.last_bad
         # At the deadline less hold or later, the healthy samples after it (strictly later, none past the
         # deadline) cannot span `hold`.
@@ -534,6 +537,18 @@ class _Judged:
                  f"under {r.threshold:g} since {healthy_after - zero:.1f} s, not held {r.hold:g} s by the deadline")
         return failed(f"not recovered within {r.budget:g} s ({state}); last: {last_bad.why} at "
                       f"{last_bad.at - zero:.1f} s{self.worst}", outcome="not_recovered", **self.details)
+
+
+def _already(seen: list[Seen], fault_at: float, r: Recovery, breach: Seen | None) -> Seen | None:
+    """The breach already there at the fault (over in the scrape before it), unless a healthy sample
+    came between it and the first breach counted (or, with none, the deadline): a rate window that
+    read healthy after it holds none of it, so a breach after that one is the fault's."""
+    before = [x for x in seen if x.over and fault_at - r.scrape <= x.at < fault_at]
+    if not before:
+        return None
+    last = before[-1]
+    cleared = any(x.state == HEALTHY and x.at > last.at and (breach is None or x.at < breach.at) for x in seen)
+    return None if cleared else last
 
 
 def _final_streak(judged: list[Seen], counts_from: float) -> float | None:

@@ -63,10 +63,12 @@ def slo_recovered(case: SloCase) -> tuple[bool, str, float | None]:
     values_seen = any(s.values for s in case.samples if case.fault_at <= s.at <= case.fault_at + case.deadline
                       and not s.error)
     counts_from = case.fault_at + (case.scrape if case.expect_impact else 0.0)
-    if case.expect_impact and any(over and case.fault_at - case.scrape <= at < case.fault_at
-                                  for at, _, over in everything):
-        return False, "unknown", None
     breaches = [at for at, state, _ in states if state == "breach" and at >= counts_from]
+    over_before = [at for at, _, over in everything if over and case.fault_at - case.scrape <= at < case.fault_at]
+    if case.expect_impact and over_before:
+        until = breaches[0] if breaches else float("inf")
+        if not any(state == "healthy" and over_before[-1] < at < until for at, state, _ in everything):
+            return False, "unknown", None
     if not values_seen and not breaches:
         return False, "unknown", None
     last = states[-1][0] if states else None

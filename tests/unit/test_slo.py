@@ -93,6 +93,22 @@ def test_a_breach_already_there_when_the_fault_came_is_not_its_impact():
     assert not v.ok and v.details["outcome"] == "unknown" and v.reason.startswith("already over 0.5 when the fault")
 
 
+def test_a_breach_before_the_fault_that_cleared_before_its_impact_does_not_hide_the_impact():
+    """S10 in CI: start-up failures 10 s before the resets put 0.111 in the scrape before the
+    fault, 0.0 in the two after it, then the resets' own breach: the rate windows that read 0.0
+    hold none of the old failures, so the breach after them is the fault's."""
+    s10 = Recovery(threshold=0.05, budget=45, hold=10, blind=11, scrape=1)
+    points = [{"m": 0.111}, {"m": 0.0}, {"m": 0.0}] + [{"m": 0.055 * i} for i in range(1, 10)] + \
+        [{"m": 0.5}] * 15 + [{"m": 0.0}] * 20
+    v = judge(series(points, start=-1), T0, s10, final=False)
+    assert v is None  # not decided early: nothing a later sample cannot change
+    v = judge(series(points, start=-1), T0, s10, final=True)
+    assert v.ok and v.details["outcome"] == "recovered" and v.details["breach_after"] == 2.0, v.reason
+    lasted = [{"m": 0.111}] * 3 + points[3:]  # still over when the resets' breach is counted
+    v = judge(series(lasted, start=-1), T0, s10, final=False)
+    assert v is not None and v.details["outcome"] == "unknown" and v.reason.startswith("already over"), v
+
+
 def test_only_samples_up_to_the_deadline_count():
     recovered_then_blip = [{"a": 0.9}] * 40 + healthy(40) + [{"a": 0.9}] * 5 + healthy(60)
     budget = Recovery(threshold=0.5, budget=120, hold=10, blind=6)

@@ -126,8 +126,14 @@ def _() -> Any:
 
 
 @case("slo.judge already over")
+def _() -> Any:  # over before the fault and still at the first breach counted: decided early
+    return out(slo.judge(samples([{"a": 0.9}] * 3 + [OK2] * 29, start=-1), T0, ECC, final=False))
+
+
+@case("slo.judge over before the fault, healthy, then the fault's breach")
 def _() -> Any:
-    return out(slo.judge(samples([{"a": 0.9}] + [OK2] * 31, start=-1), T0, ECC, final=False))
+    return out(slo.judge(samples([{"a": 0.9}] + [OK2] * 2 + [{"a": 0.9}] * 5 + [OK2] * 24, start=-1), T0, ECC,
+                         final=True))
 
 
 @case("slo.judge no impact seen, gaps")
