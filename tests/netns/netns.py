@@ -32,11 +32,20 @@ if kind == "tcp":
         first = first or time.monotonic(); total += len(data)
     print(total, time.monotonic() - (first or time.monotonic()), flush=True)
 else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((host, port)); s.settimeout(0.2)
-    print("ready", flush=True); got = 0; end = time.monotonic() + window
+    import select
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:  # room for every datagram while a loaded machine keeps this process waiting
+        s.setsockopt(socket.SOL_SOCKET, 33, 1 << 24)  # SO_RCVBUFFORCE (root), which Python does not name
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+    s.bind((host, port)); print("ready", flush=True); got = 0
+    # Until the sender is done (our stdin closed) and a moment more; `window` only bounds a lost parent.
+    watch, end = [s, sys.stdin], time.monotonic() + window
     while time.monotonic() < end:
-        try: s.recv(2048); got += 1
-        except socket.timeout: pass
+        ready, _, _ = select.select(watch, [], [], 0.2)
+        if s in ready: s.recv(2048); got += 1
+        if sys.stdin in ready:
+            sys.stdin.read(); watch = [s]; end = min(end, time.monotonic() + 0.5)
     print(got, flush=True)
 """
 SOURCE = r"""
@@ -79,7 +88,7 @@ class Pair:
 
     def _sink(self, kind: str, port: int, window: float) -> subprocess.Popen[str]:
         proc = subprocess.Popen(["ip", "netns", "exec", self.b, sys.executable, "-c", SINK, kind, self.ip_b, str(port),
-                                 str(window)], stdout=subprocess.PIPE, text=True)
+                                 str(window)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
         return proc
 
@@ -92,10 +101,11 @@ class Pair:
         return nbytes / max(float(seconds), 1e-6)
 
     def udp_delivered(self, count: int, port: int = 5202) -> int:
-        """How many of `count` datagrams A -> B arrive."""
-        sink = self._sink("udp", port, 3.0)
+        """How many of `count` datagrams A -> B arrive: counted until the sender is done (closing the
+        sink's stdin), not for a fixed time a loaded machine may spend starting the sender."""
+        sink = self._sink("udp", port, 60.0)
         self.exec(self.a, sys.executable, "-c", SOURCE, "udp", self.ip_b, str(port), str(count))
-        return int(sink.communicate(timeout=30)[0])
+        return int(sink.communicate(input="", timeout=70)[0])
 
 
 @contextlib.contextmanager
