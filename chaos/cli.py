@@ -187,6 +187,11 @@ def build_parser(with_testbed: bool = False) -> Parser:
     rec.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
                      help="where the ALERTS series are (else $KILOCARD_PROMETHEUS_URL; neither: no alerts read)")
     _prometheus_token_flag(rec)
+    rec.add_argument("--slo", action="append", default=[], metavar="INDICATOR=THRESHOLD",
+                     help="record each model's breach of this SLO (ttft_p95, itl_p95 or error_ratio over the "
+                          "threshold on its worst replica) as a symptom, for every model the -n namespaces serve; "
+                          "repeatable, e.g. --slo ttft_p95=0.5")
+    rec.add_argument("--slo-window", default="30s", help="the indicators' rate window (default %(default)s)")
     rec.add_argument("--step", type=float, default=1.0, help="range query step, seconds (default %(default)s)")
     rec.add_argument("--mapping", type=Path, help="YAML: sections alerts, events, conditions (a node condition's "
                                                  "type) and device_taints (a taint's key): name -> {lead, fault "
@@ -779,7 +784,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         maps[section].update(extra or {})
     alert_map, event_map, condition_map, taint_map = maps.values()
     if args.journal is not None:
+        if args.slo:
+            raise SpecError("--slo: reads a cluster's range (--since, --until); a journal's run judged its own SLOs")
         return _record_journal(args, alert_map)
+    slos = _slo_args(args)
     if args.gameday_step is not None:
         raise SpecError("--gameday-step: names a step of a game day's journal; give the journal with --journal")
     if args.since is None or args.until is None:
@@ -799,6 +807,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
     try:
         events = record.events(kube, args.namespace, start, end)
+        now = record.pods(kube, ["default", *args.namespace])  # where events() reads
+        ready = record.ready_times(now)
         deletions += record.kubelet_deletions(events)
         targets = _sibling_targets(kube, {pod for _, pod, _ in deletions})
         nodes = kube.list_nodes_raw()
@@ -815,10 +825,14 @@ def cmd_record(args: argparse.Namespace) -> int:
               "conditions": len(marked), "device_taints": len(tainted),
               **({"not_replayed": skipped + untold} if skipped or untold else {}),
               **({"not_read": unread} if unread else {})}
+    slo_found, unread_slo = _slo_readings(args, slos, record.models(now), start, end)
+    if unread_slo:
+        source["not_read"] = [*source.get("not_read", []), *unread_slo]
     data = record.timeline(args.title or "recorded incident", sightings + marked + tainted, events, others, source,
                            {"namespace": args.namespace[0]} if args.namespace else None,
                            [(at, pod) for at, pod, _ in deletions], args.tolerance,
-                           remediated=record.remediation(nodes, start, end))
+                           remediated=record.remediation(nodes, start, end), ready=ready, slo_found=slo_found,
+                           end=end)
     return _recorded(args.output, data)
 
 
@@ -830,6 +844,58 @@ def _recorded(output: Path, data: dict[str, Any]) -> int:
           f"{len(found['alerts'])} alert(s), {len(found['replicas'])} replica(s), within {found['tolerance']:g} s"
           + ("" if data["source"].get("alerts", True) else " (no --prometheus-url: no alert read)"))
     return Exit.PASSED
+
+
+def _slo_args(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """--slo INDICATOR=THRESHOLD, each checked before anything is read."""
+    from probes.incident import SLO_INDICATORS
+    from probes.slo import SloError, seconds
+
+    found = []
+    for text in args.slo:
+        kind, _, value = text.partition("=")
+        try:
+            threshold = float(value)
+        except ValueError:
+            threshold = -1.0
+        if kind not in SLO_INDICATORS or not threshold > 0:
+            raise SpecError(f"--slo {text}: expected INDICATOR=THRESHOLD, the indicator one of "
+                            f"{', '.join(SLO_INDICATORS)} and the threshold a number above 0 (e.g. ttft_p95=0.5)")
+        found.append((kind, threshold))
+    if found and not args.prometheus_url:
+        raise SpecError("--slo: the indicators are read from Prometheus: give --prometheus-url (or "
+                        "$KILOCARD_PROMETHEUS_URL)")
+    if found and not args.namespace:
+        raise SpecError("--slo: its models are those the -n namespaces serve: give -n NAMESPACE")
+    try:
+        seconds(args.slo_window)
+    except SloError as exc:
+        raise SpecError(f"--slo-window: {exc}") from None
+    return found
+
+
+def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], served: list[tuple[str, str]],
+                  start: float, end: float) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[str]]:
+    """Each (model, --slo) of the -n namespaces' models over the range; what could not be read, said."""
+    from chaos import record
+    from probes import slo
+    from probes.errors import ProbeError
+
+    if not slos:
+        return [], []
+    prom = slo.connect(args.prometheus_url)
+    found, unread = [], []
+    for ns, model in served:
+        if ns not in args.namespace:
+            continue
+        for kind, threshold in slos:
+            entry = {"model": model, "namespace": ns, "indicator": kind, "threshold": threshold,
+                     "window": args.slo_window}
+            try:
+                found.append((entry, record.slo_readings(prom, entry, start, end, args.step, 0.0)))
+            except ProbeError as exc:  # a model that exports no such series (an embedding model's TTFT)
+                unread.append(f"slo {kind} of {ns}/{model}: {exc}")
+    return found, unread
 
 
 def _alert_series(args: argparse.Namespace, start: float, end: float) -> list[dict[str, Any]]:

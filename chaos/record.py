@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 from chaos.errors import SpecError
 from chaos.faults import kind_module
 from chaos.vocabulary import MODEL_LABEL, RUN_LABEL, STATE_LABEL, epoch
-from probes import snapshot
-from probes.incident import DEFAULT_TOLERANCE, owner, stable
+from probes import slo, snapshot
+from probes.incident import DEFAULT_TOLERANCE, PHASES, Reading, Replacement, episodes, owner, slo_states, stable
+
+DEFAULT_SLO_WINDOW = "30s"  # the rate window of a recorded SLO's indicator, as slo_recovered_within's
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -443,10 +445,12 @@ def _reverted(hit: list[dict[str, Any]], journal: dict[str, Any]) -> float | Non
 
 
 def recovery_from_events(events: list[dict[str, Any]], t0: float,
-                         deletions: Sequence[tuple[float, str]] = ()) -> list[dict[str, Any]]:
+                         deletions: Sequence[tuple[float, str]] = (),
+                         ready: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
-    created), when that was created, scheduled and started; seconds after `t0`. `deletions`
-    (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger)."""
+    created), when that was created, scheduled, started and Ready; seconds after `t0`. `deletions`
+    (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger);
+    `ready` (namespace/pod -> epoch, `ready_times`) what no Event tells: when a pod became Ready."""
     deleted: list[tuple[float, str, str]] = [(at, pod, owner(pod.split("/", 1)[1])) for at, pod in deletions]
     created: dict[str, list[tuple[float, str]]] = {}  # owner -> [(at, namespace/pod)]
     phases: dict[str, dict[str, Any]] = {}
@@ -475,7 +479,9 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
             _, new = min(candidates)
             taken.add(new)
             row["replacement"] = new.split("/", 1)[1]
-            for phase in ("created", "scheduled", "started"):
+            if (ready or {}).get(new) is not None:
+                phases.setdefault(new, {})["ready"] = (ready or {})[new]
+            for phase in ("created", *PHASES):
                 if phases.get(new, {}).get(phase) is not None:
                     row[phase] = round(phases[new][phase] - t0, 3)
             row["node"] = phases.get(new, {}).get("node")
@@ -484,7 +490,7 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
 
 
 def symptoms(recovery: list[dict[str, Any]], other_alerts: list[dict[str, Any]],
-             tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+             tolerance: float = DEFAULT_TOLERANCE, breaches: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The incident's symptoms as a replay checks them (probes.incident): each alert that is not
     a fault by its stable labels, each deleted replica by its owner; offsets as recorded."""
     alerts, seen = [], set()
@@ -499,18 +505,21 @@ def symptoms(recovery: list[dict[str, Any]], other_alerts: list[dict[str, Any]],
                            "resolved_at": a["resolved_at"], **({"pod": a["labels"]["pod"]} if "pod" in a["labels"]
                                                                else {})})
     replicas = [{"owner": owner(r["pod"]), "pod": r["pod"], "deleted": r["deleted"],
-                 **({"started": r["started"]} if r.get("started") is not None else {})} for r in recovery]
-    return {"tolerance": tolerance, "alerts": alerts, "replicas": replicas}
+                 **{phase: r[phase] for phase in PHASES if r.get(phase) is not None}} for r in recovery]
+    return {"tolerance": tolerance, "alerts": alerts, "replicas": replicas, **({"slo": breaches} if breaches else {})}
 
 
 def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]],
              other_alerts: list[dict[str, Any]], source: dict[str, Any],
              configuration: dict[str, Any] | None = None, deletions: Sequence[tuple[float, str]] = (),
              tolerance: float = DEFAULT_TOLERANCE, recovery: list[dict[str, Any]] | None = None,
-             guards: dict[str, Any] | None = None, remediated: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+             guards: dict[str, Any] | None = None, remediated: Sequence[dict[str, Any]] = (),
+             ready: dict[str, float] | None = None, slo_found: Sequence[tuple[dict[str, Any], list[Reading]]] = (),
+             end: float | None = None) -> dict[str, Any]:
     """The timeline file's data: faults at offsets from the first, the symptoms a replay checks,
     and what the incident recorded. The recovery is read from the events, unless it is given
-    (a journal's own, already counted from its first fault)."""
+    (a journal's own, already counted from its first fault); `slo_found` (`slo_symptoms`) gives
+    each model's SLO breach in the range ending at `end`."""
     if not sightings:
         raise SpecError("no fault found in the range: no alert, event or deletion the mapping knows (see --mapping; "
                         "a pod deleted by hand needs --audit-log, or the kubelet's Killing event)")
@@ -529,15 +538,17 @@ def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]]
                "resolved_at": None if a["resolved_at"] is None else round(a["resolved_at"] - t0, 3)}
               for a in other_alerts]
     if recovery is None:
-        recovery = recovery_from_events(events, t0, deletions)
+        recovery = recovery_from_events(events, t0, deletions, ready)
     recorded = {"started_at": t0, "recovery": recovery, "alerts": alerts,
                 **({"remediation": [{**r, "cordoned": round(r["cordoned"] - t0, 3)} for r in remediated]}
                    if remediated else {})}
-    checks = symptoms(recovery, alerts, tolerance)
+    breaches = slo_symptoms(slo_found, t0, end if end is not None else last, recovery) if slo_found else []
+    checks = symptoms(recovery, alerts, tolerance, breaches)
     # Watched after the last fault long enough for the last symptom to show within its tolerance
     # (and no less than the tolerance: what the faults' end sets off shows too).
-    latest = max([a["firing_at"] for a in checks["alerts"]] + [r.get("started", r["deleted"])
-                                                                for r in checks["replicas"]], default=0.0)
+    latest = max([a["firing_at"] for a in checks["alerts"]] + [max(r.get(p, r["deleted"]) for p in PHASES)
+                                                                for r in checks["replicas"]]
+                 + [b["breached_at"] for b in breaches], default=0.0)
     length = max(f["at"] + f.get("for", 0) for f in faults)
     observe = max(float(tolerance), math.ceil(latest + tolerance - length))
     return {"title": title, "source": source, **({"configuration": configuration} if configuration else {}),
@@ -576,6 +587,54 @@ def alert_series(prom: Any, start: float, end: float, step: float) -> list[dict[
     return list(prom.custom_query_range('ALERTS{alertstate="firing"}',
                                         start_time=dt.datetime.fromtimestamp(start, dt.UTC),
                                         end_time=dt.datetime.fromtimestamp(end, dt.UTC), step=f"{step:g}s"))
+
+
+def pods(kube: Kube, namespaces: list[str | None]) -> list[dict[str, Any]]:
+    """The namespaces' pods now: one LIST per namespace (None: every namespace)."""
+    return [pod for ns in dict.fromkeys(namespaces) for pod in kube.list_objects("v1", "Pod", ns)]
+
+
+def ready_times(found: list[dict[str, Any]]) -> dict[str, float]:
+    """When each pod now Ready became so (namespace/pod -> epoch, its Ready condition's last
+    transition): no Event tells it."""
+    ready = {}
+    for pod in found:
+        meta = pod.get("metadata") or {}
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            at = epoch(c.get("lastTransitionTime"))
+            if c.get("type") == "Ready" and c.get("status") == "True" and at is not None:
+                ready[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = at
+    return ready
+
+
+def models(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(namespace, model) of every model the pods serve, as kilocard finds a model everywhere."""
+    who = snapshot.identities(found)
+    return sorted({(p["metadata"]["namespace"], m) for p in found if (m := snapshot.model_of(p, who)) is not None})
+
+
+def slo_readings(prom: Any, symptom: dict[str, Any], start: float, end: float, step: float,
+                 zero: float) -> list[Reading]:
+    """An SLO symptom's indicator from `start` to `end` (one range query, per replica where the
+    indicator has replicas), as seconds after `zero`; a step with no value is a reading of none."""
+    ind = slo.indicator(prom, symptom["indicator"], symptom["model"], symptom.get("namespace"),
+                        symptom.get("window", DEFAULT_SLO_WINDOW), by=slo.REPLICA)
+    return [Reading(round(x.at - zero, 3), x.values or None) for x in slo.history(prom, ind, start, end, step)]
+
+
+def slo_symptoms(found: Sequence[tuple[dict[str, Any], list[Reading]]], t0: float, end: float,
+                 recovery: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each model's SLO breach in the range, as a replay checks it: its first breach after the first
+    fault (`t0`) and when it was last under again (None: still over at `end`); a model that did not
+    breach is no symptom. `found`: (symptom less its offsets, readings in epoch seconds)."""
+    gone = [Replacement(owner(r["pod"]), r["pod"], r["deleted"], r.get("started")) for r in recovery]
+    out = []
+    for entry, readings in found:
+        moved = [Reading(round(r.at - t0, 3), r.values) for r in readings]
+        breaches = episodes(slo_states(entry, moved, gone), end - t0)
+        if breaches:
+            out.append({**entry, "breached_at": breaches[0][0], "recovered_at": breaches[-1][1]})
+    return out
 
 
 def events(kube: Kube, namespaces: list[str | None], start: float, end: float) -> list[dict[str, Any]]:

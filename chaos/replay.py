@@ -20,10 +20,13 @@ A timeline file (YAML or JSON; `kilocard record` writes one from Events and firi
       alerts: [{alert: ReplicaTtftP95High, labels: {namespace: kilocard-fleet, model_name: llama-3-70b},
                 firing_at: 3, resolved_at: 41}]
       replicas: [{owner: llama-3-70b-tp8-5d4f7c9b8, pod: llama-3-70b-tp8-5d4f7c9b8-x2x9p, deleted: 16,
-                  started: 41}]
+                  scheduled: 16.2, started: 41, ready: 68}]   # the phases record read
+      slo: [{model: llama-3-70b, namespace: kilocard-fleet, indicator: ttft_p95, threshold: 0.5,
+             window: 30s, breached_at: 5, recovered_at: 44}]  # record --slo: the worst replica's breach
     fixed:                                         # the postmortem's action items, for --expect fixed
       alerts: {ReplicaTtftP95High: {resolved_within: 30}}
-      replicas: {started_within: 45}
+      replicas: {ready_within: 60}                 # or started_within
+      slo: {llama-3-70b: {recovered_within: 30}}
     verify: [...]                                  # more Chaos Toolkit probes, judged after the replay
     recorded: {recovery: [...], alerts: [...]}     # what the incident showed, for the report
 

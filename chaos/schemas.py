@@ -93,14 +93,15 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "fault_at": ("the fault's Unix time (default: when the run's last fault was applied, from its ledger)",
                  1700000000.0, _POSITIVE),
     "path": ("how the node is remediated", "quarantine", {"enum": list(remediation.PATHS)}),
-    "symptoms": ("an incident's symptoms (kilocard record writes them): tolerance, alerts, replicas",
+    "symptoms": ("an incident's symptoms (kilocard record writes them): tolerance, alerts, replicas, slo",
                  {"tolerance": 15, "alerts": [{"alert": "ReplicaTtftP95High", "labels": {"model_name": MODEL},
                                                "firing_at": 3.0, "resolved_at": 41.0}],
                   "replicas": [{"owner": "llama-3-70b-tp8-5d4f7c9b8", "pod": "llama-3-70b-tp8-5d4f7c9b8-x2x9p",
-                                "deleted": 16.0, "started": 41.0}]}, {}),
+                                "deleted": 16.0, "scheduled": 16.2, "started": 41.0, "ready": 68.0}]}, {}),
     "expect": ("reproduced: every symptom comes back within its tolerance; fixed: none does, or each within its "
                "budget in `fixed`", "reproduced", {"enum": ["reproduced", "fixed"]}),
-    "fixed": ("the fix's budgets: alerts: {name: {resolved_within: s}}, replicas: {started_within: s}",
+    "fixed": ("the fix's budgets: alerts: {name: {resolved_within: s}}, replicas: {started_within: s} or "
+              "{ready_within: s}, slo: {model: {recovered_within: s}}",
               {"alerts": {"ReplicaTtftP95High": {"resolved_within": 30}}}, {}),
     "namespaces": ("where the replicas' Events are (default: every namespace)", [NAMESPACE],
                    {"items": {"type": "string", **_NAMED}}),

@@ -195,10 +195,13 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
                       since: Optional[float] = None, configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """A replayed incident's symptoms (probes.incident), from time zero (the replay's first fault,
     less `first_at`, its offset in the timeline; else `since`) to now: with expect "reproduced",
-    every recorded alert fired again and every recorded replica was deleted and started again,
-    each within the tolerance of its recorded offset; with "fixed", none came back, or each
+    every recorded alert fired again and every recorded replica was deleted and its replacement
+    scheduled, started and Ready again (the phases recorded), each within the tolerance of its
+    recorded offset; with "fixed", none came back, or each
     within its budget in `fixed`. Alerts from Prometheus's ALERTS series (one range query, `step`
-    s), replicas from the namespaces' Events and the run's own pod kills."""
+    s), replicas from the namespaces' Events and the run's own pod kills, Ready from the pods'
+    Ready conditions (read only when a symptom or budget asks for it), each SLO symptom's
+    indicator per replica (one range query each)."""
     if expect not in incident.EXPECT:
         raise ProbeError(f"expect: expected one of {', '.join(incident.EXPECT)}, got {expect!r}")
     bad = incident.problems(symptoms, fixed, "incident_symptoms")
@@ -210,12 +213,17 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
         zero = time_zero(cfg, kube, since, first=True)[0] - float(first_at)
         until = time.time()
         series: List[Dict[str, Any]] = []
-        if symptoms.get("alerts"):  # replicas alone need no Prometheus
-            start = zero - 3 * step  # a firing that starts at the range's start began before time zero
-            try:
-                series = record.alert_series(_prom(cfg), start, until, step)
-            except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
-                raise metric_names.query_failed("PromQL range ALERTS", exc, ProbeError) from None
+        readings: Dict[str, List[incident.Reading]] = {}
+        start = zero - 3 * step  # a firing (a breach) that starts at the range's start began before time zero
+        if symptoms.get("alerts") or symptoms.get("slo"):  # replicas alone need no Prometheus
+            prom = _prom(cfg)
+            if symptoms.get("alerts"):
+                try:
+                    series = record.alert_series(prom, start, until, step)
+                except Exception as exc:  # noqa: BLE001 - the client raises many kinds; query_failed sorts them
+                    raise metric_names.query_failed("PromQL range ALERTS", exc, ProbeError) from None
+            readings = {incident.slo_key(s): record.slo_readings(prom, s, start, until, step, zero)
+                        for s in symptoms.get("slo") or []}
         _, alerts = record.faults_from_alerts(series, step, until, {})
         firings = [incident.Firing(a["name"], a["labels"], round(a["firing_at"] - zero, 3),
                                    None if a["resolved_at"] is None else round(a["resolved_at"] - zero, 3))
@@ -224,14 +232,18 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
                   for r in _applied_records(cfg, kube) if r.target.get("name") and r.target.get("uid")]  # a pod
         every: List[Optional[str]] = [None]  # every namespace
         events = record.events(kube, list(namespaces) if namespaces else every, zero, until)
+        ready = record.ready_times(record.pods(kube, list(namespaces) if namespaces else every)) if any(
+            "ready" in r for r in symptoms.get("replicas") or []) or "ready_within" in (
+            (fixed or {}).get("replicas") or {}) else {}
     finally:
         kube.close()
-    replaced = [incident.Replacement(incident.owner(r["pod"]), r["pod"], r["deleted"], r.get("started"))
-                for r in record.recovery_from_events(events, zero, killed)]
+    replaced = [incident.Replacement(incident.owner(r["pod"]), r["pod"], r["deleted"], r.get("started"),
+                                     r.get("scheduled"), r.get("ready"))
+                for r in record.recovery_from_events(events, zero, killed, ready)]
     horizon = round(until - zero, 3)
     if expect == incident.FIXED:
-        return incident.fixed(symptoms, fixed or {}, firings, replaced, horizon).to_json()
-    return incident.reproduced(symptoms, firings, replaced, horizon).to_json()
+        return incident.fixed(symptoms, fixed or {}, firings, replaced, horizon, readings).to_json()
+    return incident.reproduced(symptoms, firings, replaced, horizon, readings).to_json()
 
 
 @_unknown_without_data

@@ -9,9 +9,15 @@ pod name less its last segment: the ReplicaSet, or the LWS group).
 
     reproduced   every symptom seen again, each within `tolerance` s of its recorded offset
     fixed        no alert symptom fires again (or, with a budget in `fixed`, each resolves within
-                 it), and with a replica budget, each replaced replica started within it
+                 it), and with a replica budget, each replaced replica started (or Ready) within it
 
-    pure:    reproduced, fixed (over Firing and Replacement lists)
+A replaced replica's phases (its replacement scheduled, started, Ready) are each judged where the
+record has them: the Events tell the first two, the replacement's Ready condition the last. A
+model's SLO breach (`slo`: its indicator over a threshold on its worst replica) is judged from the
+indicator's series, episode by episode (a run of samples over it): reproduced when one starts
+within the tolerance of the recorded breach; fixed when none does, or each ends within its budget.
+
+    pure:    reproduced, fixed (over Firing, Replacement and Reading lists), slo_states, episodes
 """
 
 from __future__ import annotations
@@ -26,17 +32,30 @@ EXPECT = (REPRODUCED, FIXED)
 DEFAULT_TOLERANCE = 15.0
 # Labels that name one pod or scrape, not the symptom: a replica rebuilt since has another name.
 IDENTITY_LABELS = ("pod", "pod_name", "instance", "container", "endpoint", "uid", "alertstate")
+# A replacement's phases after its predecessor's deletion, in the order they come.
+PHASES = ("scheduled", "started", "ready")
+_DONE = {"scheduled": "been scheduled", "started": "started", "ready": "become Ready"}  # "had not ..."
+_DO = {"scheduled": "be scheduled", "started": "start", "ready": "become Ready"}  # "took 30 s to ... again"
+_SAID = {"scheduled": "scheduled", "started": "started", "ready": "Ready"}  # "Ready +42.0 s"
+# A fix's replica budgets: from the deletion to the replacement's start, or to its Ready.
+REPLICA_BUDGETS = {"started_within": "started", "ready_within": "ready"}
+SLO_INDICATORS = ("ttft_p95", "itl_p95", "error_ratio")  # probes.slo's, judged on the worst replica
+OVER, UNDER, UNSEEN = "over", "under", "unseen"
 
 CONTRACTS = (
     Contract(
         "incident_symptoms", "probe",
         asserts="expect reproduced: every recorded symptom is seen in the replay, each within `tolerance` s of its "
                 "recorded offset: an alert (its name and stable labels, on any replica) fires after time zero, a "
-                "replica of the recorded owner is deleted and its replacement started (one owner's recorded "
+                "replica of the recorded owner is deleted and its replacement scheduled, started and Ready, each "
+                "phase the record has within the tolerance of its own offset (one owner's recorded "
                 "deletions, earliest first, each matched to the earliest replay deletion of that owner within the "
-                "tolerance not matched yet). expect fixed: no alert symptom fires "
-                "after time zero, or each that does resolves within its `fixed` budget; with a replica budget, "
-                "each replacement starts within it of its deletion",
+                "tolerance not matched yet), a model's SLO breach starts (a sample over the threshold after one "
+                "that was not) after time zero. expect fixed: no alert symptom fires "
+                "after time zero, or each that does resolves within its `fixed` budget; with a replica budget "
+                "(started_within, ready_within), each replacement starts (is Ready) within it of its deletion; no "
+                "SLO breach starts after time zero, or each ends (a sample under the threshold) within the "
+                "model's `fixed.slo` budget",
         time_zero="the replay's first fault (the run's ledger), as the recorded offsets count from the incident's",
         interval="[time zero, the probe's call]: the replay's faults and its `observe` seconds; a symptom whose "
                  "recorded offset plus the tolerance (or whose fix budget) reaches past the end cannot be judged",
@@ -44,7 +63,17 @@ CONTRACTS = (
                 "unknown; no Events or ALERTS series for a symptom whose window has passed: not seen (failed for "
                 "reproduced, ok for fixed); a window not yet passed: unknown. Replayed as fixed, a timeline whose "
                 "faults, resolved before it starts, touch no replica of a model the alerts name is refused "
-                "(exit 2, nothing applied): a fault that lands on nothing shows no symptom and would pass",
+                "(exit 2, nothing applied): a fault that lands on nothing shows no symptom and would pass. An "
+                "SLO sample is over when any replica's value is over the threshold, else unseen when the query "
+                "failed, no replica had a value, or a replica with a value at time zero (the last sample at or "
+                "before it with values) has none while its pod was not deleted by then (a silent replica is not "
+                "health), else under. A breach runs from a sample over the threshold to the next one under it "
+                "(unseen samples do not end it); one begun before time zero is not the replay's, and the last "
+                "sample before time zero that is not unseen being over makes the symptom unknown (reproduced: "
+                "unless a breach of the replay's own begins within the tolerance). Reproduced "
+                "with no breach starting within the tolerance: unknown while the window has not passed or where "
+                "its samples are unseen or absent, else failed; fixed with no breach: unknown when a sample from "
+                "time zero to the end is unseen or there is none",
         exceptions="Prometheus or the apiserver not answering: unknown; a 4xx, a bug, an unknown expectation: error",
         outcomes=(("ok", "reproduced (every symptom within tolerance), or fixed (none came back or each within "
                    "its budget)"),
@@ -53,7 +82,8 @@ CONTRACTS = (
                   ("unknown", "a symptom could not be judged in the interval, and none failed")),
         judge=("probes.incident.reproduced", "probes.incident.fixed", "probes.incident._alert_seen",
                "probes.incident._replica_seen", "probes.incident._alert_fixed", "probes.incident._replica_fixed",
-               "probes.incident._decide")),
+               "probes.incident._onset", "probes.incident._slo_seen", "probes.incident._slo_fixed",
+               "probes.incident.slo_states", "probes.incident.episodes", "probes.incident._decide")),
 )
 
 
@@ -75,6 +105,25 @@ class Replacement:
     pod: str
     deleted: float
     started: float | None
+    scheduled: float | None = None
+    ready: float | None = None
+
+    def phase(self, name: str) -> float | None:
+        return {"scheduled": self.scheduled, "started": self.started, "ready": self.ready}[name]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A model's indicator at one moment, seconds after time zero: each replica's value (the
+    pod's name -> value; one series for a per-model indicator), or None where the query failed."""
+
+    at: float
+    values: dict[str, float] | None
+
+
+def slo_key(symptom: dict[str, Any]) -> str:
+    """Which series an SLO symptom reads: namespace/model:indicator."""
+    return f"{symptom.get('namespace') or ''}/{symptom['model']}:{symptom['indicator']}"
 
 
 @dataclass(frozen=True)
@@ -100,12 +149,14 @@ def problems(symptoms: Any, fix: Any, where: str) -> list[str]:
     """What is wrong with a `symptoms` block and a `fixed` block, each entry and field named."""
     if not isinstance(symptoms, dict):
         return [f"{where}: symptoms: expected a mapping with tolerance, alerts and replicas, got {symptoms!r}"]
-    found = [f"{where}: symptoms.{k}: unknown field; expected alerts, replicas or tolerance"
-             for k in sorted(set(symptoms) - {"tolerance", "alerts", "replicas"})]
+    found = [f"{where}: symptoms.{k}: unknown field; expected alerts, replicas, slo or tolerance"
+             for k in sorted(set(symptoms) - {"tolerance", "alerts", "replicas", "slo"})]
     if not _number(symptoms.get("tolerance", DEFAULT_TOLERANCE)):
         found.append(f"{where}: symptoms.tolerance: expected seconds (0 or more), got {symptoms['tolerance']!r}")
     fields = {"alerts": ({"alert": str, "labels": dict, "firing_at": float}, {"resolved_at", "pod"}),
-              "replicas": ({"owner": str, "pod": str, "deleted": float}, {"started"})}
+              "replicas": ({"owner": str, "pod": str, "deleted": float}, set(PHASES)),
+              "slo": ({"model": str, "indicator": str, "threshold": float, "breached_at": float},
+                      {"recovered_at", "namespace", "window"})}
     for section, (required, optional) in fields.items():
         entries = symptoms.get(section) or []
         if not isinstance(entries, list):
@@ -123,9 +174,15 @@ def problems(symptoms: Any, fix: Any, where: str) -> list[str]:
                 if not ok:
                     what = "seconds (0 or more)" if kind is float else "a mapping" if kind is dict else "a name"
                     found.append(f"{at}.{key}: required, {what}; got {entry.get(key)!r}")
-            for key in optional - {"pod"}:
+            for key in optional - {"pod", "namespace", "window"}:
                 if entry.get(key) is not None and not _number(entry[key]):
                     found.append(f"{at}.{key}: expected seconds (0 or more) or null, got {entry[key]!r}")
+            for key in optional & {"namespace", "window"}:
+                if key in entry and not (isinstance(entry[key], str) and entry[key]):
+                    found.append(f"{at}.{key}: expected a name, got {entry[key]!r}")
+            if section == "slo" and entry.get("indicator") not in SLO_INDICATORS:
+                found.append(f"{at}.indicator: expected one of {', '.join(SLO_INDICATORS)}, got "
+                             f"{entry.get('indicator')!r}")
     return found + _fix_problems(fix, symptoms, where)
 
 
@@ -133,24 +190,29 @@ def _fix_problems(fix: Any, symptoms: dict[str, Any], where: str) -> list[str]:
     if fix is None:
         return []
     if not isinstance(fix, dict):
-        return [f"{where}: fixed: expected a mapping with alerts and/or replicas, got {fix!r}"]
-    found = [f"{where}: fixed.{k}: unknown field; expected alerts or replicas" for k in sorted(set(fix) - {
-        "alerts", "replicas"})]
-    names = {a.get("alert") for a in symptoms.get("alerts") or [] if isinstance(a, dict)}
-    alerts = fix.get("alerts") or {}
-    if not isinstance(alerts, dict):
-        return [*found, f"{where}: fixed.alerts: expected alert name -> {{resolved_within: s}}, got {alerts!r}"]
-    for name, budget in alerts.items():
-        if name not in names:
-            found.append(f"{where}: fixed.alerts.{name}: no such symptom; expected one of "
-                         f"{', '.join(sorted(str(n) for n in names)) or 'none (the timeline records no alert)'}")
-        elif not isinstance(budget, dict) or set(budget) != {"resolved_within"} or not _number(
-                budget["resolved_within"], positive=True):
-            found.append(f"{where}: fixed.alerts.{name}: expected {{resolved_within: seconds above 0}}, got {budget!r}")
+        return [f"{where}: fixed: expected a mapping with alerts, replicas and/or slo, got {fix!r}"]
+    found = [f"{where}: fixed.{k}: unknown field; expected alerts, replicas or slo" for k in sorted(set(fix) - {
+        "alerts", "replicas", "slo"})]
+    # Each section: fix -> {the symptom's name: {its one budget: seconds}}, names its symptoms know.
+    for section, field, key, none in (("alerts", "alert", "resolved_within", "alert"),
+                                      ("slo", "model", "recovered_within", "SLO breach")):
+        known = {e.get(field) for e in symptoms.get(section) or [] if isinstance(e, dict)}
+        budgets = fix.get(section) or {}
+        if not isinstance(budgets, dict):
+            found.append(f"{where}: fixed.{section}: expected {field} name -> {{{key}: s}}, got {budgets!r}")
+            continue
+        for name, budget in budgets.items():
+            if name not in known:
+                found.append(f"{where}: fixed.{section}.{name}: no such symptom; expected one of "
+                             f"{', '.join(sorted(str(n) for n in known)) or f'none (the timeline records no {none})'}")
+            elif not isinstance(budget, dict) or set(budget) != {key} or not _number(budget[key], positive=True):
+                found.append(f"{where}: fixed.{section}.{name}: expected {{{key}: seconds above 0}}, got {budget!r}")
     replicas = fix.get("replicas")
-    if replicas is not None and (not isinstance(replicas, dict) or set(replicas) != {"started_within"}
-                                 or not _number(replicas["started_within"], positive=True)):
-        found.append(f"{where}: fixed.replicas: expected {{started_within: seconds above 0}}, got {replicas!r}")
+    if replicas is not None and (not isinstance(replicas, dict) or len(replicas) != 1
+                                 or not set(replicas) <= set(REPLICA_BUDGETS)
+                                 or not _number(next(iter(replicas.values())), positive=True)):
+        found.append(f"{where}: fixed.replicas: expected {{started_within: seconds above 0}} or {{ready_within: "
+                     f"seconds above 0}}, got {replicas!r}")
     return found
 
 
@@ -170,6 +232,10 @@ def _name(symptom: dict[str, Any]) -> str:
     return f"replica of {symptom['owner']}"
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def _at(value: float | None) -> str:
     return "-" if value is None else f"+{value:.1f} s" if value >= 0 else f"{value:.1f} s"
 
@@ -183,29 +249,40 @@ def _alert_seen(symptom: dict[str, Any], firings: list[Firing], tolerance: float
     recorded = float(symptom["firing_at"])
     name, said = _name(symptom), f"fired {_at(recorded)}"
     mine = sorted((f for f in firings if _matches(symptom, f)), key=lambda f: f.firing_at)
-    after = [f for f in mine if f.firing_at >= 0]
-    within = [f for f in after if abs(f.firing_at - recorded) <= tolerance]
+    already = Row(name, said, f"firing since {_at(mine[0].firing_at)}", "unknown",
+                  f"{name} was already firing before the replay's first fault") if mine and mine[0].firing_at < 0 \
+        else None
+    return _onset(name, said, "fired", [f.firing_at for f in mine if f.firing_at >= 0], recorded, tolerance, until,
+                  already) or Row(name, said, "did not fire", "failed",
+                                  f"{name} did not fire within {tolerance:g} s of {_at(recorded)} (watched to "
+                                  f"{_at(until)})")
+
+
+def _onset(name: str, said: str, verb: str, starts: list[float], recorded: float, tolerance: float, until: float,
+           already: Row | None) -> Row | None:
+    """A symptom that begins (an alert fires, a breach starts) against its recorded offset: seen
+    within the tolerance, else `already` there at time zero, else not watched long enough, else
+    seen off its offset; None: not seen at all."""
+    within = [at for at in starts if abs(at - recorded) <= tolerance]
     if within:
-        return Row(name, said, f"fired {_at(within[0].firing_at)}", "ok",
-                   f"within {tolerance:g} s of {_at(recorded)}")
-    if mine and mine[0].firing_at < 0:
-        return Row(name, said, f"firing since {_at(mine[0].firing_at)}", "unknown",
-                   f"{name} was already firing before the replay's first fault")
+        return Row(name, said, f"{verb} {_at(within[0])}", "ok", f"within {tolerance:g} s of {_at(recorded)}")
+    if already is not None:
+        return already
     if until < recorded + tolerance:
         return Row(name, said, f"not yet, watched to {_at(until)}", "unknown",
                    f"{name}: the replay ended at {_at(until)}, before {_at(recorded + tolerance)}")
-    if after:
-        return Row(name, said, f"fired {_at(after[0].firing_at)}", "failed",
-                   f"{name} fired {_at(after[0].firing_at)}, not within {tolerance:g} s of {_at(recorded)}")
-    return Row(name, said, "did not fire", "failed",
-               f"{name} did not fire within {tolerance:g} s of {_at(recorded)} (watched to {_at(until)})")
+    if starts:
+        return Row(name, said, f"{verb} {_at(starts[0])}", "failed",
+                   f"{name} {verb} {_at(starts[0])}, not within {tolerance:g} s of {_at(recorded)}")
+    return None
 
 
 def _replica_seen(symptom: dict[str, Any], replaced: list[Replacement], taken: set[int], tolerance: float,
                   until: float) -> Row:
-    deleted, started = float(symptom["deleted"]), symptom.get("started")
+    deleted = float(symptom["deleted"])
     name = _name(symptom)
-    said = f"deleted {_at(deleted)}, started {_at(started)}"
+    recorded = [(p, float(symptom[p])) for p in PHASES if symptom.get(p) is not None]
+    said = ", ".join([f"deleted {_at(deleted)}", *(f"{_SAID[p]} {_at(at)}" for p, at in recorded)])
     # By deletion, then place in the list: (deleted, i) is unique, so the replacements are never compared.
     mine = sorted((r.deleted, i, r) for i, r in enumerate(replaced) if r.owner == symptom["owner"] and i not in taken)
     close = [m for m in mine if abs(m[0] - deleted) <= tolerance]
@@ -221,24 +298,35 @@ def _replica_seen(symptom: dict[str, Any], replaced: list[Replacement], taken: s
                    f"no {name} was deleted within {tolerance:g} s of {_at(deleted)} (watched to {_at(until)})")
     _, i, r = close[0]
     taken.add(i)
-    seen = f"{r.pod} deleted {_at(r.deleted)}, started {_at(r.started)}"
-    if started is None:
+    seen = ", ".join([f"{r.pod} deleted {_at(r.deleted)}", *(f"{_SAID[p]} {_at(r.phase(p))}" for p, _ in recorded)])
+    verdicts = [_phase(name, p, at, r.phase(p), tolerance, until) for p, at in recorded]
+    bad = next((v for v in verdicts if v[0] == "failed"), None) or next(
+        (v for v in verdicts if v[0] == "unknown"), None)
+    if bad is not None:
+        return Row(name, said, seen, *bad)
+    if not recorded:
         return Row(name, said, seen, "ok", f"deleted within {tolerance:g} s of {_at(deleted)}")
-    if r.started is not None and abs(r.started - float(started)) <= tolerance:
-        return Row(name, said, seen, "ok", f"deleted and started within {tolerance:g} s of the recorded offsets")
-    if r.started is None and until < float(started) + tolerance:
-        return Row(name, said, seen, "unknown",
-                   f"{name}: its replacement had not started when the replay ended at {_at(until)}")
-    if r.started is None:
-        return Row(name, said, seen, "failed", f"{name}'s replacement had not started by {_at(until)}, recorded "
-                                               f"{_at(float(started))} (tolerance {tolerance:g} s)")
-    return Row(name, said, seen, "failed", f"{name}'s replacement started {_at(r.started)}, not within "
-                                           f"{tolerance:g} s of {_at(float(started))}")
+    *first, last = ["deleted", *(_SAID[p] for p, _ in recorded)]
+    return Row(name, said, seen, "ok", f"{', '.join(first)} and {last} within {tolerance:g} s of the recorded offsets")
+
+
+def _phase(name: str, phase: str, recorded: float, seen: float | None, tolerance: float,
+           until: float) -> tuple[str, str]:
+    """One phase of a replacement against its recorded offset: (judgement, why)."""
+    if seen is not None and abs(seen - recorded) <= tolerance:
+        return "ok", ""
+    if seen is None and until < recorded + tolerance:
+        return "unknown", f"{name}: its replacement had not {_DONE[phase]} when the replay ended at {_at(until)}"
+    if seen is None:
+        return "failed", (f"{name}'s replacement had not {_DONE[phase]} by {_at(until)}, recorded {_at(recorded)} "
+                          f"(tolerance {tolerance:g} s)")
+    return "failed", f"{name}'s replacement {_SAID[phase]} {_at(seen)}, not within {tolerance:g} s of {_at(recorded)}"
 
 
 def reproduced(symptoms: dict[str, Any], firings: list[Firing], replaced: list[Replacement],
-               until: float) -> Verdict:
-    """Every symptom seen again within the tolerance of its recorded offset (see the contract)."""
+               until: float, readings: dict[str, list[Reading]] | None = None) -> Verdict:
+    """Every symptom seen again within the tolerance of its recorded offset (see the contract).
+    `readings`: each SLO symptom's series (by `slo_key`) from before time zero to `until`."""
     tolerance = float(symptoms.get("tolerance", DEFAULT_TOLERANCE))
     taken: set[int] = set()
     rows = [_alert_seen(s, firings, tolerance, until) for s in symptoms.get("alerts") or []]
@@ -246,7 +334,84 @@ def reproduced(symptoms: dict[str, Any], firings: list[Firing], replaced: list[R
     # replay deletion of that owner within the tolerance not matched yet.
     ordered = sorted(symptoms.get("replicas") or [], key=lambda s: float(s["deleted"]))
     rows += [_replica_seen(s, replaced, taken, tolerance, until) for s in ordered]
+    rows += [_slo_seen(s, slo_states(s, (readings or {}).get(slo_key(s), []), replaced), tolerance, until)
+             for s in symptoms.get("slo") or []]
     return _decide(REPRODUCED, rows)
+
+
+def slo_states(symptom: dict[str, Any], readings: list[Reading],
+               replaced: list[Replacement]) -> list[tuple[float, str]]:
+    """Each reading as (at, over|under|unseen) by the contract: over when a replica is over the
+    threshold; unseen when the query failed, no replica had a value, or a replica that had one at
+    time zero (the last reading with values before it) has none while its pod lives."""
+    threshold = float(symptom["threshold"])
+    ordered = sorted(readings, key=lambda r: r.at)
+    before = [r for r in ordered if r.at <= 0 and r.values]
+    at_zero = set(before[-1].values or {}) if before else set()
+    deleted = {r.pod: r.deleted for r in replaced}
+    out = []
+    for r in ordered:
+        values = r.values or {}
+        if any(v > threshold for v in values.values()):
+            out.append((r.at, OVER))
+        elif not values or any(name not in values and not (name in deleted and deleted[name] <= r.at)
+                               for name in at_zero):
+            out.append((r.at, UNSEEN))
+        else:
+            out.append((r.at, UNDER))
+    return out
+
+
+def episodes(states: list[tuple[float, str]], until: float) -> list[tuple[float, float | None]]:
+    """The breaches after time zero, (start, end): a run of samples over the threshold starting
+    at or after it, ended by the first sample under it (None: not by `until`; silence is no end)."""
+    found: list[tuple[float, float | None]] = []
+    start: float | None = None
+    for at, state in states:
+        if at > until:
+            break
+        if state == OVER and start is None:
+            start = at
+        elif state == UNDER and start is not None:
+            if start >= 0:  # one begun before time zero is not the replay's (see _already_over)
+                found.append((start, at))
+            start = None
+    if start is not None and start >= 0:
+        found.append((start, None))
+    return found
+
+
+def _already_over(states: list[tuple[float, str]]) -> bool:
+    seen = [state for at, state in states if at < 0 and state != UNSEEN]
+    return bool(seen) and seen[-1] == OVER
+
+
+def _slo_name(symptom: dict[str, Any]) -> str:
+    where = f"{symptom['namespace']}/" if symptom.get("namespace") else ""
+    return f"SLO {symptom['indicator']} of {where}{symptom['model']} over {float(symptom['threshold']):g}"
+
+
+def _unseen(states: list[tuple[float, str]], start: float, end: float) -> list[float]:
+    return [at for at, state in states if state == UNSEEN and start <= at <= end]
+
+
+def _slo_seen(symptom: dict[str, Any], states: list[tuple[float, str]], tolerance: float, until: float) -> Row:
+    recorded = float(symptom["breached_at"])
+    name, said = _slo_name(symptom), f"breached {_at(recorded)}"
+    already = Row(name, said, "over before the replay", "unknown",
+                  f"{name} was already breached before the replay's first fault") if _already_over(states) else None
+    row = _onset(name, said, "breached", [start for start, _ in episodes(states, until)], recorded, tolerance, until,
+                 already)
+    if row is not None:
+        return row
+    due = [at for at, _ in states if max(0.0, recorded - tolerance) <= at <= recorded + tolerance]
+    gaps = _unseen(states, max(0.0, recorded - tolerance), recorded + tolerance)
+    if gaps or not due:
+        where = f"from {_at(gaps[0])} to {_at(gaps[-1])}" if gaps else "at all"
+        return Row(name, said, f"not seen {where}", "unknown",
+                   f"{name}: not seen {where}, where the breach was due (a silent replica is not health)")
+    return Row(name, said, "not breached", "failed",
+               f"{name} was not breached within {tolerance:g} s of {_at(recorded)} (watched to {_at(until)})")
 
 
 def _alert_fixed(symptom: dict[str, Any], firings: list[Firing], budgets: dict[str, Any], until: float) -> Row:
@@ -280,34 +445,78 @@ def _alert_fixed(symptom: dict[str, Any], firings: list[Firing], budgets: dict[s
     return Row(name, said, seen, "ok", f"resolved within the fix's {budget:g} s")
 
 
-def _replica_fixed(symptom: dict[str, Any], replaced: list[Replacement], budget: Any, until: float) -> Row:
+def _replica_fixed(symptom: dict[str, Any], replaced: list[Replacement], budgets: dict[str, Any],
+                   until: float) -> Row:
     name = _name(symptom)
-    said = f"deleted {_at(float(symptom['deleted']))}, started {_at(symptom.get('started'))}"
+    said = ", ".join([f"deleted {_at(float(symptom['deleted']))}",
+                      *(f"{_SAID[p]} {_at(float(symptom[p]))}" for p in PHASES if symptom.get(p) is not None)])
     mine = sorted((r for r in replaced if r.owner == symptom["owner"]), key=lambda r: r.deleted)
-    if budget is None:
+    if not budgets:
         return Row(name, said, f"{len(mine)} replaced", "not judged", "no replica budget in `fixed`")
     if not mine:
         return Row(name, said, "none deleted", "ok", "no replica lost")
-    budget = float(budget)
-    took = [((r.started if r.started is not None else until) - r.deleted, r) for r in mine]
+    key, budget = next(iter(budgets.items()))
+    phase, budget = REPLICA_BUDGETS[key], float(budget)
+    took = [(_or(r.phase(phase), until) - r.deleted, r) for r in mine]
     for spent, r in took:
         if spent > budget:
-            return Row(name, said, f"{r.pod} deleted {_at(r.deleted)}, started {_at(r.started)}", "failed",
-                       f"{name} {r.pod} took {spent:.1f} s to start again, over the fix's {budget:g} s")
+            return Row(name, said, f"{r.pod} deleted {_at(r.deleted)}, {_SAID[phase]} {_at(r.phase(phase))}", "failed",
+                       f"{name} {r.pod} took {spent:.1f} s to {_DO[phase]} again, over the fix's {budget:g} s")
     for spent, r in took:
-        if r.started is None:
-            return Row(name, said, f"{r.pod} deleted {_at(r.deleted)}, not started", "unknown",
-                       f"{name} {r.pod} not started when the replay ended, {spent:.1f} s of the fix's {budget:g} s")
-    return Row(name, said, f"{len(mine)} replaced", "ok", f"each started within the fix's {budget:g} s")
+        if r.phase(phase) is None:
+            return Row(name, said, f"{r.pod} deleted {_at(r.deleted)}, not {_SAID[phase]}", "unknown",
+                       f"{name} {r.pod} had not {_DONE[phase]} when the replay ended, {spent:.1f} s of the fix's "
+                       f"{budget:g} s")
+    return Row(name, said, f"{len(mine)} replaced", "ok", f"each {_SAID[phase]} within the fix's {budget:g} s")
+
+
+def _slo_fixed(symptom: dict[str, Any], states: list[tuple[float, str]], budget: float | None,
+               until: float) -> Row:
+    name, recorded = _slo_name(symptom), float(symptom["breached_at"])
+    ended = symptom.get("recovered_at")
+    said = f"breached {_at(recorded)}" + (f", under again {_at(float(ended))}" if ended is not None else "")
+    if _already_over(states):
+        return Row(name, said, "over before the replay", "unknown",
+                   f"{name} was already breached before the replay's first fault")
+    found = episodes(states, until)
+    if not found:
+        gaps = _unseen(states, 0.0, until)
+        if gaps or not any(0 <= at <= until for at, _ in states):
+            where = f"from {_at(gaps[0])} to {_at(gaps[-1])}" if gaps else "at all"
+            return Row(name, said, f"not seen {where}", "unknown",
+                       f"{name}: not seen {where} (a silent replica is not health)")
+        return Row(name, said, f"not breached (watched to {_at(until)})", "ok", "did not come back")
+
+    def lasted(e: tuple[float, float | None]) -> float:
+        return _or(e[1], until) - e[0]
+
+    worst = max(found, key=lambda e: (lasted(e), -e[0]))
+    seen = f"breached {_at(worst[0])}, " + (f"not under again after {lasted(worst):.1f} s" if worst[1] is None
+                                            else f"under again after {lasted(worst):.1f} s")
+    if budget is None:
+        return Row(name, said, seen, "failed", f"{name} came back: {seen}")
+    if lasted(worst) > budget:
+        return Row(name, said, seen, "failed", f"{name} came back and lasted {lasted(worst):.1f} s, over the "
+                                               f"fix's {budget:g} s ({seen})")
+    still = next((e for e in found if e[1] is None), None)
+    if still is not None:
+        return Row(name, said, seen, "unknown", f"{name} not under again when the replay ended, "
+                                                f"{lasted(still):.1f} s of the fix's {budget:g} s")
+    return Row(name, said, seen, "ok", f"under again within the fix's {budget:g} s")
 
 
 def fixed(symptoms: dict[str, Any], fix: dict[str, Any], firings: list[Firing], replaced: list[Replacement],
-          until: float) -> Verdict:
+          until: float, readings: dict[str, list[Reading]] | None = None) -> Verdict:
     """No symptom came back, or each within its budget in `fix` (see the contract)."""
     budgets = fix.get("alerts") or {}
     rows = [_alert_fixed(s, firings, budgets, until) for s in symptoms.get("alerts") or []]
-    rows += [_replica_fixed(s, replaced, (fix.get("replicas") or {}).get("started_within"), until)
+    rows += [_replica_fixed(s, replaced, fix.get("replicas") or {}, until)
              for s in symptoms.get("replicas") or []]
+    slo_budgets = fix.get("slo") or {}
+    for s in symptoms.get("slo") or []:
+        budget = (slo_budgets.get(s["model"]) or {}).get("recovered_within")
+        states = slo_states(s, (readings or {}).get(slo_key(s), []), replaced)
+        rows.append(_slo_fixed(s, states, None if budget is None else float(budget), until))
     return _decide(FIXED, rows)
 
 

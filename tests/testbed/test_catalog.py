@@ -187,7 +187,8 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     incident = tmp_path / "incident.yaml"
     done = subprocess.run([*KILOCARD, "record", "--since", str(since), "--until", str(until), "--namespace",
                            p.namespace, "--prometheus-url", testbed.prometheus_url, *cluster, "--title",
-                           "S3 as it happened", "-o", str(incident)], capture_output=True, text=True, timeout=60)
+                           "S3 as it happened", "--slo", "ttft_p95=0.5", "--slo-window", "10s", "-o", str(incident)],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     recorded = yaml.safe_load(incident.read_text())
     (ecc,) = recorded["faults"]
@@ -202,6 +203,17 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     assert [a["alert"] for a in symptoms["alerts"]] == ["ReplicaTtftP95High"] and "pod" not in symptoms["alerts"][0][
         "labels"], symptoms
     assert [r["pod"] for r in symptoms["replicas"]] == [sick] and symptoms["tolerance"] == 15
+    # Its phases: the replacement scheduled, started and Ready (its Ready condition), in that order.
+    (lost,) = symptoms["replicas"]
+    assert lost["deleted"] <= lost["scheduled"] <= lost["started"] <= lost["ready"] < 90, lost
+    # The SLO breach itself, read from the series (no alert rule needed): the sick replica's P95
+    # over 0.5 when the run's probe saw it, and under again once it was drained.
+    (breach,) = symptoms["slo"]
+    assert breach == {"model": TP8, "namespace": p.namespace, "indicator": "ttft_p95", "threshold": 0.5,
+                      "window": "10s", "breached_at": breach["breached_at"],
+                      "recovered_at": breach["recovered_at"]}, breach
+    seen = probe(journal, "ttft-breached-then-recovered")  # offsets from the fault the ECC alert dates
+    assert abs(breach["breached_at"] - seen["breach_after"]) < 10 and breach["recovered_at"], (breach, seen)
     # Before the replay, the pre-incident placement: the replica back on the node the incident hit
     # (its replacement's node cordoned meanwhile; the remediator has released the healed node).
     spare = evicted["node"]
@@ -229,6 +241,7 @@ def postmortem(kube, testbed, tmp_path: Path, p, journal: dict, fault: dict, sic
     rows = {r["symptom"].split("{")[0]: r for r in judged["symptoms"]}
     assert rows["alert ReplicaTtftP95High"]["judgement"] == "ok" and rows[f"replica of {evicted['pod'].rsplit('-', 1)[0]}"][
         "judgement"] == "ok", judged["symptoms"]
+    assert rows[f"SLO ttft_p95 of {p.namespace}/{TP8} over 0.5"]["judgement"] == "ok", judged["symptoms"]
     page = (tmp_path / "reports" / replayed["kilocard"]["run_id"] / "index.html").read_text()
     assert "Replay against the incident" in page and "recovery the incident recorded" in page
     assert "reproduced: " in page and "ReplicaTtftP95High" in page  # the symptoms' table

@@ -53,7 +53,7 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
     assert kill["at"] == 0 and kill["note"].startswith("recorded as deleted by ")
     (lost,) = recorded["symptoms"]["replicas"]
     assert lost["pod"] == victim and lost["owner"] == victim.rsplit("-", 1)[0] and lost["deleted"] == 0, lost
-    assert 0 < lost["started"] < 30, lost  # the ReplicaSet's replacement, started
+    assert 0 < lost["scheduled"] <= lost["started"] <= lost["ready"] < 30, lost  # the replacement's phases
     # Replayed: the kill lands at once, and a replica of that ReplicaSet is deleted and started again.
     done = subprocess.run([*KILOCARD, "replay", str(incident), *cluster, "--ledger-dir", str(tmp_path / "ledger"),
                            "--journal", str(tmp_path / "replay.json"), "--reports", str(tmp_path / "reports"),
@@ -63,7 +63,9 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
     judged = next(r for r in replayed["run"] if r["activity"]["name"] == "incident-reproduced")["output"]
     assert judged["reason"] == "reproduced: 1 of 1 symptom(s) seen again within tolerance", judged
     (row,) = judged["symptoms"]
-    assert row["judgement"] == "ok" and row["recorded"] == f"deleted +0.0 s, started +{lost['started']:.1f} s", row
+    assert row["judgement"] == "ok" and row["recorded"] == (f"deleted +0.0 s, scheduled +{lost['scheduled']:.1f} s, "
+                                                            f"started +{lost['started']:.1f} s, "
+                                                            f"Ready +{lost['ready']:.1f} s"), row
     assert replayed["kilocard"]["reason"].startswith("the method's probes passed: incident-reproduced: reproduced")
     assert "incident: reproduced: 1 of 1 symptom(s)" in done.stdout  # the summary's table
     # Its negative twin, one cause changed: the incident's replacement took 40 s more to start (a cold

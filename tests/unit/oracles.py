@@ -373,6 +373,11 @@ def _worst(outcomes: list[str]) -> str:
 
 def incident_reproduced(symptoms: dict[str, Any], firings: list[Any], replaced: list[Any], until: float) -> str:
     """ok | failed | unknown, by the contract of incident_symptoms with expect reproduced."""
+    return _worst(incident_rows(symptoms, firings, replaced, until))
+
+
+def incident_rows(symptoms: dict[str, Any], firings: list[Any], replaced: list[Any], until: float) -> list[str]:
+    """Each symptom's judgement with expect reproduced: the alerts as given, then the replicas by deletion."""
     tol = float(symptoms.get("tolerance", 15.0))
     outcomes = []
     for s in symptoms.get("alerts") or []:
@@ -397,14 +402,19 @@ def incident_reproduced(symptoms: dict[str, Any], firings: list[Any], replaced: 
             outcomes.append("unknown" if until < at + tol else "failed")
             continue
         used.add(pick)
-        started = replaced[pick].started
-        if s.get("started") is None or (started is not None and abs(started - float(s["started"])) <= tol):
-            outcomes.append("ok")
-        elif started is None and until < float(s["started"]) + tol:
-            outcomes.append("unknown")
-        else:
-            outcomes.append("failed")
-    return _worst(outcomes)
+        phases = ["ok"]  # deleted on time; then each phase the record has
+        for phase in ("scheduled", "started", "ready"):
+            if s.get(phase) is None:
+                continue
+            seen = getattr(replaced[pick], phase)
+            if seen is not None and abs(seen - float(s[phase])) <= tol:
+                phases.append("ok")
+            elif seen is None and until < float(s[phase]) + tol:
+                phases.append("unknown")
+            else:
+                phases.append("failed")
+        outcomes.append(_worst(phases))
+    return outcomes
 
 
 def incident_fixed(symptoms: dict[str, Any], fix: dict[str, Any], firings: list[Any], replaced: list[Any],
@@ -425,13 +435,79 @@ def incident_fixed(symptoms: dict[str, Any], fix: dict[str, Any], firings: list[
                      for f in ours]
             outcomes.append("failed" if any(d > budget for d, _ in spans) else
                             "unknown" if any(open_ for _, open_ in spans) else "ok")
-    budget = (fix.get("replicas") or {}).get("started_within")
+    budgets = fix.get("replicas") or {}
+    phase = "ready" if "ready_within" in budgets else "started"
+    budget = budgets.get(f"{phase}_within")
     for s in symptoms.get("replicas") or []:
         ours = [r for r in replaced if r.owner == s["owner"]]
         if budget is None:
             outcomes.append("not judged")
             continue
-        spans = [((r.started if r.started is not None else until) - r.deleted, r.started is None) for r in ours]
+        spans = [((getattr(r, phase) if getattr(r, phase) is not None else until) - r.deleted,
+                  getattr(r, phase) is None) for r in ours]
         outcomes.append("failed" if any(d > budget for d, _ in spans) else
                         "unknown" if any(open_ for _, open_ in spans) else "ok")
     return _worst(outcomes)
+
+
+def _slo_sample_states(symptom: dict[str, Any], readings: list[Any], deleted: dict[str, float]) -> list[tuple]:
+    """(at, over|under|unseen) of each reading, by the contract's words."""
+    ordered = sorted(readings, key=lambda r: r.at)
+    with_values = [r for r in ordered if r.at <= 0 and r.values]
+    serving = set(with_values[-1].values) if with_values else set()
+    out = []
+    for r in ordered:
+        values = r.values or {}
+        silent = [n for n in serving if n not in values and not (n in deleted and deleted[n] <= r.at)]
+        if any(v > float(symptom["threshold"]) for v in values.values()):
+            out.append((r.at, "over"))
+        elif not values or silent:
+            out.append((r.at, "unseen"))
+        else:
+            out.append((r.at, "under"))
+    return out
+
+
+def _slo_breaches(states: list[tuple], until: float) -> tuple[bool, list[tuple[float, float | None]]]:
+    """(already there at time zero, the replay's breaches as (start, end or None))."""
+    before = [state for at, state in states if at < 0 and state != "unseen"]
+    already = bool(before) and before[-1] == "over"
+    breaches, current = [], None
+    for at, state in [x for x in states if x[0] <= until]:
+        if current is None and state == "over":
+            current = [at, None]
+        elif current is not None and state == "under":
+            current[1] = at
+            breaches.append(tuple(current))
+            current = None
+    if current is not None:
+        breaches.append(tuple(current))
+    return already, [b for b in breaches if b[0] >= 0]
+
+
+def incident_slo(symptom: dict[str, Any], readings: list[Any], deleted: dict[str, float], tol: float, until: float,
+                 expect: str, budget: float | None) -> str:
+    """ok | failed | unknown of one SLO symptom, by the contract of incident_symptoms."""
+    states = _slo_sample_states(symptom, readings, deleted)
+    already, breaches = _slo_breaches(states, until)
+    at = float(symptom["breached_at"])
+    if expect == "reproduced":
+        if any(abs(start - at) <= tol for start, _ in breaches):
+            return "ok"  # the replay's own breach: one there at time zero had ended before it
+        if already or until < at + tol:
+            return "unknown"
+        if breaches:
+            return "failed"
+        window = [state for t, state in states if max(0.0, at - tol) <= t <= at + tol]
+        return "unknown" if not window or "unseen" in window else "failed"
+    if already:
+        return "unknown"
+    if not breaches:
+        after = [state for t, state in states if 0 <= t <= until]
+        return "unknown" if not after or "unseen" in after else "ok"
+    if budget is None:
+        return "failed"
+    spans = [((end if end is not None else until) - start, end is None) for start, end in breaches]
+    if any(d > budget for d, _ in spans):
+        return "failed"
+    return "unknown" if any(still for _, still in spans) else "ok"

@@ -16,12 +16,14 @@ from chaos import record, replay, timeline
 from chaos.errors import Exit, SpecError
 from chaos.run import Result
 from probes import snapshot
-from probes.incident import Firing, Replacement, fixed, problems, reproduced
+from probes.incident import Firing, Reading, Replacement, fixed, problems, reproduced
 
 SLOW = {"alert": "ReplicaTtftP95High", "labels": {"namespace": "fleet", "model_name": "m"}, "firing_at": 3.0,
         "resolved_at": 25.0, "pod": "m-7f-abc"}
 LOST = {"owner": "m-7f", "pod": "m-7f-abc", "deleted": 12.0, "started": 30.0}
 SYMPTOMS = {"tolerance": 10.0, "alerts": [SLOW], "replicas": [LOST]}
+BREACH = {"model": "m", "namespace": "fleet", "indicator": "ttft_p95", "threshold": 0.5, "window": "30s",
+          "breached_at": 6.0, "recovered_at": 40.0}
 
 
 def fired(at: float, lasted: float | None, pod: str = "m-7f-new", **labels: str) -> Firing:
@@ -63,6 +65,95 @@ def test_what_is_not_reproduced_says_which_symptom_and_what_was_seen(firings, re
     assert v.judgement == judgement and v.reason.startswith(reason), v.reason
 
 
+def test_each_phase_the_record_has_is_judged_scheduled_started_and_ready() -> None:
+    """The replica came back in the replay, started on time, but Ready far later (a slow
+    warm-up): not the incident's recovery, and the row names the phase."""
+    phased = {"tolerance": 5.0, "replicas": [{**LOST, "scheduled": 13.0, "ready": 40.0}]}
+    on_time = Replacement("m-7f", "x", 12.0, 31.0, scheduled=14.0, ready=42.0)
+    v = reproduced(phased, [], [on_time], until=80)
+    assert v.ok and v.details["symptoms"][0]["observed"] == "x deleted +12.0 s, scheduled +14.0 s, started +31.0 s, " \
+                                                            "Ready +42.0 s", v.details
+    assert v.details["symptoms"][0]["why"] == "deleted, scheduled, started and Ready within 5 s of the recorded offsets"
+    slow = Replacement("m-7f", "x", 12.0, 31.0, scheduled=14.0, ready=70.0)
+    v = reproduced(phased, [], [slow], until=80)
+    assert not v.ok and v.reason == "not reproduced: replica of m-7f's replacement Ready +70.0 s, not within 5 s " \
+                                    "of +40.0 s", v.reason
+    never = Replacement("m-7f", "x", 12.0, 31.0, scheduled=14.0)
+    assert reproduced(phased, [], [never], until=44).judgement == "unknown"  # Ready's window not passed
+    v = reproduced(phased, [], [never], until=80)
+    assert v.reason.startswith("not reproduced: replica of m-7f's replacement had not become Ready by +80.0 s"), v
+    unscheduled = Replacement("m-7f", "x", 12.0, None)  # a phase failed outweighs one not yet known
+    v = reproduced({**phased, "replicas": [{**phased["replicas"][0], "scheduled": 13.0}]}, [], [unscheduled], 30)
+    assert v.judgement == "failed" and "had not been scheduled by +30.0 s" in v.reason, v.reason
+    # A fix judged by Ready: the replacement started in time, but served 40 s later.
+    v = fixed(phased, {"replicas": {"ready_within": 20}}, [], [slow], until=80)
+    assert v.reason == "not fixed: replica of m-7f x took 58.0 s to become Ready again, over the fix's 20 s", v.reason
+    assert fixed(phased, {"replicas": {"ready_within": 35}}, [], [on_time], until=80).ok
+
+
+def p95(*points: tuple[float, dict[str, float] | None]) -> dict[str, list[Reading]]:
+    return {"fleet/m:ttft_p95": [Reading(at, values) for at, values in points]}
+
+
+def timeline_of(start: float, end: float, values: dict[str, float], then: dict[str, float] | None = None,
+                after: float = 1e9) -> list[tuple[float, dict[str, float] | None]]:
+    """A reading every second from `start` to `end`: `values`, then `then` from `after` on."""
+    return [(float(t), then if then is not None and t >= after else values) for t in range(int(start), int(end) + 1)]
+
+
+def test_an_slo_breach_is_reproduced_when_one_starts_within_tolerance_of_the_recorded_one() -> None:
+    """The ECC incident without an alert rule: the sick replica's P95 over 0.5 from +6 s."""
+    slo = {"tolerance": 5.0, "slo": [BREACH]}
+    sick = timeline_of(-5, 60, {"a": 0.2, "b": 0.2}, {"a": 0.2, "b": 1.4}, after=9)  # b breaches at +9
+    v = reproduced(slo, [], [], 60, p95(*sick))
+    assert v.ok and v.details["symptoms"][0] == {
+        "symptom": "SLO ttft_p95 of fleet/m over 0.5", "recorded": "breached +6.0 s", "observed": "breached +9.0 s",
+        "judgement": "ok", "why": "within 5 s of +6.0 s"}
+    late = timeline_of(-5, 60, {"a": 0.2, "b": 0.2}, {"a": 0.2, "b": 1.4}, after=12)
+    assert reproduced(slo, [], [], 60, p95(*late)).reason == ("not reproduced: SLO ttft_p95 of fleet/m over 0.5 "
+                                                              "breached +12.0 s, not within 5 s of +6.0 s")
+    calm = timeline_of(-5, 60, {"a": 0.2, "b": 0.2})
+    assert reproduced(slo, [], [], 60, p95(*calm)).reason.startswith("not reproduced: SLO ttft_p95 of fleet/m over "
+                                                                     "0.5 was not breached within 5 s of +6.0 s")
+    # b falls silent while its pod lives: not "not breached", but not seen.
+    silent = timeline_of(-5, 60, {"a": 0.2, "b": 0.2}, {"a": 0.2}, after=3)
+    v = reproduced(slo, [], [], 60, p95(*silent))
+    assert v.judgement == "unknown" and "not seen from +3.0 s to +11.0 s" in v.reason, v.reason
+    # ... unless its pod was deleted (then its replacement, under a new name, speaks for it).
+    assert reproduced(slo, [], [Replacement("m-7f", "b", 2.0, 20.0)], 60, p95(*silent)).judgement == "failed"
+    already = timeline_of(-5, 60, {"a": 0.2, "b": 1.4})
+    assert reproduced(slo, [], [], 60, p95(*already)).reason.startswith(
+        "reproduced? SLO ttft_p95 of fleet/m over 0.5 was already breached before the replay's first fault")
+    assert reproduced(slo, [], [], 60, {}).judgement == "unknown"  # no series at all: never "not breached"
+    assert reproduced(slo, [], [], 10, p95(*calm[:16])).judgement == "unknown"  # its window not passed yet
+
+
+def test_an_slo_fix_holds_when_no_breach_starts_or_each_ends_within_its_budget() -> None:
+    slo = {"tolerance": 5.0, "slo": [BREACH]}
+    budget = {"slo": {"m": {"recovered_within": 20}}}
+    brief = timeline_of(-5, 60, {"a": 0.2}, {"a": 0.9}, after=8)[:23] + timeline_of(18, 60, {"a": 0.2})  # 8..17
+    v = fixed(slo, budget, [], [], 60, p95(*brief))
+    assert v.ok and v.details["symptoms"][0]["observed"] == "breached +8.0 s, under again after 10.0 s", v.details
+    assert fixed(slo, {}, [], [], 60, p95(*brief)).reason == ("not fixed: SLO ttft_p95 of fleet/m over 0.5 came "
+                                                              "back: breached +8.0 s, under again after 10.0 s")
+    long = timeline_of(-5, 60, {"a": 0.2}, {"a": 0.9}, after=8)
+    assert fixed(slo, budget, [], [], 60, p95(*long)).reason.startswith(
+        "not fixed: SLO ttft_p95 of fleet/m over 0.5 came back and lasted 52.0 s, over the fix's 20 s")
+    assert fixed(slo, budget, [], [], 20, p95(*long[:26])).judgement == "unknown"  # over 12 s of 20 at the end
+    # A breach that falls silent has not ended: silence is no recovery.
+    hushed = long[:16] + [(float(t), None) for t in range(11, 61)]
+    assert fixed(slo, budget, [], [], 60, p95(*hushed)).judgement == "failed"
+    calm = timeline_of(-5, 60, {"a": 0.2})
+    assert fixed(slo, {}, [], [], 60, p95(*calm)).ok
+    # A replica silent from the moment its pod was deleted is not silence; a moment before, it is.
+    drained = timeline_of(-5, 60, {"a": 0.2, "b": 0.2}, {"a": 0.2}, after=5)
+    assert fixed(slo, {}, [], [Replacement("m-7f", "b", 5.0, None)], 60, p95(*drained)).ok
+    assert fixed(slo, {}, [], [Replacement("m-7f", "b", 5.5, None)], 60, p95(*drained)).judgement == "unknown"
+    gap = calm[:20] + [(15.0, None)] + calm[21:]
+    v = fixed(slo, {}, [], [], 60, p95(*gap))
+    assert v.judgement == "unknown" and "not seen from +15.0 s to +15.0 s" in v.reason, v.reason
+
+
 def test_one_owners_deletions_are_matched_in_order_each_to_its_own() -> None:
     two = {"tolerance": 10.0, "replicas": [{**LOST, "deleted": 12.0, "started": 30.0},
                                            {**LOST, "pod": "m-7f-def", "deleted": 20.0, "started": 40.0}]}
@@ -96,7 +187,7 @@ FIX = {"alerts": {"ReplicaTtftP95High": {"resolved_within": 15}}, "replicas": {"
     (FIX, [], [Replacement("m-7f", "x", 10, 40)], "failed",
      "not fixed: replica of m-7f x took 30.0 s to start again, over the fix's 25 s"),
     (FIX, [], [Replacement("m-7f", "x", 50, None)], "unknown",
-     "fixed? replica of m-7f x not started when the replay ended, 10.0 s of the fix's 25 s"),
+     "fixed? replica of m-7f x had not started when the replay ended, 10.0 s of the fix's 25 s"),
     # Fired at the replay's first fault itself: the replay's own, not one from before it.
     (FIX, [fired(0.0, 12.0)], [], "ok", "fixed: 2 of 2 symptom(s) held by the fix"),
     (FIX, [fired(-1.0, 3.0)], [], "unknown", "fixed? alert ReplicaTtftP95High{model_name=m,namespace=fleet} was "
@@ -123,8 +214,20 @@ def test_a_fix_holds_when_no_symptom_comes_back_or_each_within_its_budget(fix, f
                                                              "ReplicaTtftP95High"),
     (SYMPTOMS, {"alerts": {"ReplicaTtftP95High": {"resolved_within": 0}}},
      "t: fixed.alerts.ReplicaTtftP95High: expected {resolved_within: seconds above 0}, got"),
-    (SYMPTOMS, {"replicas": {"ready_within": 5}}, "t: fixed.replicas: expected {started_within: seconds above 0}"),
-    (SYMPTOMS, {"slo": {}}, "t: fixed.slo: unknown field; expected alerts or replicas"),
+    (SYMPTOMS, {"replicas": {"booted_within": 5}}, "t: fixed.replicas: expected {started_within: seconds above 0} "
+                                                  "or {ready_within: seconds above 0}"),
+    (SYMPTOMS, {"replicas": {"started_within": 5, "ready_within": 9}}, "t: fixed.replicas: expected"),
+    ({"replicas": [{"owner": "o", "pod": "p", "deleted": 1, "ready": -2}]}, None,
+     "t: symptoms.replicas[0].ready: expected seconds (0 or more) or null"),
+    (SYMPTOMS, {"slow": {}}, "t: fixed.slow: unknown field; expected alerts, replicas or slo"),
+    (SYMPTOMS, {"slo": {"m": {"recovered_within": 5}}}, "t: fixed.slo.m: no such symptom; expected one of none"),
+    ({**SYMPTOMS, "slo": [BREACH]}, {"slo": {"m": {"recovered_within": 0}}},
+     "t: fixed.slo.m: expected {recovered_within: seconds above 0}"),
+    ({"slo": [{**BREACH, "indicator": "p99"}]}, None,
+     "t: symptoms.slo[0].indicator: expected one of ttft_p95, itl_p95, error_ratio, got 'p99'"),
+    ({"slo": [{**BREACH, "window": 30}]}, None, "t: symptoms.slo[0].window: expected a name, got 30"),
+    ({"slo": [{k: v for k, v in BREACH.items() if k != "threshold"}]}, None,
+     "t: symptoms.slo[0].threshold: required, seconds (0 or more); got None"),
     (SYMPTOMS, [], "t: fixed: expected a mapping"),
 ])
 def test_bad_symptoms_and_fixes_name_the_entry_and_field(symptoms, fix, message) -> None:

@@ -59,8 +59,9 @@ def test_the_s3_run_becomes_its_ecc_fault_on_the_card_it_hit_and_its_replaced_re
     assert fault["at"] == 0 and fault["for"] == round(1796136293.0 - applied, 3)  # reverted at 14:44:53Z
     assert fault["note"] == "recorded as run-20261201-144422-854bcf's action 'ecc-on-one-card'"
     (replica,) = data["symptoms"]["replicas"]
+    # Each phase the run's journal has (this one has no Ready: none is judged).
     assert replica == {"owner": "llama-3-70b-5bf69b78c7", "pod": "llama-3-70b-5bf69b78c7-vf6w5", "deleted": 12.16,
-                       "started": 18.187}
+                       "scheduled": 12.182, "started": 18.187}
     assert data["symptoms"]["alerts"] == [] and data["source"]["alerts"] is False
     assert data["configuration"] == {"namespace": "kilocard-fleet"} and "guards" not in data
     assert data["title"].startswith("S3") and data["title"].endswith("(run-20261201-144422-854bcf)")
@@ -180,6 +181,17 @@ def test_cli_records_a_game_days_step_and_refuses_what_it_cannot(tmp_path: Path,
         (["--journal", str(tmp_path / "none.json")], "none.json: No such file or directory"),
         (["--since", "0", "--gameday-step", "1"], "give the journal with --journal"),
         (["--until", "5"], "--since and --until: required"),
+        (["--journal", str(step), "--slo", "ttft_p95=0.5"], "--slo: reads a cluster's range"),
+        (["--since", "0", "--until", "5", "--slo", "p99=0.5"], "--slo p99=0.5: expected INDICATOR=THRESHOLD, the "
+                                                            "indicator one of ttft_p95, itl_p95, error_ratio"),
+        (["--since", "0", "--until", "5", "--slo", "ttft_p95=-1"], "the threshold a number above 0"),
+        (["--since", "0", "--until", "5", "--slo", "ttft_p95"], "expected INDICATOR=THRESHOLD"),
+        (["--since", "0", "--until", "5", "--slo", "ttft_p95=0.5", "--prometheus-url", ""],
+         "--slo: the indicators are read from Prometheus"),
+        (["--since", "0", "--until", "5", "--slo", "ttft_p95=0.5", "--prometheus-url", "http://127.0.0.1:9"],
+         "--slo: its models are those the -n namespaces serve: give -n NAMESPACE"),
+        (["--since", "0", "--until", "5", "--slo", "ttft_p95=0.5", "--prometheus-url", "http://127.0.0.1:9", "-n",
+          "fleet", "--slo-window", "30"], "--slo-window: not a Prometheus duration: '30'"),
     ]:
         assert main(["record", *argv, "-o", str(out)]) == 2, argv
         assert said in capsys.readouterr().err, argv

@@ -15,6 +15,7 @@ from chaos import lifecycle, record, replay
 from chaos.cli import main
 from chaos.errors import SpecError
 from chaos.ledger import Record
+from probes.incident import Reading
 
 ECC = {"kind": "gpu-ecc", "nodes": ["gpu-070"], "card": 3, "params": {"type": "dbe"}, "ttl_seconds": 600}
 LOSS = {"kind": "network-loss", "node_selector": "kilocard.io/rack=rack-02", "percent": 100,
@@ -209,6 +210,58 @@ def test_pod_events_give_the_recorded_recovery() -> None:
     (row,) = record.recovery_from_events(EVENTS, t0)
     assert row == {"pod": "m-7f-abc", "deleted": 12.5, "replacement": "m-7f-xyz", "created": 12.6,
                    "scheduled": 12.7, "node": "gpu-2"}
+    # Ready is no Event: the replacement's Ready condition (ready_times) tells it.
+    (row,) = record.recovery_from_events(EVENTS, t0, ready={"fleet/m-7f-xyz": t0 + 41.0, "fleet/m-7f-abc": t0})
+    assert row["ready"] == 41.0
+    assert record.symptoms([row], [])["replicas"] == [{"owner": "m-7f", "pod": "m-7f-abc", "deleted": 12.5,
+                                                       "scheduled": 12.7, "ready": 41.0}]
+
+
+def test_ready_times_are_the_ready_conditions_last_transitions() -> None:
+    def pod(name: str, *conditions: tuple[str, str, str | None]) -> dict:
+        return {"metadata": {"namespace": "fleet", "name": name}, "status": {"conditions": [
+            {"type": t, "status": st, **({"lastTransitionTime": at} if at else {})} for t, st, at in conditions]}}
+
+    class Kube:
+        asked: list = []
+
+        def list_objects(self, api_version, kind, namespace=None):
+            self.asked.append((api_version, kind, namespace))
+            return [pod("a", ("PodScheduled", "True", "2026-12-01T10:00:01Z"), ("Ready", "True", "2026-12-01T10:00:41Z")),
+                    pod("b", ("Ready", "False", "2026-12-01T10:00:30Z")),  # not Ready now: no time
+                    pod("c", ("Ready", "True", None)), pod("d")]
+
+    kube = Kube()
+    assert record.ready_times(record.pods(kube, ["fleet", "fleet"])) == {"fleet/a": 1796119241.0}
+    assert kube.asked == [("v1", "Pod", "fleet")]  # one LIST per namespace
+
+
+def test_a_models_slo_breach_in_the_range_is_a_symptom_from_its_first_breach_to_its_last_recovery() -> None:
+    t0 = 1796119200.0
+    entry = {"model": "m", "namespace": "fleet", "indicator": "ttft_p95", "threshold": 0.5, "window": "30s"}
+
+    def p95(values: dict[int, dict[str, float]]) -> list[Reading]:
+        return [Reading(t0 + t, v) for t, v in sorted(values.items())]
+
+    calm, sick = {"a": 0.2, "b": 0.2}, {"a": 0.2, "b": 1.4}
+    # Over before the first fault (not its symptom), under, then two breaches after it.
+    twice = p95({t: sick if -5 <= t < -2 or 8 <= t < 20 or 30 <= t < 36 else calm for t in range(-10, 60)})
+    quiet = p95({t: calm for t in range(-10, 60)})
+    found = record.slo_symptoms([(entry, twice), ({**entry, "model": "n"}, quiet)], t0, t0 + 59, [])
+    assert found == [{**entry, "breached_at": 8.0, "recovered_at": 36.0}]  # n never breached: no symptom
+    still = p95({t: sick if t >= 8 else calm for t in range(-10, 60)})
+    assert record.slo_symptoms([(entry, still)], t0, t0 + 59, [])[0]["recovered_at"] is None
+    data = record.timeline("t", [record.Sighting("x", {"kind": "gpu-ecc", "nodes": ["n1"], "card": 1,
+                                                       "params": {"type": "dbe"}}, t0, t0 + 30)],
+                           [], [], {}, slo_found=[(entry, twice)], end=t0 + 59)
+    assert data["symptoms"]["slo"] == found and data["observe"] >= 15
+
+
+def test_models_are_read_from_the_pods_as_everywhere_else() -> None:
+    labelled = {"metadata": {"namespace": "fleet", "name": "m-0", "labels": {"kilocard.io/model": "m"}}}
+    other = {"metadata": {"namespace": "fleet", "name": "x", "labels": {}}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "args": ["sleep", "1"]}]}}
+    assert record.models([labelled, labelled, other]) == [("fleet", "m")]
 
 
 def test_a_recorded_timeline_loads_as_a_timeline(tmp_path: Path) -> None:

@@ -646,7 +646,46 @@ def _() -> Any:
         out(incident.fixed({"alerts": [at_zero]}, {"alerts": {"Slow": {"resolved_within": 9.0}}},
                            [firing(20.0, 5.0), firing(4.0, 5.0)], [], 60.0)),
         out(incident.fixed({"replicas": [LOST]}, {}, [], [incident.Replacement("rs", "x", 12, 20)], 60.0)),
+        # Every phase recorded: scheduled and Ready each exactly at the tolerance's edge, then Ready
+        # just past it; a fix judged to Ready, exactly at its budget, then just over it.
+        out(incident.reproduced({"tolerance": 5.0, "replicas": [{**LOST, "scheduled": 13.0, "ready": 30.0}]}, [],
+                                [incident.Replacement("rs", "rs-x", 12.0, 20.0, 18.0, 35.0)], 60.0)),
+        out(incident.reproduced({"tolerance": 5.0, "replicas": [{**LOST, "scheduled": 13.0, "ready": 30.0}]}, [],
+                                [incident.Replacement("rs", "rs-x", 12.0, 20.0, 18.0, 35.0001)], 60.0)),
+        out(incident.fixed({"replicas": [LOST]}, {"replicas": {"ready_within": 10.0}}, [],
+                           [incident.Replacement("rs", "x", 12, 15, 13, 22)], 60.0)),
+        out(incident.fixed({"replicas": [LOST]}, {"replicas": {"ready_within": 10.0}}, [],
+                           [incident.Replacement("rs", "x", 12, 15, 13, 22.0001)], 60.0)),
     ]
+
+
+@case("incident: slo")
+def _() -> Any:
+    """An SLO symptom's rows: the breach on the worst replica at the tolerance's edge, a silent
+    replica, one already over; fixed within its budget, over it, and silence after a breach."""
+    breach = {"model": "m", "namespace": "ns", "indicator": "ttft_p95", "threshold": 0.5, "window": "30s",
+              "breached_at": 6.0, "recovered_at": 20.0}
+    key = incident.slo_key(breach)
+
+    def seen(*points: tuple[float, dict[str, float] | None]) -> dict[str, list[incident.Reading]]:
+        return {key: [incident.Reading(at, v) for at, v in points]}
+
+    calm, sick, alone = {"a": 0.2, "b": 0.3}, {"a": 0.2, "b": 0.9}, {"a": 0.2}
+    edge = seen(*((float(t), sick if 11 <= t < 20 else calm) for t in range(-3, 40)))  # +11: 5 s after +6
+    late = seen(*((float(t), sick if 12 <= t < 20 else calm) for t in range(-3, 40)))
+    silent = seen(*((float(t), alone if t >= 2 else calm) for t in range(-3, 40)))
+    over = seen(*((float(t), sick) for t in range(-3, 40)))
+    hushed = seen(*((float(t), sick if 8 <= t < 12 else None if t >= 12 else calm) for t in range(-3, 40)))
+    symptoms, fix = {"tolerance": 5.0, "slo": [breach]}, {"slo": {"m": {"recovered_within": 9.0}}}
+    return [out(incident.reproduced(symptoms, [], [], 39.0, edge)),
+            out(incident.reproduced(symptoms, [], [], 39.0, late)),
+            out(incident.reproduced(symptoms, [], [], 39.0, silent)),
+            out(incident.reproduced(symptoms, [], [], 39.0, over)),
+            out(incident.fixed(symptoms, fix, [], [], 39.0, edge)),
+            out(incident.fixed(symptoms, fix, [], [], 39.0, seen(*((float(t), sick if 11 <= t < 21 else calm)
+                                                                    for t in range(-3, 40))))),
+            out(incident.fixed(symptoms, fix, [], [], 39.0, hushed)),
+            out(incident.fixed(symptoms, {}, [], [], 39.0, silent))]
 
 
 def _jsonable(value: Any) -> Any:

@@ -408,35 +408,75 @@ def incidents(draw: st.DrawFn) -> tuple[dict, dict, list, list, float]:
     alerts = draw(st.lists(st.fixed_dictionaries({
         "alert": st.sampled_from(["Slow", "Down"]), "labels": st.sampled_from([{}, {"model_name": "m"}]),
         "firing_at": OFFSETS.filter(lambda x: x >= 0)}), max_size=2))
+    took = st.one_of(st.none(), st.sampled_from([1.0, 5.0, 20.0]))  # each phase, from the deletion
     replicas = draw(st.lists(st.builds(
-        lambda owner, deleted, took: {"owner": owner, "pod": f"{owner}-x", "deleted": deleted,
-                                      **({} if took is None else {"started": deleted + took})},
-        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0), st.one_of(st.none(), st.sampled_from([5.0, 20.0]))),
-        max_size=4))
+        lambda owner, deleted, phases: {"owner": owner, "pod": f"{owner}-x", "deleted": deleted,
+                                        **{p: deleted + t for p, t in phases.items() if t is not None}},
+        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0),
+        st.fixed_dictionaries({"scheduled": took, "started": took, "ready": took})), max_size=4))
     symptoms = {"tolerance": draw(st.sampled_from([0.0, 5.0, 15.0])), "alerts": alerts, "replicas": replicas}
     firings = draw(st.lists(st.builds(
         lambda name, labels, at, lasted: incident.Firing(name, labels, at, None if lasted is None else at + lasted),
         st.sampled_from(["Slow", "Down", "Other"]),
         st.sampled_from([{}, {"model_name": "m", "pod": "p1"}, {"model_name": "n"}]), OFFSETS,
         st.one_of(st.none(), st.sampled_from([1.0, 20.0, 40.0]))), max_size=3))
+    spent = st.one_of(st.none(), st.sampled_from([0.5, 1.0, 5.0, 6.0, 20.0, 25.0, 30.0]))  # some at tolerances
     replaced = draw(st.lists(st.builds(
-        lambda owner, deleted, took: incident.Replacement(owner, f"{owner}-y", deleted,
-                                                          None if took is None else deleted + took),
-        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0), st.one_of(st.none(), st.sampled_from([4.0, 12.0,
-                                                                                                        30.0]))),
-        max_size=4))
+        lambda owner, deleted, started, scheduled, ready: incident.Replacement(
+            owner, f"{owner}-y", deleted, *(None if t is None else deleted + t for t in (started, scheduled, ready))),
+        st.sampled_from(OWNERS), OFFSETS.filter(lambda x: x >= 0), spent, spent, spent), max_size=4))
     # Budgets that equal the spans drawn above: the boundaries are where a verdict flips.
     fix = {"alerts": draw(st.dictionaries(st.sampled_from(["Slow", "Down"]), st.builds(
         lambda s: {"resolved_within": s}, st.sampled_from([1.0, 10.0, 20.0, 40.0])), max_size=2)),
-           **draw(st.sampled_from([{}, *({"replicas": {"started_within": b}} for b in (4.0, 10.0, 12.0, 30.0))]))}
+           **draw(st.sampled_from([{}, *({"replicas": {key: b}} for b in (4.0, 10.0, 12.0, 30.0)
+                                         for key in ("started_within", "ready_within"))]))}
     return symptoms, fix, firings, replaced, draw(st.sampled_from([10.0, 30.0, 35.0, 45.0, 61.0, 90.0]))
+
+
+@st.composite
+def slo_symptoms(draw: st.DrawFn) -> tuple[dict, list, list, float, float, float | None]:
+    """An SLO symptom, a replay's readings of two replicas (a replica silent, its pod deleted or
+    not, a query failed), the replay's deletions, the tolerance, how long it watched, a fix's budget."""
+    symptom = {"model": "m", "indicator": "ttft_p95", "threshold": 0.5, "breached_at": draw(OFFSETS.filter(
+        lambda x: x >= 0)), "recovered_at": None}
+    until = draw(st.sampled_from([10.0, 30.0, 45.0, 61.0]))
+    readings = []
+    for t in range(-4, int(until) + 1, draw(st.sampled_from([1, 3]))):
+        if draw(st.integers(0, 12)) == 0:
+            readings.append(incident.Reading(float(t), None))  # the query failed
+            continue
+        values = {n: draw(st.sampled_from([0.2, 0.5, 0.9])) for n in ("a", "b") if draw(st.integers(0, 5))}
+        readings.append(incident.Reading(float(t), values))
+    replaced = draw(st.lists(st.builds(lambda pod, at: incident.Replacement("rs", pod, at, None),
+                                       st.sampled_from(["a", "b"]), st.sampled_from([-2.0, 0.0, 5.0, 20.0])),
+                             max_size=2))
+    budget = draw(st.sampled_from([None, 3.0, 9.0, 20.0]))
+    return symptom, readings, replaced, draw(st.sampled_from([0.0, 3.0, 15.0])), until, budget
+
+
+@EXAMPLES
+@given(slo_symptoms())
+def test_an_slo_symptom_agrees_with_its_oracle(case):
+    symptom, readings, replaced, tol, until, budget = case
+    slos = {"tolerance": tol, "slo": [symptom]}
+    fix = {} if budget is None else {"slo": {"m": {"recovered_within": budget}}}
+    by = {incident.slo_key(symptom): readings}
+    deleted = {}
+    for r in replaced:  # the replay's record of each pod's deletion: the last one told
+        deleted[r.pod] = r.deleted
+    assert incident.reproduced(slos, [], replaced, until, by).judgement == oracles.incident_slo(
+        symptom, readings, deleted, tol, until, "reproduced", budget)
+    assert incident.fixed(slos, fix, [], replaced, until, by).judgement == oracles.incident_slo(
+        symptom, readings, deleted, tol, until, "fixed", budget)
 
 
 @EXAMPLES
 @given(incidents())
 def test_incident_symptoms_agree_with_their_oracle(case):
     symptoms, fix, firings, replaced, until = case
-    assert incident.reproduced(symptoms, firings, replaced, until).judgement == oracles.incident_reproduced(
-        symptoms, firings, replaced, until)
+    v = incident.reproduced(symptoms, firings, replaced, until)
+    assert v.judgement == oracles.incident_reproduced(symptoms, firings, replaced, until)
+    # Row by row too: a symptom judged wrongly behind another that failed changes no verdict.
+    assert [r["judgement"] for r in v.details["symptoms"]] == oracles.incident_rows(symptoms, firings, replaced, until)
     assert incident.fixed(symptoms, fix, firings, replaced, until).judgement == oracles.incident_fixed(
         symptoms, fix, firings, replaced, until)
