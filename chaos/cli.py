@@ -807,8 +807,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
     try:
         events = record.events(kube, args.namespace, start, end)
-        now = record.pods(kube, ["default", *args.namespace])  # where events() reads
-        ready = record.ready_times(now)
+        now, unread_pods = _pods_now(kube, ["default", *args.namespace])  # where events() reads
+        # A Ready after the range is a later one (the pod has gone NotReady and back since).
+        ready = {pod: at for pod, at in record.ready_times(now).items() if at <= end}
         deletions += record.kubelet_deletions(events)
         targets = _sibling_targets(kube, {pod for _, pod, _ in deletions})
         nodes = kube.list_nodes_raw()
@@ -826,8 +827,8 @@ def cmd_record(args: argparse.Namespace) -> int:
               **({"not_replayed": skipped + untold} if skipped or untold else {}),
               **({"not_read": unread} if unread else {})}
     slo_found, unread_slo = _slo_readings(args, slos, record.models(now), start, end)
-    if unread_slo:
-        source["not_read"] = [*source.get("not_read", []), *unread_slo]
+    if unread_slo or unread_pods:
+        source["not_read"] = [*source.get("not_read", []), *unread_pods, *unread_slo]
     data = record.timeline(args.title or "recorded incident", sightings + marked + tainted, events, others, source,
                            {"namespace": args.namespace[0]} if args.namespace else None,
                            [(at, pod) for at, pod, _ in deletions], args.tolerance,
@@ -868,10 +869,24 @@ def _slo_args(args: argparse.Namespace) -> list[tuple[str, float]]:
     if found and not args.namespace:
         raise SpecError("--slo: its models are those the -n namespaces serve: give -n NAMESPACE")
     try:
-        seconds(args.slo_window)
+        window = seconds(args.slo_window)
     except SloError as exc:
         raise SpecError(f"--slo-window: {exc}") from None
+    if window <= 0:
+        raise SpecError(f"--slo-window: expected a rate window above 0, got {args.slo_window!r}")
     return found
+
+
+def _pods_now(kube: Any, namespaces: list[str | None]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The namespaces' pods (replacements' Ready times, the models --slo reads), or why not: an
+    account that may read Events but not Pods still records the rest."""
+    from chaos import record
+    from chaos.errors import KubeError
+
+    try:
+        return record.pods(kube, namespaces), []
+    except KubeError as exc:
+        return [], [f"pods (Ready times, --slo's models): {exc}"]
 
 
 def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], served: list[tuple[str, str]],
@@ -879,21 +894,24 @@ def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], serve
     """Each (model, --slo) of the -n namespaces' models over the range; what could not be read, said."""
     from chaos import record
     from probes import slo
-    from probes.errors import ProbeError
+    from probes.metric_names import MetricNotFound
 
     if not slos:
         return [], []
+    _prometheus_access(args)
     prom = slo.connect(args.prometheus_url)
     found, unread = [], []
-    for ns, model in served:
-        if ns not in args.namespace:
-            continue
+    models = [(ns, model) for ns, model in served if ns in args.namespace]
+    if not models:
+        unread.append(f"slo: no model served in {', '.join(args.namespace)} now (kilocard's label, or a serving "
+                      "stack's pods): nothing to read")
+    for ns, model in models:
         for kind, threshold in slos:
             entry = {"model": model, "namespace": ns, "indicator": kind, "threshold": threshold,
                      "window": args.slo_window}
             try:
                 found.append((entry, record.slo_readings(prom, entry, start, end, args.step, 0.0)))
-            except ProbeError as exc:  # a model that exports no such series (an embedding model's TTFT)
+            except MetricNotFound as exc:  # a model that exports no such series (an embedding model's TTFT)
                 unread.append(f"slo {kind} of {ns}/{model}: {exc}")
     return found, unread
 

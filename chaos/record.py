@@ -33,7 +33,17 @@ from chaos.errors import SpecError
 from chaos.faults import kind_module
 from chaos.vocabulary import MODEL_LABEL, RUN_LABEL, STATE_LABEL, epoch
 from probes import slo, snapshot
-from probes.incident import DEFAULT_TOLERANCE, PHASES, Reading, Replacement, episodes, owner, slo_states, stable
+from probes.incident import (
+    DEFAULT_TOLERANCE,
+    PHASES,
+    Reading,
+    Replacement,
+    already_over,
+    episodes,
+    owner,
+    slo_states,
+    stable,
+)
 
 DEFAULT_SLO_WINDOW = "30s"  # the rate window of a recorded SLO's indicator, as slo_recovered_within's
 
@@ -542,8 +552,10 @@ def timeline(title: str, sightings: list[Sighting], events: list[dict[str, Any]]
     recorded = {"started_at": t0, "recovery": recovery, "alerts": alerts,
                 **({"remediation": [{**r, "cordoned": round(r["cordoned"] - t0, 3)} for r in remediated]}
                    if remediated else {})}
-    breaches = slo_symptoms(slo_found, t0, end if end is not None else last, recovery) if slo_found else []
+    breaches, before = slo_symptoms(slo_found, t0, end if end is not None else last, recovery)
     checks = symptoms(recovery, alerts, tolerance, breaches)
+    if before:
+        source = {**source, "slo_before_first_fault": before}
     # Watched after the last fault long enough for the last symptom to show within its tolerance
     # (and no less than the tolerance: what the faults' end sets off shows too).
     latest = max([a["firing_at"] for a in checks["alerts"]] + [max(r.get(p, r["deleted"]) for p in PHASES)
@@ -623,18 +635,23 @@ def slo_readings(prom: Any, symptom: dict[str, Any], start: float, end: float, s
 
 
 def slo_symptoms(found: Sequence[tuple[dict[str, Any], list[Reading]]], t0: float, end: float,
-                 recovery: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                 recovery: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Each model's SLO breach in the range, as a replay checks it: its first breach after the first
     fault (`t0`) and when it was last under again (None: still over at `end`); a model that did not
-    breach is no symptom. `found`: (symptom less its offsets, readings in epoch seconds)."""
+    breach is no symptom. `found`: (symptom less its offsets, readings in epoch seconds). Also which
+    were already breached at the first fault (no replay can show that breach begin: said, not kept)."""
     gone = [Replacement(owner(r["pod"]), r["pod"], r["deleted"], r.get("started")) for r in recovery]
-    out = []
+    out, before = [], []
     for entry, readings in found:
         moved = [Reading(round(r.at - t0, 3), r.values) for r in readings]
-        breaches = episodes(slo_states(entry, moved, gone), end - t0)
+        states = slo_states(entry, moved, gone)
+        breaches = episodes(states, end - t0)
         if breaches:
             out.append({**entry, "breached_at": breaches[0][0], "recovered_at": breaches[-1][1]})
-    return out
+        if already_over(states):
+            before.append(f"{entry.get('namespace')}/{entry['model']} {entry['indicator']} over "
+                          f"{entry['threshold']:g} before the first fault")
+    return out, before
 
 
 def events(kube: Kube, namespaces: list[str | None], start: float, end: float) -> list[dict[str, Any]]:

@@ -223,10 +223,10 @@ ALERT_MODEL_LABELS = ("model_name", "model")
 
 def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, expect: str) -> list[str]:
     """Replayed as the test of a fix, the faults, resolved now, must touch a replica of a model the
-    incident's alerts name: the cluster moves after an incident (a recorded node may serve nothing
-    today), and a fault that lands on nothing shows no symptom, which would pass as "fixed". (As a
-    reproduction it is judged "not reproduced", exit 1: no pass.) A timeline whose alerts name no
-    model is not judged here."""
+    incident's alerts or SLO breaches name: the cluster moves after an incident (a recorded node may
+    serve nothing today), and a fault that lands on nothing shows no symptom, which would pass as
+    "fixed". (As a reproduction it is judged "not reproduced", exit 1: no pass.) A timeline whose
+    symptoms name no model is not judged here."""
     if expect != incident.FIXED:
         return []
     named = set()
@@ -235,6 +235,7 @@ def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, exp
         model = next((labels[k] for k in ALERT_MODEL_LABELS if labels.get(k)), None)
         if model:
             named.add((labels.get("namespace", ""), model))
+    named |= {(str(b.get("namespace") or ""), str(b["model"])) for b in timeline.symptoms.get("slo") or []}
     if not named or any((ns, model) in reached or (not ns and model in {m for _, m in reached}) for ns, model in named):
         return []
     models = ", ".join(f"{ns}/{model}" if ns else model for ns, model in sorted(named))
@@ -246,7 +247,8 @@ def unreached(timeline: Timeline, reached: set[tuple[str, str]], where: str, exp
 def namespaces(timeline: Timeline) -> list[str]:
     """Where the symptoms' Events are: the replay's namespace, the recorded ones, the alerts'."""
     found = [timeline.configuration.get("namespace"), *(timeline.source.get("namespaces") or []),
-             *((a.get("labels") or {}).get("namespace") for a in timeline.symptoms.get("alerts") or [])]
+             *((a.get("labels") or {}).get("namespace") for a in timeline.symptoms.get("alerts") or []),
+             *(b.get("namespace") for b in timeline.symptoms.get("slo") or [])]
     return sorted({str(n) for n in found if n})
 
 
@@ -256,10 +258,10 @@ def experiment(timeline: Timeline, expect: str = incident.REPRODUCED) -> dict[st
     and the timeline's own probes."""
     if expect not in incident.EXPECT:
         raise SpecError(f"--expect: expected one of {', '.join(incident.EXPECT)}, got {expect!r}")
-    has_symptoms = bool(timeline.symptoms.get("alerts") or timeline.symptoms.get("replicas"))
+    has_symptoms = any(timeline.symptoms.get(k) for k in ("alerts", "replicas", "slo"))
     if not has_symptoms and (expect == incident.FIXED or not timeline.verify):
         raise SpecError(f"{timeline.path}: nothing to judge the replay by: the timeline records no symptom (symptoms: "
-                        "alerts, replicas; kilocard record writes them)" + ("" if expect == incident.FIXED else
+                        "alerts, replicas, slo; kilocard record writes them)" + ("" if expect == incident.FIXED else
                                                                             " and has no verify probe"))
     played = [{"at": e.at, "for": e.hold, "fault": e.fault} for e in timeline.entries]
     judge = [{"type": "probe", "name": PROBE.format(expect=expect),

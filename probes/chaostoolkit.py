@@ -232,7 +232,7 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
                   for r in _applied_records(cfg, kube) if r.target.get("name") and r.target.get("uid")]  # a pod
         every: List[Optional[str]] = [None]  # every namespace
         events = record.events(kube, list(namespaces) if namespaces else every, zero, until)
-        ready = record.ready_times(record.pods(kube, list(namespaces) if namespaces else every)) if any(
+        ready = record.ready_times(record.pods(kube, ["default", *namespaces] if namespaces else every)) if any(
             "ready" in r for r in symptoms.get("replicas") or []) or "ready_within" in (
             (fixed or {}).get("replicas") or {}) else {}
     finally:

@@ -22,6 +22,7 @@ within the tolerance of the recorded breach; fixed when none does, or each ends 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +73,9 @@ CONTRACTS = (
                 "sample before time zero that is not unseen being over makes the symptom unknown (reproduced: "
                 "unless a breach of the replay's own begins within the tolerance). Reproduced "
                 "with no breach starting within the tolerance: unknown while the window has not passed or where "
-                "its samples are unseen or absent, else failed; fixed with no breach: unknown when a sample from "
-                "time zero to the end is unseen or there is none",
+                "its samples are unseen or absent, else failed; fixed: unknown when a sample from time zero to the "
+                "end outside every breach is unseen (a breach may have come back unseen), or there is none, "
+                "unless a breach already failed the fix",
         exceptions="Prometheus or the apiserver not answering: unknown; a 4xx, a bug, an unknown expectation: error",
         outcomes=(("ok", "reproduced (every symptom within tolerance), or fixed (none came back or each within "
                    "its budget)"),
@@ -141,6 +143,15 @@ class Row:
                 "judgement": self.judgement, "why": self.why}
 
 
+def _duration(text: str) -> bool:
+    from probes.slo import SloError, seconds  # the indicators' own reading of a window
+
+    try:
+        return seconds(text) > 0
+    except SloError:
+        return False
+
+
 def _number(value: Any, positive: bool = False) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float) and (value > 0 if positive else value >= 0)
 
@@ -180,6 +191,9 @@ def problems(symptoms: Any, fix: Any, where: str) -> list[str]:
             for key in optional & {"namespace", "window"}:
                 if key in entry and not (isinstance(entry[key], str) and entry[key]):
                     found.append(f"{at}.{key}: expected a name, got {entry[key]!r}")
+            if section == "slo" and isinstance(entry.get("window"), str) and not _duration(entry["window"]):
+                found.append(f"{at}.window: expected a Prometheus duration above 0 (e.g. 30s, 1m), got "
+                             f"{entry['window']!r}")
             if section == "slo" and entry.get("indicator") not in SLO_INDICATORS:
                 found.append(f"{at}.indicator: expected one of {', '.join(SLO_INDICATORS)}, got "
                              f"{entry.get('indicator')!r}")
@@ -373,7 +387,7 @@ def episodes(states: list[tuple[float, str]], until: float) -> list[tuple[float,
         if state == OVER and start is None:
             start = at
         elif state == UNDER and start is not None:
-            if start >= 0:  # one begun before time zero is not the replay's (see _already_over)
+            if start >= 0:  # one begun before time zero is not the replay's (see already_over)
                 found.append((start, at))
             start = None
     if start is not None and start >= 0:
@@ -381,7 +395,8 @@ def episodes(states: list[tuple[float, str]], until: float) -> list[tuple[float,
     return found
 
 
-def _already_over(states: list[tuple[float, str]]) -> bool:
+def already_over(states: list[tuple[float, str]]) -> bool:
+    """Breached at time zero: the last sample before it that was seen was over."""
     seen = [state for at, state in states if at < 0 and state != UNSEEN]
     return bool(seen) and seen[-1] == OVER
 
@@ -398,20 +413,20 @@ def _unseen(states: list[tuple[float, str]], start: float, end: float) -> list[f
 def _slo_seen(symptom: dict[str, Any], states: list[tuple[float, str]], tolerance: float, until: float) -> Row:
     recorded = float(symptom["breached_at"])
     name, said = _slo_name(symptom), f"breached {_at(recorded)}"
-    already = Row(name, said, "over before the replay", "unknown",
-                  f"{name} was already breached before the replay's first fault") if _already_over(states) else None
-    row = _onset(name, said, "breached", [start for start, _ in episodes(states, until)], recorded, tolerance, until,
-                 already)
-    if row is not None:
-        return row
-    due = [at for at, _ in states if max(0.0, recorded - tolerance) <= at <= recorded + tolerance]
-    gaps = _unseen(states, max(0.0, recorded - tolerance), recorded + tolerance)
-    if gaps or not due:
+    lo, hi = max(0.0, recorded - tolerance), recorded + tolerance
+    gaps = _unseen(states, lo, hi)
+    hidden = None
+    if until >= hi and (gaps or not any(lo <= at <= hi for at, _ in states)):
         where = f"from {_at(gaps[0])} to {_at(gaps[-1])}" if gaps else "at all"
-        return Row(name, said, f"not seen {where}", "unknown",
-                   f"{name}: not seen {where}, where the breach was due (a silent replica is not health)")
-    return Row(name, said, "not breached", "failed",
-               f"{name} was not breached within {tolerance:g} s of {_at(recorded)} (watched to {_at(until)})")
+        hidden = Row(name, said, f"not seen {where}", "unknown",
+                     f"{name}: not seen {where}, where the breach was due (a silent replica is not health)")
+    already = Row(name, said, "over before the replay", "unknown",
+                  f"{name} was already breached before the replay's first fault") if already_over(states) else None
+    # Unseen where the breach was due, one seen later may have begun unseen within the tolerance.
+    return _onset(name, said, "breached", [start for start, _ in episodes(states, until)], recorded, tolerance, until,
+                  already or hidden) or Row(name, said, "not breached", "failed",
+                                            f"{name} was not breached within {tolerance:g} s of {_at(recorded)} "
+                                            f"(watched to {_at(until)})")
 
 
 def _alert_fixed(symptom: dict[str, Any], firings: list[Firing], budgets: dict[str, Any], until: float) -> Row:
@@ -475,16 +490,18 @@ def _slo_fixed(symptom: dict[str, Any], states: list[tuple[float, str]], budget:
     name, recorded = _slo_name(symptom), float(symptom["breached_at"])
     ended = symptom.get("recovered_at")
     said = f"breached {_at(recorded)}" + (f", under again {_at(float(ended))}" if ended is not None else "")
-    if _already_over(states):
+    if already_over(states):
         return Row(name, said, "over before the replay", "unknown",
                    f"{name} was already breached before the replay's first fault")
     found = episodes(states, until)
+    # Unseen outside every breach (none, or after one ended): a breach may have come back unseen.
+    gaps = [at for at in _unseen(states, 0.0, until) if not any(s <= at < _or(e, math.inf) for s, e in found)]
+    where = f"from {_at(gaps[0])} to {_at(gaps[-1])}" if gaps else "at all"
+    unseen = Row(name, said, f"not seen {where}", "unknown", f"{name}: not seen {where} (a silent replica is not "
+                                                            "health)")
     if not found:
-        gaps = _unseen(states, 0.0, until)
         if gaps or not any(0 <= at <= until for at, _ in states):
-            where = f"from {_at(gaps[0])} to {_at(gaps[-1])}" if gaps else "at all"
-            return Row(name, said, f"not seen {where}", "unknown",
-                       f"{name}: not seen {where} (a silent replica is not health)")
+            return unseen
         return Row(name, said, f"not breached (watched to {_at(until)})", "ok", "did not come back")
 
     def lasted(e: tuple[float, float | None]) -> float:
@@ -502,6 +519,8 @@ def _slo_fixed(symptom: dict[str, Any], states: list[tuple[float, str]], budget:
     if still is not None:
         return Row(name, said, seen, "unknown", f"{name} not under again when the replay ended, "
                                                 f"{lasted(still):.1f} s of the fix's {budget:g} s")
+    if gaps:
+        return unseen
     return Row(name, said, seen, "ok", f"under again within the fix's {budget:g} s")
 
 

@@ -496,18 +496,19 @@ def incident_slo(symptom: dict[str, Any], readings: list[Any], deleted: dict[str
             return "ok"  # the replay's own breach: one there at time zero had ended before it
         if already or until < at + tol:
             return "unknown"
-        if breaches:
-            return "failed"
         window = [state for t, state in states if max(0.0, at - tol) <= t <= at + tol]
-        return "unknown" if not window or "unseen" in window else "failed"
+        if not window or "unseen" in window:
+            return "unknown"  # a breach seen later may have begun unseen within the tolerance
+        return "failed"
     if already:
         return "unknown"
+    outside = [state for t, state in states if 0 <= t <= until
+               and not any(start <= t < (end if end is not None else float("inf")) for start, end in breaches)]
     if not breaches:
-        after = [state for t, state in states if 0 <= t <= until]
-        return "unknown" if not after or "unseen" in after else "ok"
+        return "unknown" if not outside or "unseen" in outside else "ok"
     if budget is None:
         return "failed"
     spans = [((end if end is not None else until) - start, end is None) for start, end in breaches]
     if any(d > budget for d, _ in spans):
         return "failed"
-    return "unknown" if any(still for _, still in spans) else "ok"
+    return "unknown" if any(still for _, still in spans) or "unseen" in outside else "ok"

@@ -121,6 +121,10 @@ def test_an_slo_breach_is_reproduced_when_one_starts_within_tolerance_of_the_rec
     assert v.judgement == "unknown" and "not seen from +3.0 s to +11.0 s" in v.reason, v.reason
     # ... unless its pod was deleted (then its replacement, under a new name, speaks for it).
     assert reproduced(slo, [], [Replacement("m-7f", "b", 2.0, 20.0)], 60, p95(*silent)).judgement == "failed"
+    # Unseen where the breach was due, then one seen off its offset: it may have begun unseen.
+    blind = [(t, None if 3 <= t < 14 else v) for t, v in late]
+    v = reproduced(slo, [], [], 60, p95(*blind))
+    assert v.judgement == "unknown" and "not seen from +3.0 s to +11.0 s" in v.reason, v.reason
     already = timeline_of(-5, 60, {"a": 0.2, "b": 1.4})
     assert reproduced(slo, [], [], 60, p95(*already)).reason.startswith(
         "reproduced? SLO ttft_p95 of fleet/m over 0.5 was already breached before the replay's first fault")
@@ -149,6 +153,10 @@ def test_an_slo_fix_holds_when_no_breach_starts_or_each_ends_within_its_budget()
     drained = timeline_of(-5, 60, {"a": 0.2, "b": 0.2}, {"a": 0.2}, after=5)
     assert fixed(slo, {}, [], [Replacement("m-7f", "b", 5.0, None)], 60, p95(*drained)).ok
     assert fixed(slo, {}, [], [Replacement("m-7f", "b", 5.5, None)], 60, p95(*drained)).judgement == "unknown"
+    # Silence after a breach ended is not health either: the breach may have come back unseen.
+    then_silent = brief[:30] + [(float(t), None) for t in range(25, 61)]
+    v = fixed(slo, budget, [], [], 60, p95(*then_silent))
+    assert v.judgement == "unknown" and "not seen from +25.0 s to +60.0 s" in v.reason, v.reason
     gap = calm[:20] + [(15.0, None)] + calm[21:]
     v = fixed(slo, {}, [], [], 60, p95(*gap))
     assert v.judgement == "unknown" and "not seen from +15.0 s to +15.0 s" in v.reason, v.reason
@@ -226,6 +234,9 @@ def test_a_fix_holds_when_no_symptom_comes_back_or_each_within_its_budget(fix, f
     ({"slo": [{**BREACH, "indicator": "p99"}]}, None,
      "t: symptoms.slo[0].indicator: expected one of ttft_p95, itl_p95, error_ratio, got 'p99'"),
     ({"slo": [{**BREACH, "window": 30}]}, None, "t: symptoms.slo[0].window: expected a name, got 30"),
+    ({"slo": [{**BREACH, "window": "30"}]}, None, "t: symptoms.slo[0].window: expected a Prometheus duration above "
+                                                  "0 (e.g. 30s, 1m), got '30'"),
+    ({"slo": [{**BREACH, "window": "0s"}]}, None, "t: symptoms.slo[0].window: expected a Prometheus duration"),
     ({"slo": [{k: v for k, v in BREACH.items() if k != "threshold"}]}, None,
      "t: symptoms.slo[0].threshold: required, seconds (0 or more); got None"),
     (SYMPTOMS, [], "t: fixed: expected a mapping"),

@@ -247,10 +247,14 @@ def test_a_models_slo_breach_in_the_range_is_a_symptom_from_its_first_breach_to_
     # Over before the first fault (not its symptom), under, then two breaches after it.
     twice = p95({t: sick if -5 <= t < -2 or 8 <= t < 20 or 30 <= t < 36 else calm for t in range(-10, 60)})
     quiet = p95({t: calm for t in range(-10, 60)})
-    found = record.slo_symptoms([(entry, twice), ({**entry, "model": "n"}, quiet)], t0, t0 + 59, [])
-    assert found == [{**entry, "breached_at": 8.0, "recovered_at": 36.0}]  # n never breached: no symptom
+    found, before = record.slo_symptoms([(entry, twice), ({**entry, "model": "n"}, quiet)], t0, t0 + 59, [])
+    assert found == [{**entry, "breached_at": 8.0, "recovered_at": 36.0}] and before == []  # n: no breach
     still = p95({t: sick if t >= 8 else calm for t in range(-10, 60)})
-    assert record.slo_symptoms([(entry, still)], t0, t0 + 59, [])[0]["recovered_at"] is None
+    assert record.slo_symptoms([(entry, still)], t0, t0 + 59, [])[0][0]["recovered_at"] is None
+    # Over already at the first fault (an alert's fault dated after the breach began): said, not kept.
+    early = p95({t: sick if -3 <= t < 20 else calm for t in range(-10, 60)})
+    assert record.slo_symptoms([(entry, early)], t0, t0 + 59, []) == (
+        [], ["fleet/m ttft_p95 over 0.5 before the first fault"])
     data = record.timeline("t", [record.Sighting("x", {"kind": "gpu-ecc", "nodes": ["n1"], "card": 1,
                                                        "params": {"type": "dbe"}}, t0, t0 + 30)],
                            [], [], {}, slo_found=[(entry, twice)], end=t0 + 59)
@@ -302,3 +306,12 @@ def test_a_fix_replayed_with_faults_that_touch_no_replica_of_the_model_its_alert
     assert replay.unreached(timeline, {("ns2", "llama-3-70b")}, "t.yaml", "fixed")  # another namespace's model
     data["symptoms"]["alerts"][0]["labels"] = {"severity": "page"}  # an alert of no model: not judged here
     assert replay.unreached(replay.parse(data, tmp_path / "t.yaml"), set(), "t.yaml", "fixed") == []
+    # An SLO breach names its model too: with no alert at all, a fault on nothing is refused as well.
+    data["symptoms"] = {"slo": [{"model": "llama-3-70b", "namespace": "ns", "indicator": "ttft_p95", "threshold": 0.5,
+                                 "breached_at": 8}]}
+    slo_only = replay.parse(data, tmp_path / "t.yaml")
+    assert replay.unreached(slo_only, {("ns", "other")}, "t.yaml", "fixed")
+    assert replay.unreached(slo_only, {("ns", "llama-3-70b")}, "t.yaml", "fixed") == []
+    judged = replay.experiment(slo_only)  # something to judge: the SLO breach alone
+    assert [p["provider"]["func"] for p in judged["method"] if p["type"] == "probe"] == ["incident_symptoms"]
+    assert replay.namespaces(slo_only) == ["ns"]
