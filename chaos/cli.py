@@ -826,7 +826,7 @@ def cmd_record(args: argparse.Namespace) -> int:
               "conditions": len(marked), "device_taints": len(tainted),
               **({"not_replayed": skipped + untold} if skipped or untold else {}),
               **({"not_read": unread} if unread else {})}
-    slo_found, unread_slo = _slo_readings(args, slos, record.models(now), start, end)
+    slo_found, unread_slo = _slo_readings(args, slos, now, start, end)
     if unread_slo or unread_pods:
         source["not_read"] = [*source.get("not_read", []), *unread_pods, *unread_slo]
     data = record.timeline(args.title or "recorded incident", sightings + marked + tainted, events, others, source,
@@ -889,9 +889,10 @@ def _pods_now(kube: Any, namespaces: list[str | None]) -> tuple[list[dict[str, A
         return [], [f"pods (Ready times, --slo's models): {exc}"]
 
 
-def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], served: list[tuple[str, str]],
+def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], pods: list[dict[str, Any]],
                   start: float, end: float) -> tuple[list[tuple[dict[str, Any], list[Any]]], list[str]]:
-    """Each (model, --slo) of the -n namespaces' models over the range; what could not be read, said."""
+    """Each (model, --slo) of the models the -n namespaces' pods serve, over the range; what could
+    not be read, said."""
     from chaos import record
     from probes import slo
     from probes.metric_names import MetricNotFound
@@ -901,7 +902,7 @@ def _slo_readings(args: argparse.Namespace, slos: list[tuple[str, float]], serve
     _prometheus_access(args)
     prom = slo.connect(args.prometheus_url)
     found, unread = [], []
-    models = [(ns, model) for ns, model in served if ns in args.namespace]
+    models = [(ns, model) for ns, model in record.models(pods) if ns in args.namespace]
     if not models:
         unread.append(f"slo: no model served in {', '.join(args.namespace)} now (kilocard's label, or a serving "
                       "stack's pods): nothing to read")

@@ -489,8 +489,8 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
             _, new = min(candidates)
             taken.add(new)
             row["replacement"] = new.split("/", 1)[1]
-            if (ready or {}).get(new) is not None:
-                phases.setdefault(new, {})["ready"] = (ready or {})[new]
+            if (became := (ready or {}).get(new)) is not None:
+                phases.setdefault(new, {})["ready"] = became
             for phase in ("created", *PHASES):
                 if phases.get(new, {}).get(phase) is not None:
                     row[phase] = round(phases[new][phase] - t0, 3)
@@ -640,7 +640,7 @@ def slo_symptoms(found: Sequence[tuple[dict[str, Any], list[Reading]]], t0: floa
     fault (`t0`) and when it was last under again (None: still over at `end`); a model that did not
     breach is no symptom. `found`: (symptom less its offsets, readings in epoch seconds). Also which
     were already breached at the first fault (no replay can show that breach begin: said, not kept)."""
-    gone = [Replacement(owner(r["pod"]), r["pod"], r["deleted"], r.get("started")) for r in recovery]
+    gone = [Replacement.of(r) for r in recovery]
     out, before = [], []
     for entry, readings in found:
         moved = [Reading(round(r.at - t0, 3), r.values) for r in readings]

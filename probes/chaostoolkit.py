@@ -237,9 +237,7 @@ def incident_symptoms(symptoms: Dict[str, Any], expect: str = "reproduced", fixe
             (fixed or {}).get("replicas") or {}) else {}
     finally:
         kube.close()
-    replaced = [incident.Replacement(incident.owner(r["pod"]), r["pod"], r["deleted"], r.get("started"),
-                                     r.get("scheduled"), r.get("ready"))
-                for r in record.recovery_from_events(events, zero, killed, ready)]
+    replaced = [incident.Replacement.of(r) for r in record.recovery_from_events(events, zero, killed, ready)]
     horizon = round(until - zero, 3)
     if expect == incident.FIXED:
         return incident.fixed(symptoms, fixed or {}, firings, replaced, horizon, readings).to_json()

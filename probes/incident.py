@@ -113,6 +113,12 @@ class Replacement:
     def phase(self, name: str) -> float | None:
         return {"scheduled": self.scheduled, "started": self.started, "ready": self.ready}[name]
 
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> Replacement:
+        """From a recovery row (chaos.record.recovery_from_events, a journal's recovery)."""
+        return cls(owner(row["pod"]), row["pod"], row["deleted"], row.get("started"), row.get("scheduled"),
+                   row.get("ready"))
+
 
 @dataclass(frozen=True)
 class Reading:
