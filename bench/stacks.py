@@ -2,12 +2,15 @@
 stack deploys it (testbed.stacks: no kilocard label on any pod), each on a fresh pool of three
 nodes with two replicas, the experiment unchanged but for `--var namespace=...`. Prints the stack
 x scenario table docs/stacks.md shows (verdict, exit code, seconds) and keeps each journal under
---out. The LeaderWorkerSet rows run LWS's real controller (testbed.lws): a LeaderWorkerSet of two
-one-pod groups as LWS's vLLM or SGLang example writes it, its pods made by the controller and its
-webhook.
-The cross-node scenarios (S4-S6, S10: a TP=16 group over two machines) are not in the table
-(tests/testbed/test_lws.py runs S1 and S5 on LWS's TP 8 x PP 2 example). Not a test: about
-30 minutes on 2 cores for every stack.
+--out. The KServe row runs KServe's real controller (testbed.kserve): an InferenceService in
+RawDeployment mode as KServe's LLM page writes one; the LeaderWorkerSet rows LWS's (testbed.lws): a
+LeaderWorkerSet of two one-pod groups as LWS's vLLM or SGLang example writes it. Their pods are
+made by the controller and its webhook.
+The cross-node scenarios (S4, S6, S10: a TP=16 group over two machines) run on a fleet of both
+real controllers, as a team running both would have it (CROSS): llama-3-405b as LWS's vLLM
+example (TP 8 x PP 2, two groups over four machines) and llama-3-70b as a KServe InferenceService
+(two single-machine replicas), on one rack of six machines (tests/testbed/test_lws.py runs S1 and
+S5 on LWS's example). Not a test: about 40 minutes on 2 cores for every row.
 
     .venv/bin/python bench/stacks.py [--port-base 29443] [--out reports/stacks] [--stack KServe] [--scenario S1]
                                      [--var ttft_budget_seconds:int=50]
@@ -28,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from chaos.kube import Kube, node_ready  # noqa: E402 - after the path: run as a script from anywhere
-from testbed import fleet, lws, nodes, stacks, timing  # noqa: E402
+from testbed import fleet, kserve, lws, nodes, stacks, timing  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
 from testbed.config import TestbedConfig  # noqa: E402
 
@@ -38,7 +41,10 @@ MODEL = "llama-3-70b"
 WEIGHTS = "meta-llama/Llama-3.1-70B-Instruct"
 # The rows whose pods LWS's real controller makes, from LWS's example for each engine.
 LWS = {"LeaderWorkerSet (vLLM)": "vllm", "LeaderWorkerSet (SGLang)": "sglang"}
-STACKS = [*stacks.SHAPES, *LWS]
+KSERVE = "KServe"  # the row whose pods KServe's real controller makes
+CROSS = "LWS + KServe, cross-node"
+BIG, BIG_WEIGHTS = "llama-3-405b", "meta-llama/Llama-3.1-405B-Instruct"
+STACKS = [*stacks.SHAPES, KSERVE, *LWS, CROSS]
 # Scenario -> (file, the exit code and verdict the catalog's own tests want on kilocard's fleet).
 SCENARIOS = {
     "S1": ("s1-kill-one-replica.yaml", 0, "passed"),
@@ -47,6 +53,13 @@ SCENARIOS = {
     "S7": ("s7-kill-every-replica.yaml", 0, "aborted"),
     "S9": ("s9-stalled-rank.yaml", 0, "aborted"),
 }
+# The cross-node row's scenarios, and the run's own variables ({rack}: the pool's rack label).
+CROSS_SCENARIOS = {
+    "S4": ("s4-top-of-hour-congestion.yaml", 0, "passed", ["--var", "rack={rack}"]),
+    "S6": ("s6-tp16-vs-tp8-network.yaml", 0, "passed", []),
+    "S10": ("s10-tp16-tcp-resets.yaml", 0, "passed", []),
+}
+RACK_LABEL = "kilocard.io/rack"
 _POOLS = itertools.count()
 
 
@@ -65,19 +78,23 @@ def pool(kube: Kube, config: TestbedConfig, size: int) -> tuple[str, list[str]]:
     return name, [m["metadata"]["name"] for m in manifests]
 
 
-def serving(tb: Testbed, namespace: str, replicas: int) -> None:
+def serving(tb: Testbed, namespace: str, replicas: dict[str, int]) -> None:
     """Until Prometheus has every replica's P95 TTFT (the steady state's first look needs it)."""
     from prometheus_api_client import PrometheusConnect
 
     from probes import metric_names, slo
     prom = PrometheusConnect(tb.prometheus_url)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def every() -> bool:
         try:
-            if len(slo.values(prom, slo.indicator(prom, "ttft_p95", MODEL, namespace, "10s", by="pod"))) >= replicas:
-                return
+            return all(len(slo.values(prom, slo.indicator(prom, "ttft_p95", model, namespace, "10s", by="pod"))) >= n
+                       for model, n in replicas.items())
         except metric_names.MetricNotFound:
-            pass
+            return False
+    while time.monotonic() < deadline:
+        if every():
+            return
         time.sleep(1)
     raise TimeoutError(f"{namespace}: no P95 TTFT for every replica within 60 s")
 
@@ -94,26 +111,43 @@ def settled(kube: Kube, namespace: str, seconds: float = 30.0) -> None:
 
 
 def one(tb: Testbed, kube: Kube, stack: str, scenario: str, out: Path, extra: list[str]) -> dict[str, object]:
-    file, want_code, want_verdict = SCENARIOS[scenario]
-    name, made = pool(kube, tb.config, 3)
-    here = out / stack.replace(" ", "-") / scenario
+    file, want_code, want_verdict, own = (*SCENARIOS[scenario], []) if stack != CROSS else CROSS_SCENARIOS[scenario]
+    name, made = pool(kube, tb.config, 6 if stack == CROSS else 3)
+    here = out / stack.replace(" ", "-").replace(",", "") / scenario
     here.mkdir(parents=True, exist_ok=True)
+    served = {MODEL: 2}
     try:
         objects = fleet.pinned(fleet.only(fleet.load("default", tb.config.card_resource, namespace=name), MODEL), name)
-        if stack in LWS:
+        if stack == CROSS:
+            for node in made:
+                kube.patch_node(node, {"metadata": {"labels": {RACK_LABEL: f"rack-{name}"}}})
+            fleet.apply(kube, [o for o in objects if o["kind"] == "Namespace"])
+            kube.apply(lws.example("vllm", name, name, BIG, BIG_WEIGHTS, cards=8, pods=2, replicas=2,
+                                   card_resource=tb.config.card_resource))
+            kube.apply(kserve.inference_service(name, name, MODEL, WEIGHTS, cards=8, replicas=2,
+                                                card_resource=tb.config.card_resource))
+            kube.wait_ready("pods", 6, timeout=180, namespace=name)
+            served = {MODEL: 2, BIG: 2}  # a group serves (and is measured) as one replica
+        elif stack in LWS:
             fleet.apply(kube, [o for o in objects if o["kind"] == "Namespace"])
             kube.apply(lws.example(LWS[stack], name, name, MODEL, WEIGHTS, cards=8, pods=1, replicas=2,
                                    card_resource=tb.config.card_resource))
+            kube.wait_ready("pods", 2, timeout=120, namespace=name)
+        elif stack == KSERVE:
+            fleet.apply(kube, [o for o in objects if o["kind"] == "Namespace"])
+            kube.apply(kserve.inference_service(name, name, MODEL, WEIGHTS, cards=8, replicas=2,
+                                                card_resource=tb.config.card_resource))
             kube.wait_ready("pods", 2, timeout=120, namespace=name)
         else:
             objects = stacks.shaped(timing.stamp(fleet.scaled(objects, {MODEL: 2}), "default"), stack)
             fleet.deploy(kube, objects, timeout=120, say=lambda _m: None)
         assert not any(k.startswith(stacks.KILOCARD) for p in kube.list_pods_raw(name)
                        for k in p["metadata"].get("labels") or {}), "a kilocard label on a stack's pod"
-        serving(tb, name, 2)
+        serving(tb, name, served)
         settled(kube, name)
         started = time.monotonic()
-        done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", *extra,
+        given = [a.format(rack=f"rack-{name}") for a in own]
+        done = subprocess.run([*KILOCARD, "run", str(CATALOG / file), "--var", f"namespace={name}", *given, *extra,
                                "--kubeconfig", str(tb.paths.kubeconfig), "--prometheus-url", tb.prometheus_url,
                                "--ledger-dir", str(here / "ledger"), "--journal", str(here / "journal.json"),
                                "--reports", str(here / "reports")], capture_output=True, text=True, timeout=900)
@@ -134,7 +168,8 @@ def main() -> int:
     parser.add_argument("--port-base", type=int, default=29443)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "stacks")
     parser.add_argument("--stack", action="append", choices=STACKS)
-    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS))
+    parser.add_argument("--scenario", action="append", choices=[*SCENARIOS, *CROSS_SCENARIOS],
+                        help="of the single-model scenarios, or (for the cross-node row) S4, S6, S10")
     parser.add_argument("--var", action="append", default=[], metavar="NAME[:TYPE]=VALUE",
                         help="passed to every run (a twin: the table is the catalog unchanged)")
     args = parser.parse_args()
@@ -143,17 +178,20 @@ def main() -> int:
     tb.up(say=lambda _m: None, timeout=180)
     kube = tb.kube()
     rows = []
-    controller = lws.Controller(tb, kube).start() if set(LWS) & set(args.stack or STACKS) else None
+    controllers = [c(tb, kube).start() for c, rows in ((lws.Controller, {*LWS, CROSS}),
+                                                        (kserve.Controller, {KSERVE, CROSS}))
+                   if rows & set(args.stack or STACKS)]
     try:
         for stack in args.stack or STACKS:
-            for scenario in args.scenario or SCENARIOS:
+            ours = CROSS_SCENARIOS if stack == CROSS else SCENARIOS
+            for scenario in [s for s in args.scenario or ours if s in ours]:
                 row = one(tb, kube, stack, scenario, args.out, [w for v in args.var for w in ("--var", v)])
                 rows.append(row)
                 mark = "as the catalog wants" if row["as_wanted"] else "NOT AS WANTED"
                 print(f"{stack:<24} {scenario:<4} {row['verdict']:<8} exit {row['exit']} ({mark}) {row['seconds']:4} s"
                       f"  {str(row['reason'])[:140]}", flush=True)
     finally:
-        if controller is not None:
+        for controller in controllers:
             controller.stop()
         kube.close()
         tb.down(say=lambda _m: None)

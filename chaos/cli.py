@@ -9,6 +9,7 @@ so the in-cluster reaper and a runner Job carry nothing of the local testbed.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -1456,6 +1457,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of its output went away (| head): no traceback, as Python's docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # Only a path the user gave (or one made from it) can be too long to look up.
+        name = str(exc.filename or "")
+        print(f"kilocard: {name[:120]}{'...' if len(name) > 120 else ''}: a path too long to look up "
+              f"({len(name)} characters)", file=sys.stderr)
+        return Exit.INVALID
     except ModuleNotFoundError as exc:  # an install without the extra this command needs
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:

@@ -1,4 +1,6 @@
-"""What was running when a run began: per model its workloads, container images with the digests
+"""What was running when a run began: per model its workloads (as `kilocard discover` names them:
+Deployment/x, LeaderWorkerSet/x, InferenceService/x) and the pods' direct owners (the rollout:
+ReplicaSet/x-<template hash>, StatefulSet/x), container images with the digests
 the kubelet reports (`imageID`; None where it reports none, as kwok does), and the engine's
 command line (vLLM/SGLang flags: tensor parallel size, served model name, ...). A journal that
 keeps this can be compared with one from the next release."""
@@ -8,19 +10,24 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from chaos import serving
 from chaos.kube import Kube
 from probes import snapshot
 
 
 def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pure: "namespace/model" -> {workloads, images, engine_args} from the pods' JSON."""
-    found: dict[str, dict[str, Any]] = defaultdict(lambda: {"workloads": set(), "images": {}, "engine_args": None})
+    """Pure: "namespace/model" -> {workloads, owners, images, engine_args} from the pods' JSON."""
+    found: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"workloads": set(), "owners": set(), "images": {}, "engine_args": None})
     identities = snapshot.identities(pods)
     for pod in pods:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         entry = found[f"{meta['namespace']}/{snapshot.model_of(pod, identities) or '?'}"]
+        identity = identities.get((meta["namespace"], meta["name"])) or serving.identify(pod)
+        if identity is not None:
+            entry["workloads"].add(identity.workload.value)
         for owner in meta.get("ownerReferences") or []:
-            entry["workloads"].add(f"{owner['kind']}/{owner['name']}")
+            entry["owners"].add(f"{owner['kind']}/{owner['name']}")
         digests = {c.get("name"): c.get("imageID") or None for c in (pod.get("status") or {}).get("containerStatuses")
                    or []}
         for c in spec.get("containers") or []:
@@ -28,8 +35,8 @@ def of(pods: list[dict[str, Any]]) -> dict[str, Any]:
         main = (spec.get("containers") or [{}])[0]
         if entry["engine_args"] is None and (main.get("command") or main.get("args")):
             entry["engine_args"] = [*(main.get("command") or []), *(main.get("args") or [])]
-    return {key: {"workloads": sorted(e["workloads"]), "images": [{"image": i, "digest": d}
-                                                                    for i, d in sorted(e["images"].items())],
+    return {key: {"workloads": sorted(e["workloads"]), "owners": sorted(e["owners"]),
+                  "images": [{"image": i, "digest": d} for i, d in sorted(e["images"].items())],
                   "engine_args": e["engine_args"]} for key, e in sorted(found.items())}
 
 

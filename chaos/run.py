@@ -126,9 +126,12 @@ def _named(where: str, activity: dict[str, Any]) -> str:
 def load(path: Path, variables: list[str] | None = None, var_files: list[str] | None = None) -> Experiment:
     """Read, validate and check an experiment without a cluster; SpecError lists every problem."""
     where = str(path)
-    if not path.is_file():
-        raise SpecError(f"{where}: no such file")
-    raw = path.read_bytes()
+    try:
+        if not path.is_file():
+            raise SpecError(f"{where}: no such file")
+        raw = path.read_bytes()
+    except OSError as exc:  # a name too long to look up, a folder, a file it may not read
+        raise SpecError(f"{where[:200]}{'...' if len(where) > 200 else ''}: cannot read it: {exc.strerror}") from None
     try:
         data = load_experiment(str(path))
     except (ChaosException, ValueError) as exc:  # YAML/JSON syntax (with its line), an unknown file type

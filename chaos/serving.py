@@ -145,6 +145,10 @@ def _engine(labels: dict[str, str], image: str, line: str) -> Fact | None:
     for engine in ("sglang", "vllm"):
         if engine in image:
             return Fact(engine, f"its image {image}")
+    # KServe's Hugging Face runtime serves an LLM with vLLM (its --backend defaults to auto: vLLM when
+    # the architecture is supported) and exports vLLM's metrics; --backend=huggingface opts out.
+    if "huggingfaceserver" in image and not re.search(r"--backend[=\s]+huggingface\b", line):
+        return Fact("vllm", f"KServe's Hugging Face runtime {image}, whose default backend is vLLM")
     return None
 
 

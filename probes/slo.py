@@ -586,8 +586,9 @@ def scrape_interval(url: str, job: str | None = None, timeout: float = 5.0) -> f
     except SloError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell": say so
-        raise metric_names.query_failed(f"reading the scrape interval from {url} (else give scrape_interval)", exc,
-                                        SloError) from None
+        # A tenant gate or a PromQL-compatible backend may not serve Prometheus's own configuration.
+        raise metric_names.query_failed(f"reading the scrape interval from {url} (else give the configuration "
+                                        "kilocard_scrape_interval, in seconds)", exc, SloError) from None
     interval = (config.get("global") or {}).get("scrape_interval", "1m")
     for scrape in config.get("scrape_configs") or []:
         if job and scrape.get("job_name") == job:

@@ -47,7 +47,17 @@ HELM = Component("helm", "4.3.2", ("helm",))
 # LeaderWorkerSet's controller manager (controllers and webhooks), which testbed.lws runs beside the
 # control plane, with the CRD and webhook configurations of the same release (config/ beside it).
 LWS = Component("lws", "0.7.0", ("lws-controller",))
-TOOLS = (HELM, LWS)
+# The tenant gate of a multi-tenant Prometheus (OpenShift's and kube-prometheus' way): every query
+# gets the tenant's label matcher from a header, a query without it is refused. The tests put it in
+# front of the testbed's Prometheus to prove kilocard's tenant header is sent and honoured.
+PROM_LABEL_PROXY = Component("prom-label-proxy", "0.12.1", ("prom-label-proxy",))
+# KServe's controller manager (InferenceService in RawDeployment mode, its webhooks), which
+# testbed.kserve runs beside the control plane, with the release's CRDs, its inferenceservice-config
+# ConfigMap, its webhook configurations and the Hugging Face serving runtime (config/ beside it).
+KSERVE = Component("kserve", "0.15.2", ("kserve-controller",))
+KSERVE_CONFIG = ("config/crd/full", "config/configmap/inferenceservice.yaml", "config/webhook/manifests.yaml",
+                 "config/runtimes/kserve-huggingfaceserver.yaml")
+TOOLS = (HELM, LWS, PROM_LABEL_PROXY, KSERVE)
 LWS_CONFIG = ("config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml", "config/webhook/manifests.yaml")
 
 
@@ -153,7 +163,7 @@ class _Builder:
 
     def build(self, out: Path) -> None:
         self.prepare()
-        getattr(self, f"_build_{self.component.name}")(out)
+        getattr(self, f"_build_{self.component.name.replace('-', '_')}")(out)
 
     def _go_build(self, out: Path, binary_name: str, package: str, ldflags: str, tags: str = "") -> None:
         self.say(f"building {binary_name}")
@@ -210,10 +220,21 @@ class _Builder:
         src = Path(self.run("list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/lws", capture=True).strip())
         ldflags = f"-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=v{version}"
         self._go_build(out, "lws-controller", "sigs.k8s.io/lws/cmd", ldflags)
-        for name in LWS_CONFIG:
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src / name, out / name)
-            (out / name).chmod(0o644)  # the module cache is read-only
+        _copy_config(src, out, LWS_CONFIG)
+
+    def _build_kserve(self, out: Path) -> None:
+        version = self.component.version
+        self.say("downloading modules")
+        self.run("get", f"github.com/kserve/kserve/cmd/manager@v{version}")
+        src = Path(self.run("list", "-m", "-f", "{{.Dir}}", "github.com/kserve/kserve", capture=True).strip())
+        self._go_build(out, "kserve-controller", "github.com/kserve/kserve/cmd/manager", "-s -w")
+        _copy_config(src, out, KSERVE_CONFIG)
+
+    def _build_prom_label_proxy(self, out: Path) -> None:
+        self.say("downloading modules")
+        module = "github.com/prometheus-community/prom-label-proxy"
+        self.run("get", f"{module}@v{self.component.version}")
+        self._go_build(out, "prom-label-proxy", module, "-s -w")
 
     def _build_kwok(self, out: Path) -> None:
         self.say("downloading modules")
@@ -232,6 +253,18 @@ class _Builder:
         shutil.copytree(src / "kustomize" / "stage", out / STAGE_DIR_NAME)
         for path in (out / STAGE_DIR_NAME).rglob("*"):
             path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+
+
+def _copy_config(src: Path, out: Path, names: tuple[str, ...]) -> None:
+    """Files or folders of a release's source, beside its binary, writable (the module cache is not)."""
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        if (src / name).is_dir():
+            shutil.copytree(src / name, out / name)
+        else:
+            shutil.copy(src / name, out / name)
+        for path in [out / name, *(out / name).rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 # kwok v0.8.0's delay queues keep a second heap entry when an item is pushed again before it is

@@ -457,6 +457,11 @@ class Testbed:
         if left:
             raise TestbedError(f"could not stop {name}")
 
+    def adopt(self, proc: processes.Proc) -> None:
+        """A process started beside the testbed (a stack's controller) that `down` stops first."""
+        kept = {k: v for k, v in json.loads(self.paths.state.read_text()).items() if k not in ("config", "processes")}
+        self._save([*self.procs(), proc], **kept)
+
     def start_component(self, name: str, extra_args: tuple[str, ...] = (), timeout: float = 60.0) -> None:
         """Start a stopped component again with its own arguments (later flags win: `extra_args`
         can override one, e.g. a tiny --max-requests-inflight), and wait until it is healthy."""

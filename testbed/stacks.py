@@ -3,12 +3,13 @@
 line, and none of kilocard's labels left on the pods, so the toolkit must find the models as it
 would on a production cluster (chaos.serving). Each shape is its stack's (its chart, controller or
 documentation: docs/stacks.md, and the pods in tests/unit/stacks/). Every stack here makes a
-Deployment, so the real Deployment controller replaces what a fault kills; the stacks' own
-controllers (KServe's, llm-d's, AIBrix's) are not run here: their CRDs and operators are not
-Go modules the testbed can build (docs/stacks.md says which).
+Deployment, so the real Deployment controller replaces what a fault kills. Shapes are for the stacks
+with no controller the testbed runs (plain and llm-d have none of their own; docs/stacks.md says
+why production-stack's and AIBrix's are not built); KServe's and LeaderWorkerSet's real
+controllers make their pods instead (testbed.kserve, testbed.lws).
 
-Only the engine's served name is kept as the fleet's (`--served-model-name`, KServe's
-`--model_name`): every stack lets its users set it, and it is the name the metrics carry.
+Only the engine's served name is kept as the fleet's (`--served-model-name`): every stack lets its
+users set it, and it is the name the metrics carry.
 """
 
 from __future__ import annotations
@@ -51,16 +52,6 @@ def _production_stack(name: str, weights: str, served: str, kept: list[str]
     return f"vllm-{name}-deployment-vllm", labels, {"name": "vllm", "command": command}
 
 
-def _kserve(name: str, weights: str, served: str, kept: list[str]) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """KServe's RawDeployment predictor (pkg/controller/v1beta1/inferenceservice): Deployment
-    `<isvc>-predictor`, huggingfaceserver's arguments in `--name=value` form."""
-    labels = {"serving.kserve.io/inferenceservice": served, "component": "predictor",
-              "app": f"isvc.{served}-predictor"}
-    args = [f"--model_name={served}", f"--model_id={weights}",
-            *(f"{flag}={value}" for flag, value in zip(kept[::2], kept[1::2], strict=True))]
-    return f"{served}-predictor", labels, {"name": "kserve-container", "args": args}
-
-
 def _llm_d(name: str, weights: str, served: str, kept: list[str]) -> tuple[str, dict[str, str], dict[str, Any]]:
     """llm-d's ModelService decode Deployment (llm-d/llm-d-deployer charts/llm-d): the model's
     label sanitised, TP through TP_SIZE as the chart sets it."""
@@ -82,7 +73,7 @@ def _aibrix(name: str, weights: str, served: str, kept: list[str]) -> tuple[str,
 
 
 SHAPES: dict[str, Callable[[str, str, str, list[str]], tuple[str, dict[str, str], dict[str, Any]]]] = {
-    "plain": _plain, "vLLM production-stack": _production_stack, "KServe": _kserve, "llm-d": _llm_d,
+    "plain": _plain, "vLLM production-stack": _production_stack, "llm-d": _llm_d,
     "AIBrix": _aibrix,
 }
 

@@ -118,5 +118,7 @@ def ready_after(template_labels: dict[str, str], timing: str) -> float:
 
 
 def slowest_start(objects: list[dict[str, Any]], timing: str) -> float:
-    return max((ready_after(o["spec"]["template"]["metadata"].get("labels", {}), timing)
-                for o in objects if o["kind"] in ("Deployment", "StatefulSet")), default=0.0)
+    """The longest start-up of the workloads that carry a model's shape (others start at once)."""
+    shaped = [labels for o in objects if o["kind"] in ("Deployment", "StatefulSet")
+              and PARAMS_LABEL in (labels := o["spec"]["template"]["metadata"].get("labels") or {})]
+    return max((ready_after(labels, timing) for labels in shaped), default=0.0)

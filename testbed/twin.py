@@ -6,11 +6,14 @@ What is copied from the real cluster (read only, nothing written there):
 - the cards other pods hold on each node, as one ballast pod bound there (the scheduler must see
   the room the real cluster has, not an empty twin);
 - the namespaces of the models the experiment touches, with their labels, and in them every
-  Deployment, StatefulSet (LeaderWorkerSet-like groups included) and PodDisruptionBudget;
+  Deployment, StatefulSet and PodDisruptionBudget, and every LeaderWorkerSet where the cluster
+  serves them (then LWS's real controller runs on the twin, testbed.lws, and makes their
+  StatefulSets and pods as it does on the cluster; the StatefulSets it made there are not copied);
 - where their pods run: each is created bound to its real node before its workload is scaled
   up, carrying the twin's own pod-template hash (or StatefulSet revision), so the controller
   adopts it instead of placing a new one: the twin starts from the real placement, not from a
-  fresh scheduling of it.
+  fresh scheduling of it. A LeaderWorkerSet's groups are placed anew by the twin's scheduler
+  (their pods' names and labels are its controller's and webhook's to give).
 Pods then start as the twin's kwok stages say: `timing` stamps the workloads as the local testbed's
 fleet is (default: ten times faster than production), so budgets that include start-up are
 rehearsed at that pace. From there the real scheduler, controller manager and PodGC of the twin
@@ -26,10 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import SpecError
+from chaos import serving
+from chaos.errors import NotFound, SpecError
 from chaos.kube import Kube
-from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, MODEL_LABEL, card_resource_of
-from probes import slo
+from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, card_resource_of
+from probes import slo, snapshot
 from probes.errors import ProbeError
 from testbed import timing
 from testbed.accelerators import for_resource
@@ -38,6 +42,7 @@ from testbed.config import TestbedConfig
 from testbed.nodes import KWOK_ANNOTATION, TESTBED_LABEL
 
 WORKLOADS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("policy/v1", "PodDisruptionBudget"))
+LWS = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")  # copied where served; its controller runs on the twin
 BALLAST_NAMESPACE = "kilocard-twin-ballast"
 SCRATCH_NAMESPACE = "kilocard-twin-revisions"
 WINDOW = "10s"  # the catalog's rate window on the testbed
@@ -108,12 +113,23 @@ def capture(real: Kube, namespaces: list[str], card_resource: str | None) -> dic
     for ns in namespaces:
         found["namespaces"][ns] = real.namespace_labels(ns)
         for api_version, kind in WORKLOADS:
-            found["objects"] += [object_copy(o) for o in real.list_objects(api_version, kind, ns)]
+            found["objects"] += [object_copy(o) for o in real.list_objects(api_version, kind, ns)
+                                 if not made_by_lws(o)]
+        try:
+            found["objects"] += [object_copy(o) for o in real.list_objects(*LWS, ns)]
+        except NotFound:
+            pass  # the cluster runs no LeaderWorkerSet
     pods = real.list_pods_raw()
     found["ballast"] = ballast(pods, set(namespaces), card_resource)
     found["placed"] = placed(pods, [rs for ns in namespaces for rs in real.list_objects("apps/v1", "ReplicaSet", ns)],
                              set(namespaces))
     return found
+
+
+def made_by_lws(o: dict[str, Any]) -> bool:
+    """A StatefulSet LWS's controller made: the leaders' (owned by the LeaderWorkerSet) or a
+    group's workers' (owned by its leader pod), each labelled with the LeaderWorkerSet's name."""
+    return o["kind"] == "StatefulSet" and serving.LWS_NAME in (o["metadata"].get("labels") or {})
 
 
 def placed(pods: list[dict[str, Any]], replica_sets: list[dict[str, Any]], namespaces: set[str]) -> dict[str, list]:
@@ -188,12 +204,16 @@ def _template_labels(o: dict[str, Any]) -> dict[str, str]:
     return dict(((o["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {})
 
 
-def _serving(tb: Testbed, objects: list[dict[str, Any]], timeout: float) -> None:
+def _serving(tb: Testbed, kube: Kube, namespaces: list[str], timeout: float) -> None:
     """Until the twin's Prometheus has every model's P95 TTFT, one rate window past its first
-    series: a steady-state SLO probe must not meet an empty twin."""
+    series: a steady-state SLO probe must not meet an empty twin. The models are those the pods
+    serve, by kilocard's label or as their serving stack says (chaos.serving)."""
     prom = slo.connect(tb.prometheus_url)
-    models = {(o["metadata"]["namespace"], _template_labels(o)[MODEL_LABEL]) for o in objects
-              if MODEL_LABEL in _template_labels(o)}
+    models = set()
+    for ns in namespaces:
+        pods = kube.list_pods_raw(ns)
+        found = snapshot.identities(pods)
+        models |= {(ns, model) for pod in pods if (model := snapshot.model_of(pod, found))}
     deadline = time.monotonic() + timeout
     for ns, model in sorted(models):
         while True:
@@ -209,7 +229,11 @@ def _serving(tb: Testbed, objects: list[dict[str, Any]], timeout: float) -> None
 
 
 def expected_pods(objects: list[dict[str, Any]]) -> int:
-    return sum(int(o["spec"].get("replicas", 1)) for o in objects if o["kind"] in ("Deployment", "StatefulSet"))
+    def pods(o: dict[str, Any]) -> int:
+        if o["kind"] == LWS[1]:
+            return int(o["spec"].get("replicas", 1)) * int(o["spec"]["leaderWorkerTemplate"].get("size", 1))
+        return int(o["spec"].get("replicas", 1)) if o["kind"] in ("Deployment", "StatefulSet") else 0
+    return sum(pods(o) for o in objects)
 
 
 def start(captured: dict[str, Any], state_dir: Path, port_base: int, card_resource: str, timing_name: str,
@@ -232,11 +256,17 @@ def start(captured: dict[str, Any], state_dir: Path, port_base: int, card_resour
                    for o in captured["objects"]]
         wait = timeout + timing.slowest_start(objects, timing_name)
         started = time.monotonic()
+        if any(o["kind"] == LWS[1] for o in objects):
+            from testbed import lws
+
+            controller = lws.Controller(tb, kube).start()
+            assert controller.proc is not None
+            tb.adopt(controller.proc)  # stopped with the twin
         _place_as_real(kube, objects, captured["placed"], wait)
         for ns in captured["namespaces"]:
             n = expected_pods([o for o in objects if o["metadata"].get("namespace") == ns])
             kube.wait_ready("pods", n, timeout=wait, namespace=ns)
-        _serving(tb, objects, wait)
+        _serving(tb, kube, list(captured["namespaces"]), wait)
         say(f"twin ready in {time.monotonic() - started:.1f} s: {len(captured['nodes'])} nodes, "
             f"{expected_pods(objects)} pods of {len(objects)} workloads, {len(captured['ballast'])} ballast pods")
     except BaseException:

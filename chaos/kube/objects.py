@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from chaos.errors import Conflict, NotFound
 from chaos.kube.api import Api, kind_path
@@ -57,9 +58,13 @@ class Objects(Api):
         return self._call(what, self.dynamic.get, resource, name=name, namespace=namespace)
 
     def list_objects(self, api_version: str, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Every object of a kind (in `namespace`, else everywhere) as plain JSON."""
+        """Every object of a kind (in `namespace`, else everywhere) as plain JSON; NotFound when
+        the cluster serves no such kind (a CRD not installed)."""
         what = f"list {kind} in {namespace or 'every namespace'}"
-        resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
+        try:
+            resource = self._call(what, self.dynamic.resources.get, api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            raise NotFound(f"{what}: the cluster serves no {kind} of {api_version}") from None
         found = self._call(what, self.dynamic.get, resource, namespace=namespace)
         return [item.to_dict() for item in found.items]
 

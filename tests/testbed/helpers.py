@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +198,10 @@ def serving(prom: Any, namespace: str, models: dict[str, int]) -> None:
             return False
 
     assert eventually(every_replica, 30)
+
+
+def controller_running(kind: Any, testbed: Any, kube: Any) -> Iterator[Any]:
+    """A stack's real controller (testbed.controllers) for the life of a fixture."""
+    running = kind(testbed, kube).start()
+    yield running
+    running.stop()

@@ -71,7 +71,7 @@ def test_s1_a_killed_replica_is_replaced_within_budget_and_the_ttft_holds(kube, 
     assert phases["ready"] - phases["created"] > start_up - 2, phases
     release = journal["kilocard"]["release"][f"{p.namespace}/{TP8}"]
     assert release["images"] == [{"image": "vllm/vllm-openai:v0.11.0", "digest": None}]  # kwok reports no imageID
-    assert "--tensor-parallel-size" in release["engine_args"] and release["workloads"][0].startswith("ReplicaSet/")
+    assert "--tensor-parallel-size" in release["engine_args"] and release["workloads"][0].startswith("Deployment/")
     page = reported(tmp_path, journal, figures=4)  # timeline, the TTFT series, the recovery, the placement
     placed = journal["kilocard"]["placement"]
     (before,) = [n for n in placed["before"] for pod in n["pods"] if pod["name"] == phases["pod"]]

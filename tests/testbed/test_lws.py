@@ -17,8 +17,9 @@ import pytest
 
 from probes import tp_groups
 from testbed import lws
-from tests.testbed.helpers import serving
-from tests.testbed.test_catalog import experiment, probe
+from tests.testbed.conftest import PORT_BASE
+from tests.testbed.helpers import controller_running, serving
+from tests.testbed.test_catalog import CATALOG, experiment, probe
 from tests.testbed.test_runner import KILOCARD, kilocard_run
 
 pytestmark = [pytest.mark.testbed, pytest.mark.long(240)]
@@ -29,9 +30,7 @@ WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
 
 @pytest.fixture(scope="module")
 def controller(testbed, kube) -> Iterator[lws.Controller]:
-    running = lws.Controller(testbed, kube).start()
-    yield running
-    running.stop()
+    yield from controller_running(lws.Controller, testbed, kube)
 
 
 def vllm_on_lws(pool: str, namespace: str) -> dict:
@@ -62,6 +61,18 @@ def test_s1_on_vllm_as_the_real_lws_controller_runs_it_fails_on_single_pod_budge
     assert (found["tp"]["value"], found["pp"]["value"]) == ("8", "2"), found
     assert tp_groups.desired(kube, MODEL, p.namespace) == 4  # the worker StatefulSets count, naming no model
     serving(prom, p.namespace, {MODEL: 2})
+    # First the rehearsal: plan --twin copies the LeaderWorkerSet (not the StatefulSets its
+    # controller made) into a fresh testbed, runs LWS's controller there, and S1 fails there for
+    # the same reason it fails here: the killed pod's whole group is made anew.
+    rehearsal = subprocess.run([*KILOCARD, "plan", "-e", str(CATALOG / "s1-kill-one-replica.yaml"), "--var",
+                                f"namespace={p.namespace}", "--var", f"model={MODEL}", "--kubeconfig",
+                                str(testbed.paths.kubeconfig), "--twin", "--twin-port-base", str(PORT_BASE + 100),
+                                "--journal", str(tmp_path / "twin.json")], capture_output=True, text=True, timeout=400)
+    assert "Traceback" not in rehearsal.stderr and (tmp_path / "twin.json").is_file(), rehearsal.stdout + rehearsal.stderr
+    twin = json.loads((tmp_path / "twin.json").read_text())["kilocard"]
+    assert twin["verdict"] == "failed", twin["reason"]
+    assert twin["release"][f"{p.namespace}/{MODEL}"]["workloads"] == ["LeaderWorkerSet/vllm"], twin["release"]
+    assert len({phases["pod"] for phases in twin["recovery"]}) == 2, twin["recovery"]  # a group of two, made anew
     # The catalog's S1 as written (for llama-3-70b's single-pod replicas): LWS's
     # RecreateGroupOnPodRestart deletes the killed pod's whole group and makes it anew, so the
     # replica is down for its drain and a TP=16 start-up (about 42 s here), past S1's 40 s TTFT
@@ -69,6 +80,8 @@ def test_s1_on_vllm_as_the_real_lws_controller_runs_it_fails_on_single_pod_budge
     code, journal, _ = kilocard_run(testbed, tmp_path / "as-written", experiment("s1-kill-one-replica.yaml"),
                                     "--var", f"namespace={p.namespace}", "--var", f"model={MODEL}")
     (killed,) = journal["kilocard"]["faults"]
+    release = journal["kilocard"]["release"][f"{p.namespace}/{MODEL}"]
+    assert release["workloads"] == ["LeaderWorkerSet/vllm"], release  # as discover names it
     index = {pod["metadata"]["name"]: pod["metadata"]["labels"][GROUP] for pod in pods}
     group = {name for name, i in index.items() if i == index[killed["target"]["name"]]}
     recreated = {phases["pod"] for phases in journal["kilocard"]["recovery"]}

@@ -5,7 +5,9 @@ ServiceMonitor scrapes an exporter (each series' replica in exported_pod and exp
 - Prometheus behind its own web configuration: HTTPS only, a client certificate its CA signed
   (mutual TLS) and basic auth;
 - VictoriaMetrics, the second PromQL server: HTTPS and basic auth (its client-certificate check is
-  in the enterprise edition only).
+  in the enterprise edition only);
+- Prometheus behind prom-label-proxy, the tenant gate of a multi-tenant Prometheus: every query
+  gets its tenant's label matcher from the X-Scope-OrgID header, a query without one is refused.
 
 Green and red (the twin: a threshold under the healthy P95, the worst replica named, never the
 exporter) with every credential given; each credential left out is refused by the server and
@@ -28,7 +30,7 @@ import yaml
 from probes import chaostoolkit, slo
 from probes.errors import ProbeError
 from probes.metric_names import MetricNotFound
-from testbed import pki, prometheus
+from testbed import build, pki, prometheus
 from tests.testbed.helpers import deploy, eventually
 
 pytestmark = pytest.mark.testbed
@@ -127,6 +129,89 @@ def access(monkeypatch, guarded):
     monkeypatch.setenv(slo.BASIC_ENV, f"{USER}:{PASSWORD}")
     monkeypatch.setenv(slo.HEADERS_ENV, "X-Scope-OrgID: team-a")  # a tenant: neither server enforces one
     return monkeypatch
+
+
+def tenanted(config: dict, tenant: str) -> dict:
+    """The testbed's scrape configuration with every engine series labelled with its tenant, as a
+    multi-tenant Prometheus's relabelling writes it. Scraping only."""
+    for job in config["scrape_configs"]:
+        if job["job_name"] == "vllm":
+            for target in job["static_configs"]:
+                target["labels"] = {**(target.get("labels") or {}), "tenant": tenant}
+    scraping = {k: v for k, v in config["global"].items() if k != "evaluation_interval"}
+    return {"global": scraping, "scrape_configs": config["scrape_configs"]}
+
+
+@pytest.fixture(scope="module")
+def tenant_gate(testbed, tmp_path_factory) -> Iterator[str]:
+    """A Prometheus holding team-a's series, reached only through prom-label-proxy (built from its
+    Go module by `kilocard testbed build`): the URL of the gate."""
+    here = tmp_path_factory.mktemp("tenants")
+    config = here / "scrape.yaml"
+    config.write_text(yaml.safe_dump(tenanted(yaml.safe_load(testbed.paths.prometheus_config.read_text()), "team-a")))
+    upstream, gate = free_port(), free_port()
+    proxy = build.binary("prom-label-proxy")
+    assert proxy.is_file(), f"{proxy} is not built: run kilocard testbed build"
+    log = (here / "server.log").open("w")
+    procs = [subprocess.Popen([prometheus.binary(), f"--config.file={config}", f"--storage.tsdb.path={here / 'data'}",
+                               f"--web.listen-address=127.0.0.1:{upstream}", "--log.level=warn"],
+                              stdout=log, stderr=log),
+             subprocess.Popen([str(proxy), f"-insecure-listen-address=127.0.0.1:{gate}",
+                               f"-upstream=http://127.0.0.1:{upstream}", "-label=tenant",
+                               "-header-name=X-Scope-OrgID"], stdout=log, stderr=log)]
+    url = f"http://127.0.0.1:{gate}"
+
+    def answers() -> bool:
+        try:
+            return requests.get(f"{url}/api/v1/query", params={"query": "1"}, headers={"X-Scope-OrgID": "team-a"},
+                                timeout=5).ok
+        except requests.RequestException:
+            return False
+    try:
+        assert eventually(answers, 60), (here / "server.log").read_text()
+        yield url
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        log.close()
+        shutil.rmtree(here / "data", ignore_errors=True)
+
+
+@pytest.mark.long(60)
+def test_the_tenant_header_reaches_a_multi_tenant_gate_another_tenant_sees_nothing_and_none_is_refused(
+        kube, testbed, pool, tenant_gate, monkeypatch):
+    for name in (slo.INSECURE_ENV, slo.TOKEN_ENV, slo.BASIC_ENV, slo.CA_ENV, slo.CERT_ENV, slo.KEY_ENV):
+        monkeypatch.delenv(name, raising=False)
+    p = pool(2)
+    deploy(kube, p, {MODEL: 2})
+    # The gate serves queries only, not Prometheus's configuration: the scrape interval is given.
+    interval = slo.seconds(yaml.safe_load(testbed.paths.prometheus_config.read_text())["global"]["scrape_interval"])
+    cfg = {"kilocard_kubeconfig": str(testbed.paths.kubeconfig), "kilocard_prometheus_url": tenant_gate,
+           "kilocard_scrape_interval": interval}
+
+    def judged(tenant: str | None, threshold: float) -> dict:
+        if tenant is None:
+            monkeypatch.delenv(slo.HEADERS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(slo.HEADERS_ENV, f"X-Scope-OrgID: {tenant}")
+        return chaostoolkit.slo_under(MODEL, "ttft_p95", threshold, "replica", p.namespace, "10s", configuration=cfg)
+
+    def green() -> bool:
+        try:
+            return judged("team-a", 0.5)["verdict"] == "ok"
+        except MetricNotFound:  # not scraped long enough for a rate yet
+            return False
+
+    assert eventually(green, 90), judged("team-a", 0.5)
+    red = judged("team-a", 0.1)  # the twin: the worst replica named, read through the gate
+    assert red["verdict"] == "failed" and red["worst"].startswith(f"{MODEL}-"), red
+    # Another tenant's view holds none of these series: no data, never a healthy verdict.
+    with pytest.raises(MetricNotFound):
+        judged("team-b", 0.5)
+    # No tenant at all: the gate refuses the query, and the probe raises it, never judges.
+    with pytest.raises(ProbeError, match="400|tenant|X-Scope-OrgID"):
+        judged(None, 0.5)
 
 
 @pytest.mark.long(60)

@@ -2,6 +2,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def kilocard(*args, **kw):
     return subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, **kw)
@@ -318,3 +320,16 @@ def test_catalog_and_schema_need_no_cluster():
         p.relative_to(experiments) for p in experiments.rglob("*.yaml"))
     schema = json.loads(kilocard("schema").stdout)
     assert "$defs" in schema or "properties" in schema
+
+
+@pytest.mark.parametrize("argv", [["run", "{long}"], ["plan", "-e", "{long}"], ["validate", "{long}"],
+                                  ["replay", "{long}"], ["report", "{long}"], ["gameday", "run", "{long}"],
+                                  ["run", "{dir}/s1.yaml", "--journal", "{long}/j.json"]])
+def test_a_path_too_long_to_look_up_is_said_as_input_never_a_traceback(argv, tmp_path, capsys) -> None:
+    from chaos import cli
+    long = str(tmp_path / ("x" * 300))
+    experiments = Path(__file__).parents[2] / "experiments"
+    given = [a.format(long=long, dir=experiments).replace("/s1.yaml", "/s1-kill-one-replica.yaml") for a in argv]
+    assert cli.main(given) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("kilocard: ") and "Traceback" not in said and "too long" in said, said

@@ -1,7 +1,7 @@
 """Fault windows where operators look: Grafana annotation regions (chaos.grafana), against a real
 HTTP server on loopback that answers as Grafana's annotations API does and records each call (no
-Grafana can be run here: it is neither in Debian's packages nor a Go module this machine can
-build), and Kubernetes Events on the faults' targets (chaos.fault_events)."""
+Grafana can be run here: it is not in Debian's packages, and its Go module is under the AGPL,
+which the module policy of this machine refuses), and Kubernetes Events on the faults' targets (chaos.fault_events)."""
 
 from __future__ import annotations
 

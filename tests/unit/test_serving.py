@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import serving
+from chaos import release, serving
 
 STACKS = Path(__file__).parent / "stacks"
 
@@ -50,13 +50,18 @@ def test_kserve_serves_under_its_model_name_and_a_multi_node_predictor_is_one_re
     found = identities("kserve")
     single = found["llama3-predictor-6c9f8d7b5-x2k4q"]
     assert facts(single) == {"model": "llama3", "group": "serving/llama3-predictor-6c9f8d7b5-x2k4q", "rank": "0",
-                             "size": None, "engine": None, "tp": "2", "pp": None}
+                             "size": None, "engine": "vllm", "tp": "2", "pp": None}
     assert single.model.source == "argument --model-name" and single.workload.value == "InferenceService/llama3"
+    assert single.engine.source.startswith("KServe's Hugging Face runtime")  # vLLM, its default backend
     head, worker = found["big-predictor-5d8c7f9b6-h7p2m"], found["big-predictor-worker-7b9d6c5f4-q9w8e"]
-    assert facts(head) == {"model": "big", "group": "serving/big", "rank": "0", "size": "2", "engine": None,
+    assert facts(head) == {"model": "big", "group": "serving/big", "rank": "0", "size": "2", "engine": "vllm",
                            "tp": "8", "pp": "2"}
     assert head.tp.source == "env TENSOR_PARALLEL_SIZE" and head.group_size.source == "env RAY_NODE_COUNT"
     assert facts(worker) == {**facts(head), "rank": "1"} and worker.model.source == "its group's argument --model-name"
+    # The runtime's Hugging Face backend, asked for by name, is not vLLM and exports none of its series.
+    pod = yaml.safe_load((STACKS / "kserve.yaml").read_text())[0]
+    pod["spec"]["containers"][0]["args"].append("--backend=huggingface")
+    assert serving.identify(pod).engine is None
 
 
 def test_a_plain_deployment_is_known_by_its_engine_and_kilocards_labels_override_everything() -> None:
@@ -131,3 +136,12 @@ def test_production_stack_llm_d_aibrix_and_dynamo_pods_are_known_by_the_name_the
     assert facts(dynamo)["model"] == "Qwen/Qwen3-0.6B" and dynamo.engine == serving.Fact("vllm", "its command line")
     assert (dynamo.stack, dynamo.workload.value, dynamo.tp.value) == (
         "NVIDIA Dynamo", "DynamoGraphDeployment/vllm-disagg", "2")
+
+
+def test_a_release_names_the_workload_as_discover_does_and_keeps_the_rollout() -> None:
+    pods = yaml.safe_load((STACKS / "lws-vllm.yaml").read_text())
+    lws = release.of(pods)["serving/meta-llama/Meta-Llama-3.1-405B-Instruct"]
+    assert (lws["workloads"], lws["owners"]) == (["LeaderWorkerSet/vllm"], ["StatefulSet/vllm", "StatefulSet/vllm-1"])
+    plain = release.of(yaml.safe_load((STACKS / "plain.yaml").read_text()))
+    qwen = next(r for key, r in plain.items() if key.endswith("/qwen"))
+    assert (qwen["workloads"], qwen["owners"]) == (["Deployment/qwen"], ["ReplicaSet/qwen-7d4b9c8f6d"])

@@ -25,6 +25,10 @@ def test_production_phases_follow_the_model_shape():
     assert big.warmup == pytest.approx(80 * 1.15) and small.warmup < big.warmup < group.warmup
     assert 200 < big.total < 300 and group.total > big.total > small.total  # minutes, as in production
     assert timing.slowest_start(objects, "production") == pytest.approx(group.total)
+    # A stack's workload without the model's shape (a twin of a production cluster) starts at once.
+    unshaped = {"kind": "Deployment", "spec": {"template": {"metadata": {"labels": {"app": "vllm"}}, "spec": {}}}}
+    assert timing.slowest_start([unshaped], "production") == 0.0
+    assert timing.slowest_start([*objects, unshaped], "production") == pytest.approx(group.total)
 
 
 def test_default_is_production_compressed_and_fast_writes_nothing():
