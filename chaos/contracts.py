@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from chaos import guards, judgement, landed, stop
-from probes import capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
+from probes import capacity, device_taints, hung, incident, placement, remediation, slo, straggler, tp_groups
 from probes.verdict import Contract
 
-MODULES = (tp_groups, slo, placement, capacity, hung, remediation, device_taints, incident, stop, guards, judgement,
-           landed)
+MODULES = (tp_groups, slo, placement, capacity, hung, remediation, device_taints, incident, straggler, stop, guards,
+           judgement, landed)
 MUTATION_MARK = "<!-- mutation figures: written by bench/mutation.py, kept as they are by chaos.contracts -->"
 
 INTRO = """# Verdicts: what each one means

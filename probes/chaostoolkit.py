@@ -36,6 +36,7 @@ from probes import (
     remediation,
     slo,
     snapshot,
+    straggler,
     tp_groups,
 )
 from probes.errors import NoData, ProbeError
@@ -53,6 +54,7 @@ __all__ = [
     "room_to_reschedule",
     "slo_recovered_within",
     "slo_under",
+    "straggler_named_within",
     "tp_groups_recovered_within",
     "tp_groups_whole",
 ]
@@ -276,6 +278,51 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
     finally:
         kube.close()
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
+
+
+def straggler_named_within(model: str, budget: float, ratio: float = 1.3, hold: float = 15.0,
+                           namespace: Optional[str] = None, window: str = "30s", fault_at: Optional[float] = None,
+                           since: Optional[float] = None,
+                           configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Within `budget` s of time zero (`fault_at` if given, else the run's last fault, else the end
+    of the last action before this probe, else `since`), one replica of the model was at least
+    `ratio` times its peers' median P95 inter-token latency on every sample for `hold` s: named
+    from the replicas' own series, never from the fault's record (probes/straggler.py). Unseen
+    samples (a Ready replica silent) never read as "no straggler"."""
+    cfg = configuration or {}
+    prom = _prom(cfg)
+    ind = _indicator(prom, "itl_p95", model, namespace, window, "replica", None)
+    kube = _kube(cfg)
+    try:
+        zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
+        scrape = _scrape(cfg, lambda: _job(prom, ind))
+        rule = straggler.Rule(ratio, hold, budget, blind=ind.window_seconds + scrape)
+        step = min(scrape, 5.0)
+        with _recording(kube):
+            while True:
+                now = time.time()
+                samples = slo.history(prom, ind, zero - max(ind.window_seconds, step), min(now, zero + budget), step)
+                verdict = straggler.judge(_with_ready(kube, model, namespace, samples, rule.blind), zero, rule)
+                if verdict.details.get("outcome") in ("named", "already") or now >= zero + budget + scrape:
+                    break
+                time.sleep(step)
+    finally:
+        kube.close()
+    return {**verdict.to_json(), "indicator": "itl_p95", "query": ind.query}
+
+
+def _with_ready(kube: Kube, model: str, namespace: Optional[str], samples: List[slo.Sample],
+                 settle: float) -> List[straggler.Sample]:
+    """The samples with the replicas that must show a series at each (their groups wholly Ready for
+    `settle` s, from the run's follower's record; not known without one)."""
+    states = snapshot.readiness(kube, namespace, model, min(s.at for s in samples)) if samples else []
+    times = [state.at for state in states]
+    out = []
+    for s in samples:
+        i = _bisect(times, s.at)
+        ready = None if i < 0 else frozenset(lead for lead, t in states[i].leads.items() if t <= s.at - settle)
+        out.append(straggler.Sample(s.at, s.values, ready, s.error))
+    return out
 
 
 def _serving_at(cfg: Dict[str, Any], kube: Kube, model: str, namespace: Optional[str], zero: float) -> FrozenSet[str]:

@@ -18,7 +18,13 @@ Loop, every `--interval` seconds:
      is retried on the next round); when empty, label `drain-succeeded`;
   5. when a quarantined node's cards are healthy again (the card was reset), lift the quarantine
      (as after a successful reboot) and label `remediation-succeeded`;
-  6. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
+  6. on NVIDIA, unless `--no-slow-cards`, a slow card counts as failing too: held back while serving
+     by a power or thermal reason (dcgm-exporter's clock throttle reasons) for `--slow-for-seconds`
+     (longer than a fatal error's grace: a slow card is a loss of speed, not of service), the
+     slow card that looks healthy (the field account's day four): its node is quarantined and
+     drained as for a fatal error, and released once the card runs free (no such reason, drained
+     and idle or not: an idle card's clock proves nothing);
+  7. on Ascend, as MindX DL's ClusterD and scheduler do: evict each pod holding a chip its node's
      device-info ConfigMap has listed as Unhealthy (separated by hand or by policy, or faulty) for
      `--for-seconds`, found by the chips the plugin annotated on it (`huawei.com/AscendReal`), so
      it is rescheduled on healthy chips; the node's other chips keep serving.
@@ -52,11 +58,11 @@ SIGNALS = {"nvidia": (dcgm.FATAL_QUERY, ("Hostname", "hostname"), "gpu"),
            "ascend": (ascend.FATAL_QUERY, ("node",), "id")}
 
 
-def fatal_cards(prom: Any, accelerator: str = "nvidia") -> dict[str, list[str]]:
-    """Node -> cards with a fatal error now."""
-    query, hosts, card = SIGNALS[accelerator]
+def fatal_cards(prom: Any, accelerator: str = "nvidia", query: str | None = None) -> dict[str, list[str]]:
+    """Node -> cards with a fatal error now (or what `query` finds, by the same labels)."""
+    fatal, hosts, card = SIGNALS[accelerator]
     found: dict[str, list[str]] = {}
-    for sample in prom.custom_query(query):
+    for sample in prom.custom_query(query or fatal):
         labels = sample["metric"]
         host = next((labels[h] for h in hosts if labels.get(h)), None)
         if host:
@@ -89,8 +95,12 @@ def _taints_but_ours(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 class Remediator:
     def __init__(self, kube: Kube, prom: Any, max_fraction: float = 0.5,
-                 for_seconds: float = 10.0, say: Any = print, accelerator: str = "nvidia") -> None:
+                 for_seconds: float = 10.0, say: Any = print, accelerator: str = "nvidia",
+                 slow_cards: bool = True, slow_for_seconds: float = 30.0) -> None:
         self.kube = kube
+        self.slow_for_seconds = slow_for_seconds
+        self.slow_cards = slow_cards and accelerator == "nvidia"
+        self.slow: set[str] = set()  # nodes failing only by a slow card
         self.accelerator = accelerator
         self.prom = prom
         self.max_fraction = max_fraction
@@ -103,10 +113,16 @@ class Remediator:
     def round(self) -> None:
         now = time.monotonic()
         failing = fatal_cards(self.prom, self.accelerator)
+        slow = fatal_cards(self.prom, self.accelerator, dcgm.SLOW_QUERY) if self.slow_cards else {}
+        held = set(fatal_cards(self.prom, self.accelerator, dcgm.HELD_QUERY)) if self.slow_cards else set()
+        self.slow = set(slow) - set(failing)
+        for node, cards in slow.items():
+            failing.setdefault(node, []).extend(c for c in cards if c not in failing[node])
         if self.accelerator == "nvidia":
             self.report_health(health_conditions(self.prom))
         self.failing_since = {n: self.failing_since.get(n, now) for n in failing}
-        fatal = {n: c for n, c in failing.items() if now - self.failing_since[n] >= self.for_seconds}
+        fatal = {n: c for n, c in failing.items()
+                 if now - self.failing_since[n] >= (self.slow_for_seconds if n in self.slow else self.for_seconds)}
         # Only the quarantined nodes each round (a selector: the apiserver filters); every node
         # only when a new one is to be quarantined (the circuit breaker counts them).
         quarantined = {n["metadata"]["name"]: n for n in self.kube.list_nodes_raw(
@@ -124,7 +140,7 @@ class Remediator:
                 self.quarantine(name, cards)
                 quarantined[name] = self.kube.read_node_raw(name)
         for name, node in quarantined.items():
-            if name not in failing:
+            if name not in failing and name not in held:
                 self.release(node)
             else:
                 self.drain(name)
@@ -195,16 +211,17 @@ class Remediator:
 
     def quarantine(self, name: str, cards: list[str]) -> None:
         now = time.gmtime()
-        event = {"reason": "fatal card error", "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now)}
-        cordon = dict(zip(CORDON_LABELS, (COMPONENT, "fatal-card-error", time.strftime("%Y-%m-%dT%H-%M-%SZ", now)),
-                          strict=True))
+        reason = "slow card" if name in self.slow else "fatal card error"
+        event = {"reason": reason, "cards": cards, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now)}
+        cordon = dict(zip(CORDON_LABELS, (COMPONENT, reason.replace(" ", "-"),
+                                          time.strftime("%Y-%m-%dT%H-%M-%SZ", now)), strict=True))
         # Read-modify-write with the node's resourceVersion: a taint someone adds meanwhile stays.
         self.kube.update_node(name, lambda node: {
             "spec": {"unschedulable": True, "taints": _taints_but_ours(node) + [TAINT]},
             "metadata": {"labels": {STATE_LABEL: "quarantined", **cordon},
                          "annotations": {EVENT_ANNOTATION: json.dumps(event)}},
         })
-        self.kube.record_event("Node", name, "default", "Quarantined", f"fatal card error on cards {', '.join(cards)}: "
+        self.kube.record_event("Node", name, "default", "Quarantined", f"{reason} on cards {', '.join(cards)}: "
                                "cordoned, tainted, to be drained", COMPONENT)
         self.say(f"quarantined {name} (cards {', '.join(cards)})")
 
@@ -239,13 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-fraction", type=float, default=0.5)
     parser.add_argument("--for-seconds", type=float, default=10.0)
     parser.add_argument("--accelerator", choices=sorted(SIGNALS), default="nvidia")
+    parser.add_argument("--no-slow-cards", action="store_true", help="quarantine fatal card errors only")
+    parser.add_argument("--slow-for-seconds", type=float, default=30.0)
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     remediator = Remediator(Kube.from_kubeconfig(args.kubeconfig), PrometheusConnect(args.prometheus_url),
                             args.max_fraction, args.for_seconds, say=lambda m: print(f"remediator: {m}", flush=True),
-                            accelerator=args.accelerator)
+                            accelerator=args.accelerator, slow_cards=not args.no_slow_cards,
+                            slow_for_seconds=args.slow_for_seconds)
     while not stop.wait(args.interval):
         try:
             remediator.round()

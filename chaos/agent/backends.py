@@ -46,10 +46,23 @@ class Tools:
     nvidia_smi: str | None
     systemctl: str | None = None  # the host's systemd, through its socket mounted into the agent
     hccn_tool: str | None = None  # Ascend's NPU network tool
+    nvml: Any = None  # nvidia-ml-py's pynvml, initialised against the node's driver (libnvidia-ml)
 
     @classmethod
     def find(cls) -> Tools:
-        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi", "systemctl", "hccn_tool")))
+        return cls(*(shutil.which(b) for b in ("ip", "tc", "nft", "dcgmi", "nvidia-smi", "systemctl", "hccn_tool")),
+                   nvml=_nvml())
+
+
+def _nvml() -> Any:
+    """pynvml, initialised; None where the package or the driver's library is missing (no NVIDIA card)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - ImportError, or NVMLError_LibraryNotFound/DriverNotLoaded: no NVML here
+        return None
+    return pynvml
 
 
 Run = Callable[[list[str]], str]
@@ -222,6 +235,61 @@ class Backends:
         tool = self._need(self.tools.hccn_tool, "hccn_tool", fault.kind)
         chip = str(fault.target["card"])
         self.run([tool, "-i", chip, "-link", "-s", "down"] if down else [tool, "-i", chip, "-cfg", "recovery"])
+
+    # --- NVML ------------------------------------------------------------------------------------
+    def _nvml(self, fault: Any, call: str, *args: Any) -> Any:
+        """One NVML call on the fault's card; NVML's refusal is a failed command, as a tool's is."""
+        nvml = self._need(self.tools.nvml, "NVML (the driver's libnvidia-ml and nvidia-ml-py)", fault.kind)
+        try:
+            card = nvml.nvmlDeviceGetHandleByIndex(int(fault.target["card"]))
+            return getattr(nvml, call)(card, *args)
+        except nvml.NVMLError as exc:
+            raise CommandFailed(["nvml", call, f"card {fault.target['card']}", *map(str, args)], str(exc)) from None
+
+    def _cap(self, fault: Any, fraction: float) -> int:
+        """The power limit (mW) or graphics clock (MHz) that keeps `fraction` of the card's speed."""
+        if fault.params.get("via", "power") == "power":
+            low, _high = self._nvml(fault, "nvmlDeviceGetPowerManagementLimitConstraints")
+            return max(int(low), int(fraction * self._nvml(fault, "nvmlDeviceGetPowerManagementDefaultLimit")))
+        top = self._nvml(fault, "nvmlDeviceGetMaxClockInfo", self.tools.nvml.NVML_CLOCK_GRAPHICS)
+        return max(1, int(fraction * top))
+
+    def nvml_throttle(self, fault: Any, fraction: float) -> None:
+        """Cap the card at `fraction` of its speed. The power limit in force is read once, at the
+        first apply, and kept with the fault (the agent's state file keeps it across a restart)."""
+        cap = self._cap(fault, fraction)
+        if fault.params.get("via", "power") == "power":
+            if "power_limit_mw" not in fault.saved:
+                fault.saved["power_limit_mw"] = int(self._nvml(fault, "nvmlDeviceGetPowerManagementLimit"))
+            self._nvml(fault, "nvmlDeviceSetPowerManagementLimit", cap)
+        else:
+            self._nvml(fault, "nvmlDeviceSetGpuLockedClocks", cap, cap)
+
+    def nvml_unthrottle(self, fault: Any) -> None:
+        if fault.params.get("via", "power") == "power":
+            if "power_limit_mw" in fault.saved:  # else the apply changed nothing
+                self._nvml(fault, "nvmlDeviceSetPowerManagementLimit", fault.saved["power_limit_mw"])
+        else:
+            self._nvml(fault, "nvmlDeviceResetGpuLockedClocks")
+
+    def nvml_throttled(self, fault: Any, fraction: float) -> tuple[str, str]:
+        """The card's limit (or clock) read back against the cap, with NVML's clock event reasons."""
+        nvml, cap = self.tools.nvml, self._cap(fault, fraction)
+        reasons = self._nvml(fault, "nvmlDeviceGetCurrentClocksEventReasons"
+                             if hasattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons")
+                             else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        where = f"card {fault.target['card']}"
+        if fault.params.get("via", "power") == "power":
+            limit = int(self._nvml(fault, "nvmlDeviceGetPowerManagementLimit"))
+            shown = f"{where}: power limit {limit / 1000:g} W (cap {cap / 1000:g} W), clock event reasons {reasons:#x}"
+            return (CONFIRMED if limit <= cap else MISMATCH), shown
+        clock = int(self._nvml(fault, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_GRAPHICS))
+        shown = f"{where}: graphics clock {clock} MHz (cap {cap} MHz), clock event reasons {reasons:#x}"
+        if clock > cap * 1.02:
+            return MISMATCH, shown
+        if self._nvml(fault, "nvmlDeviceGetUtilizationRates").gpu == 0:
+            return INCONCLUSIVE, shown + "; the card is idle, and an idle card's clock is low anyway"
+        return CONFIRMED, shown
 
     # --- cgroups ---------------------------------------------------------------------------------
     def _cgroup(self, fault: Any) -> cgroups.Cgroup | None:

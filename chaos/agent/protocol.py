@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.agent import kinds, schema
@@ -48,6 +48,9 @@ class Fault:
     run_id: str
     created_at: float
     expires_at: float
+    # What the apply read before it changed anything, for the revert to restore exactly (a card's
+    # power limit); kept in the agent's state file, never sent to callers.
+    saved: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {

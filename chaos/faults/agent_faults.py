@@ -5,6 +5,7 @@ runs to apply and revert it).
     card-isolate        take one card out of service (GPU drain; allocatable drops by one)
     gpu-ecc             double/single-bit ECC errors on a card (DCGM injection, re-injected while active)
     gpu-xid             an XID on a card
+    gpu-throttle        the slow card: its power capped or clocks locked through NVML, undone exactly
     network-bandwidth   tbf rate limit        network-loss   nftables random drop
     network-partition   nftables drop         network-delay  netem delay (where the kernel has it)
     network-tcp-reset   nftables reject with tcp reset

@@ -224,7 +224,7 @@ class NpuRenderer:
                     "npu_chip_info_hbm_used_memory": round(58000 * (card.utilisation > 0) + 3000),
                     "npu_chip_info_hbm_total_memory": HBM_MB,
                     "npu_chip_info_temperature": round(38 + 35 * card.utilisation),
-                    "npu_chip_info_power": round(90 + 300 * card.utilisation * card.speed, 1),
+                    "npu_chip_info_power": round(90 + 300 * card.utilisation * card.pace(), 1),
                     "npu_chip_info_link_status": 1 if network_ok else 0,
                 }
                 for name, value in values.items():

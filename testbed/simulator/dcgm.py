@@ -19,11 +19,28 @@ XID_MESSAGES = {0: "No Error", 48: "Double Bit ECC Error", 63: "ECC page retirem
                 79: "GPU has fallen off the bus", 94: "Contained ECC error", 95: "Uncontained ECC error"}
 
 
-# (name, type, help) as in dcgm-exporter's default-counters.csv (ECC lines enabled, as a fleet
-# that alerts on ECC must do), plus row-remap pending, which a remediator watches.
+MAX_SM_CLOCK, IDLE_SM_CLOCK = 1980, 345  # MHz: an H100 SXM's boost clock, and its idle clock
+# NVML's clock event (throttle) reasons, as DCGM reports them: the bits a slow card shows.
+SW_POWER_CAP, APPLICATIONS_CLOCKS_SETTING = 0x4, 0x2
+
+
+def sm_clock(card: Any) -> int:
+    """Boost clock under load, slowed to the card's pace; the idle clock when it serves nothing."""
+    return round(MAX_SM_CLOCK * card.pace()) if card.utilisation > 0 else IDLE_SM_CLOCK
+
+
+def throttle_reasons(card: Any) -> int:
+    via = card.throttled_via()
+    return (SW_POWER_CAP if "power" in via else 0) | (APPLICATIONS_CLOCKS_SETTING if "clocks" in via else 0)
+
+
+# (name, type, help) as in dcgm-exporter's default-counters.csv (ECC and clock throttle reason lines
+# enabled, as a fleet that alerts on them must do), plus row-remap pending, which a remediator watches.
 DCGM_FIELDS = (
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda c: round(35 + 40 * c.utilisation)),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda c: 90 + 560 * c.utilisation * c.speed),
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda c: sm_clock(c)),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda c: 90 + 560 * c.utilisation * c.pace()),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Current clock throttle reasons.", lambda c: throttle_reasons(c)),
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda c: round(100 * c.utilisation)),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
      lambda c: round(72000 * (c.utilisation > 0) + 1200)),
@@ -54,6 +71,12 @@ _CRITICAL_XID = f'DCGM_FI_DEV_XID_ERRORS{{err_code=~"{"|".join(map(str, CRITICAL
 DBE_QUERY = "max by (Hostname, hostname, gpu) (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL) > 0"
 XID_QUERY = f"max by (Hostname, hostname, gpu, err_code) ({_CRITICAL_XID}) > 0"
 FATAL_QUERY = f"{DBE_QUERY} or max by (Hostname, hostname, gpu) ({_CRITICAL_XID})"
+# A slow card: held back while serving by a power or thermal reason (any bit from SW power cap,
+# 0x4, to HW power brake, 0x80; PromQL has no bitwise and: a low byte of 4 or more has one), not
+# by idling (0x1) or a clock setting someone chose (0x2).
+HELD_QUERY = "max by (Hostname, hostname, gpu) ((DCGM_FI_DEV_CLOCK_THROTTLE_REASONS % 256) >= 4)"
+# ... while it serves: an idle card's reasons say nothing of its speed.
+SLOW_QUERY = f"{HELD_QUERY} and on (Hostname, hostname, gpu) DCGM_FI_DEV_GPU_UTIL > 0"
 # The health conditions NVIDIA NVSentinel's monitors and platform connector write on a node for
 # these (the remediator writes them as it does): (query, condition type, error code, text, action).
 HEALTH_CHECKS = ((DBE_QUERY, "GpuMemWatch", "DCGM_FR_VOLATILE_DBE_DETECTED", "volatile double-bit ECC errors",
@@ -64,7 +87,8 @@ HEALTH_CHECKS = ((DBE_QUERY, "GpuMemWatch", "DCGM_FR_VOLATILE_DBE_DETECTED", "vo
 # The counters faults move and probes, the remediator and the alerts read: what a fleet of
 # thousands keeps when it trims dcgm-exporter's collectors (the large testbed serves only these).
 HEALTH_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS",
-                 "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING")
+                 "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ROW_REMAP_PENDING",
+                 "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 FIELD_SETS = {"all": tuple(name for name, *_ in DCGM_FIELDS), "health": HEALTH_FIELDS}
 
 

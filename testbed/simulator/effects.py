@@ -18,6 +18,10 @@
     kubelet-stop  the node: lost at once, and labelled lost (testbed/stages.py), so kwok lets go of
                   it as of a dead kubelet and its replicas answer nothing; the revert brings the
                   kubelet back
+    throttle      card (toolkit gpu-throttle): it runs at `fraction` of its speed, reached at once or
+                  down a ramp; its TP group runs at its pace, dcgm-exporter shows its SM clock down,
+                  its power at the cap and a clock event reason (SW power cap, or clocks set), and
+                  every health signal stays clean
     rank-stall    the pod's engine frozen (`State.stalled`): its TP group stays Ready and gets its
                   share of traffic, which queues, and nothing completes; its engine's gauges stay
                   as they were when it froze; a frozen rank 0 (whose process serves the metrics)
@@ -33,10 +37,11 @@ world saw anew, reads as a mismatch naming what the world shows.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chaos.agent.kinds import ecc, npu, xid
+from chaos.agent.kinds import ecc, npu, throttle, xid
 from chaos.agent.protocol import CONFIRMED, INCONCLUSIVE, MISMATCH, Fault, FaultError
 
 if TYPE_CHECKING:
@@ -153,6 +158,27 @@ class Xid(CardFault):
 
     def speed(self, f: Fault) -> float:
         return float(f.params.get("speed", xid.default_speed(f.params)))
+
+
+class Throttle(Effect):
+    """The card keeps a share of its speed (Card.pace), no error anywhere; a revert lifts it."""
+
+    def apply(self, world: State, f: Fault) -> None:
+        world.cards[(f.node, f.target["card"])].throttles[f.id] = (f.created_at, f.params)
+
+    def revert(self, world: State, f: Fault) -> None:
+        card = world.cards.get((f.node, f.target["card"]))
+        if card is not None:
+            card.throttles.pop(f.id, None)
+
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
+        card = world.cards.get((f.node, f.target["card"]))
+        if card is None:
+            return MISMATCH, f"{f.node} has no card {f.target['card']}"
+        if f.id not in card.throttles:
+            return MISMATCH, f"{f.node} card {card.index} runs unthrottled"
+        want = throttle.fraction_at(f.params, time.time() - f.created_at - 1.0)
+        return CONFIRMED, f"{f.node} card {card.index} runs at {card.pace():.2f} of its speed (cap {want:.2f})"
 
 
 class NpuFault(CardFault):
@@ -289,7 +315,8 @@ class RankStall(Effect):
 
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
                               "loss": Loss(), "partition": Partition(), "delay": Delay(), "tcp-reset": TcpReset(),
-                              "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall()}
+                              "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall(),
+                              "throttle": Throttle()}
 
 
 def net_of(world: State, node: str) -> Net:

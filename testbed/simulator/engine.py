@@ -67,7 +67,7 @@ class Engine(State):
     def replica_speed(self, members: list[Pod]) -> tuple[float, float, str | None]:
         """(speed factor, added TTFT seconds, why requests to it fail: None while it answers) of a
         replica from its cards and network."""
-        speed = min((c.speed for p in members for c in self.cards_of(p)), default=1.0)
+        speed = min((c.pace() for p in members for c in self.cards_of(p)), default=1.0)
         nodes = {p.node for p in members}
         delay = 0.0
         # The engine died with its node, though its pod may still read Ready.

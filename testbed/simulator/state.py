@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos import mindx
+from chaos.agent.kinds import throttle
 from chaos.agent.protocol import Fault
 from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
 from probes import snapshot
@@ -40,6 +41,17 @@ class Card:
     remapped_correctable: int = 0
     utilisation: float = 0.0
     npu: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)  # fault id -> code, level, type, ms
+    throttles: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)  # fault id -> start, params
+
+    def pace(self, now: float | None = None) -> float:
+        """How fast the card runs now: its faults' speed and its throttles' (a ramp falls with time)."""
+        if not self.throttles:
+            return self.speed
+        at = time.time() if now is None else now
+        return min(self.speed, *(throttle.fraction_at(params, at - start) for start, params in self.throttles.values()))
+
+    def throttled_via(self) -> set[str]:
+        return {str(params.get("via", "power")) for _start, params in self.throttles.values()}
 
     def npu_unhealthy(self, kind: str = "chip") -> bool:
         """Would the Ascend device plugin report it Unhealthy (`chip`) or NetworkUnhealthy?"""

@@ -132,6 +132,40 @@ def test_s2_an_isolated_card_moves_its_replica_and_plan_twin_foretold_it(kube, p
     assert seconds < 15
 
 
+@pytest.mark.long(200)
+def test_s11_a_slow_card_is_named_from_its_own_series_then_drained_and_without_detection_only_named(
+        kube, testbed, tmp_path, two_tp8):
+    p = two_tp8
+    code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s11-slow-card.yaml"),
+                                    "--var", f"namespace={p.namespace}")
+    assert code == 0, journal["kilocard"]["reason"]
+    (fault,) = journal["kilocard"]["faults"]
+    assert fault["kind"] == "gpu-throttle" and fault["landed"]["status"] == "confirmed", fault
+    slow = {pod["metadata"]["name"] for pod in kube.list_pods_raw(p.namespace)
+            if pod["spec"].get("nodeName") == fault["target"]["node"]}
+    named = probe(journal, "straggler-named-within-budget")
+    # Named from the replicas' own series (the probe never reads the ledger): the replica on the
+    # throttled card, about 1/0.6 times its peer's inter-token latency, before the drain.
+    (replaced,) = journal["kilocard"]["recovery"]
+    assert named["straggler"] == replaced["pod"] and named["ratio"] > 1.3, named
+    assert not slow & {named["straggler"]}  # it left the node: drained
+    assert named["named_after_seconds"] < replaced["deleted"] <= 100, (named, replaced)
+    assert probe(journal, "node-quarantined-within-budget")["node"] == fault["target"]["node"]
+    assert replaced["node"] != fault["target"]["node"], replaced
+    # Its negative twin, one cause changed: the platform's slow-card detection is off for these
+    # nodes (opted out of remediation). kilocard still names the straggler; the drain never comes.
+    for n in p.node_names:
+        kube.patch_node(n, {"metadata": {"labels": {OPT_OUT_LABEL: "false"}}})
+    code, journal, _ = kilocard_run(testbed, tmp_path / "twin", experiment("s11-slow-card.yaml"),
+                                    "--var", f"namespace={p.namespace}", "--var", "budget_seconds:int=50")
+    (fault,) = journal["kilocard"]["faults"]
+    node = fault["target"]["node"]
+    assert code == 1 and journal["kilocard"]["reason"].startswith(
+        f"probe 'node-quarantined-within-budget' failed: 50 s after the fault on {node}: node {node} is not "
+        "quarantined"), journal["kilocard"]["reason"]
+    assert probe(journal, "straggler-named-within-budget")["outcome"] == "named"
+
+
 @pytest.mark.long(170)
 def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, testbed, tmp_path, two_tp8):
     p = two_tp8

@@ -512,3 +512,42 @@ def incident_slo(symptom: dict[str, Any], readings: list[Any], deleted: dict[str
     if any(d > budget for d, _ in spans):
         return "failed"
     return "unknown" if any(still for _, still in spans) or "unseen" in outside else "ok"
+
+
+# --- straggler_named_within (docs/verdicts.md) -------------------------------------------------------
+def straggler_outcome(samples: list[Any], zero: float, ratio: float, hold: float, budget: float, blind: float,
+                      peers: int) -> tuple[str, str | None, float | None]:
+    """(outcome, replica named, seconds after time zero it was named), read from the contract: at
+    each judged sample, the replica whose value over the median of the others' is largest; a
+    sample is unseen when its query failed, a Ready replica has no value, or fewer than `peers`
+    others have one. Named at the first judged sample j for which some earlier judged sample i
+    has at_j - at_i >= hold and every sample from i to j is seen with the same replica slowest
+    at >= ratio. Already: the named replica was so at the last sample before time zero."""
+    def slow(s: Any) -> tuple[str, float] | None:
+        if s.error or (s.ready is not None and not set(s.ready) <= set(s.values)) or len(s.values) < peers + 1:
+            return None
+        ranked = sorted(s.values.items(), key=lambda kv: (-kv[1], kv[0]))
+        name, value = ranked[0]
+        rest = sorted(v for _, v in ranked[1:])
+        mid = len(rest) // 2
+        median = rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2
+        return name, (value / median if median > 0 else float("inf"))
+
+    judged = sorted((s for s in samples if zero + blind <= s.at <= zero + budget), key=lambda s: s.at)
+    if not judged:
+        return "unknown", None, None
+    marks = [slow(s) for s in judged]
+    for j in range(len(judged)):
+        for i in range(j + 1):
+            run = marks[i:j + 1]
+            if judged[j].at - judged[i].at < hold or any(m is None or m[1] < ratio for m in run):
+                continue
+            if len({m[0] for m in run if m is not None}) != 1:
+                continue
+            name = marks[j][0]
+            before = [s for s in samples if s.at < zero]
+            last = slow(max(before, key=lambda s: s.at)) if before else None
+            if last is not None and last[0] == name and last[1] >= ratio:
+                return "already", name, judged[j].at - zero
+            return "named", name, judged[j].at - zero
+    return ("unknown" if any(m is None for m in marks) else "not_named"), None, None

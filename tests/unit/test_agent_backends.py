@@ -56,3 +56,110 @@ def test_missing_tools_are_a_clear_501(kind, target, params, tool):
         b.apply(fault(kind, target, **params))
     assert err.value.status == 501 and f"needs {tool}" in str(err.value)
     assert calls == []
+
+
+class FakeNvml:
+    """pynvml's calls the throttle makes, over one card's state (no GPU here): the library
+    boundary, as the runner above is for the command-line tools."""
+
+    NVML_CLOCK_GRAPHICS = 0
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, limit_mw=600_000):
+        self.limit, self.default, self.low, self.high = limit_mw, 700_000, 200_000, 700_000
+        self.locked, self.util, self.calls = None, 90, []
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"card{i}"
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        return [self.low, self.high]
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return self.default
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        return self.limit
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        if not self.low <= mw <= self.high:
+            raise self.NVMLError("Invalid Argument")
+        self.calls.append(("power", h, mw))
+        self.limit = mw
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, low, high):
+        self.calls.append(("lock", h, low, high))
+        self.locked = high
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        self.calls.append(("reset", h))
+        self.locked = None
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return min(1980, self.locked or 1980) if self.util else 345
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0x4 if self.limit < self.default else 0
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return type("Rates", (), {"gpu": self.util})()
+
+
+def test_a_power_throttle_caps_the_limit_and_restores_the_one_read_before_exactly():
+    nvml = FakeNvml(limit_mw=650_000)  # someone's own limit, not the default: it must come back
+    b, _ = backends(nvml=nvml)
+    f = fault("throttle", {"card": 2}, fraction=0.5)
+    b.apply(f)
+    assert nvml.limit == 350_000 and f.saved == {"power_limit_mw": 650_000}
+    assert b.observe(f)[:2] == ("confirmed", "card 2: power limit 350 W (cap 350 W), clock event reasons 0x4")
+    b.refresh(f)  # re-applied while active: the limit read first stays the one kept
+    assert f.saved == {"power_limit_mw": 650_000}
+    nvml.limit = 700_000  # lifted behind the agent's back
+    assert b.observe(f)[0] == "mismatch"
+    b.revert(f)
+    assert nvml.limit == 650_000
+    # Never under the card's minimum: the cap is clamped, not refused.
+    low = fault("throttle", {"card": 0}, fraction=0.05)
+    b.apply(low)
+    assert nvml.limit == 200_000
+
+
+def test_a_clock_throttle_locks_and_resets_and_an_idle_card_proves_nothing():
+    nvml = FakeNvml()
+    b, _ = backends(nvml=nvml)
+    f = fault("throttle", {"card": 1}, fraction=0.6, via="clocks")
+    b.apply(f)
+    assert nvml.calls == [("lock", "card1", 1188, 1188)]
+    assert b.observe(f)[0] == "confirmed"
+    nvml.util = 0
+    assert b.observe(f)[0] == "inconclusive"
+    b.revert(f)
+    assert nvml.calls[-1] == ("reset", "card1") and nvml.locked is None
+
+
+def test_a_ramp_falls_from_full_speed_to_its_floor():
+    from chaos.agent.kinds import throttle
+
+    ramp = {"fraction": 0.4, "ramp_seconds": 100}
+    assert [round(throttle.fraction_at(ramp, t), 3) for t in (-5, 0, 50, 100, 500)] == [1.0, 1.0, 0.7, 0.4, 0.4]
+    assert throttle.fraction_at({"fraction": 0.4}, 0) == 0.4
+
+
+def test_a_throttle_without_nvml_is_refused_and_nvmls_refusal_is_a_failed_command():
+    from chaos.agent.backends import CommandFailed
+
+    b, _ = backends()
+    with pytest.raises(FaultError, match="needs NVML") as refused:
+        b.apply(fault("throttle", {"card": 0}))
+    assert refused.value.status == 501
+    nvml = FakeNvml()
+    nvml.low = 500_000  # a card whose constraints refuse the cap asked
+    nvml.nvmlDeviceGetPowerManagementLimitConstraints = lambda h: [100_000, 700_000]
+    b, _ = backends(nvml=nvml)
+    with pytest.raises(CommandFailed, match="nvmlDeviceSetPowerManagementLimit.*Invalid Argument"):
+        b.apply(fault("throttle", {"card": 0}, fraction=0.3))

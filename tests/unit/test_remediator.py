@@ -4,6 +4,8 @@ the testbed in tests/testbed/test_fleet_simulator.py)."""
 import json
 import re
 
+import pytest
+
 from chaos.errors import TooManyRequests
 from testbed import remediator as r
 
@@ -61,15 +63,19 @@ class FakeKube:
 
 
 class FakeProm:
-    """The fatal cards (DBE ECC or critical XID); per check, the ECC ones or the XIDs given."""
+    """The fatal cards (DBE ECC or critical XID); per check, the ECC ones or the XIDs given; the
+    cards held back by a power or thermal reason (`held`: node, card, serving)."""
 
-    def __init__(self, failing, label="Hostname", xids=()):
-        self.failing, self.label, self.xids = failing, label, list(xids)
+    def __init__(self, failing, label="Hostname", xids=(), held=()):
+        self.failing, self.label, self.xids, self.held = failing, label, list(xids), list(held)
 
     def custom_query(self, query):
         if query == r.dcgm.XID_QUERY:
             return [{"metric": {self.label: node, "gpu": gpu, "err_code": xid}, "value": [0, "1"]}
                     for node, gpu, xid in self.xids]
+        if query in (r.dcgm.SLOW_QUERY, r.dcgm.HELD_QUERY):
+            return [{"metric": {self.label: node, "gpu": gpu}, "value": [0, "1"]} for node, gpu, serving in self.held
+                    if serving or query == r.dcgm.HELD_QUERY]
         assert query in (r.dcgm.FATAL_QUERY, r.dcgm.DBE_QUERY), query
         return [{"metric": {self.label: node, "gpu": gpu}, "value": [0, "1"]} for node, gpu in self.failing]
 
@@ -90,6 +96,34 @@ def test_fatal_card_quarantines_and_drains_its_node_after_the_grace():
     assert node["metadata"]["labels"][r.STATE_LABEL] == "draining"
     # What it did is in Events, as a postmortem reads it (kilocard record): not the blocked eviction.
     assert kube.events == [("Node", "a", "Quarantined"), ("Pod", "p1", "Evicted")]
+
+
+def test_a_slow_card_waits_its_longer_grace_stays_quarantined_while_drained_and_idle_and_is_released_when_free():
+    kube = FakeKube(["a", "b", "c", "d"], pods={"a": ["p1"]})
+    prom = FakeProm([], held=[("a", "3", True)])
+    clock = [1000.0]
+    rem = r.Remediator(kube, prom, for_seconds=0, say=lambda _m: None, slow_for_seconds=30)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(r.time, "monotonic", lambda: clock[0])
+        rem.round()
+        assert quarantined(kube) == []  # a loss of speed waits longer than a fatal error
+        clock[0] += 30
+        rem.round()
+        assert quarantined(kube) == ["a"] and kube.evicted == ["p1"]
+        assert kube.events[0] == ("Node", "a", "Quarantined")
+        assert kube.nodes["a"]["metadata"]["labels"]["k8saas.nvidia.com/cordon-reason"] == "slow-card"
+        prom.held = [("a", "3", False)]  # drained: idle, still held back
+        rem.round()
+        assert quarantined(kube) == ["a"]
+        prom.held = []  # the cap lifted
+        rem.round()
+        assert quarantined(kube) == []
+    # Off: a slow card is no reason.
+    kube = FakeKube(["a", "b"])
+    off = r.Remediator(kube, FakeProm([], held=[("a", "3", True)]), for_seconds=0, say=lambda _m: None,
+                       slow_cards=False, slow_for_seconds=0)
+    off.round()
+    assert quarantined(kube) == []
 
 
 def test_a_blip_shorter_than_the_grace_is_ignored():

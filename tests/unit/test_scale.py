@@ -75,7 +75,7 @@ def test_the_health_set_keeps_what_faults_move_and_labels_follow_pods():
     w.upsert_pod(pod("b", "n0", "llama-2-7b", 1))
     assert 'pod="b"' in renderer.render()
     # Every card of the node, every field, one line each.
-    assert len(DcgmRenderer(w).render().splitlines()) == 14 * (2 + len(w.cards))
+    assert len(DcgmRenderer(w).render().splitlines()) == 16 * (2 + len(w.cards))
 
 
 class _Events(Kube):

@@ -437,13 +437,24 @@ class _Prometheus:
 
 
 # What probes.chaostoolkit's wrappers add to their pure judge's verdict.
-WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per")}
+WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per"), "straggler_named_within": ("indicator", "query")}
 
 
 def _returned() -> dict[str, list[dict[str, Any]]]:
     """Each probe's outputs from its pure judge, over small fixtures that reach every branch with a
     key of its own (a budgeted probe's judge is probes.budget over the cluster's moments)."""
-    from probes import budget, capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
+    from probes import (
+        budget,
+        capacity,
+        device_taints,
+        hung,
+        incident,
+        placement,
+        remediation,
+        slo,
+        straggler,
+        tp_groups,
+    )
     from probes.slo import Indicator, Sample
     from probes.snapshot import Moment
 
@@ -489,6 +500,13 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
                                    device_taints.judge([], [], 10, NOW).to_json()],
         "incident_symptoms": [incident.reproduced(symptoms, [incident.Firing("A", {}, 3.0, 9.0)], [], 60).to_json(),
                               incident.fixed(symptoms, {}, [], [], 60).to_json()],
+        "straggler_named_within": [
+            straggler.judge([straggler.Sample(NOW + t, {"a": 0.05, "b": 0.09 if t > 5 else 0.05}) for t in range(61)],
+                            NOW, straggler.Rule()).to_json(),
+            straggler.judge([straggler.Sample(NOW + t, {"a": 0.05, "b": 0.05}) for t in range(61)], NOW,
+                            straggler.Rule()).to_json(),
+            straggler.judge([straggler.Sample(NOW + t, {"a": 0.05}, frozenset("ab")) for t in range(61)], NOW,
+                            straggler.Rule()).to_json()],
     }
 
 

@@ -47,6 +47,30 @@ def test_ecc_on_one_card_slows_its_tp_group_threefold():
     assert (card.dbe_vol, card.xid, card.remap_pending, card.speed) == (1, 63, 1, 0.5)
 
 
+def test_a_throttled_card_slows_its_group_with_no_error_and_dcgm_shows_its_clock_and_reason():
+    from testbed.simulator import dcgm
+
+    w = world_with(pod("big", "n0", "llama-3-70b", 8), pod("other", "n1", "llama-3-70b", 8))
+    run(w, 10)
+    f = w.add_fault("n0", {"kind": "throttle", "target": {"card": 2}, "params": {"fraction": 0.6},
+                           "ttl_seconds": 300})
+    w.series.clear()
+    run(w, 30)
+    big, other = w.series["ns/uid-big"], w.series["ns/uid-other"]
+    assert big.itl_sum / big.itl_count == pytest.approx(other.itl_sum / other.itl_count / 0.6, rel=0.05)
+    card = w.cards[("n0", 2)]
+    assert (card.dbe_vol, card.xid, card.remap_pending, card.pace()) == (0, 0, 0, 0.6)  # no error anywhere
+    assert dcgm.sm_clock(card) == round(0.6 * dcgm.MAX_SM_CLOCK) and dcgm.throttle_reasons(card) == dcgm.SW_POWER_CAP
+    assert w.observe("n0", f.id)[0] == CONFIRMED
+    w.delete_fault("n0", f.id)
+    assert (card.pace(), dcgm.throttle_reasons(card)) == (1.0, 0)
+    # A ramp: the card falls from full speed to its floor over ramp_seconds.
+    ramp = w.add_fault("n0", {"kind": "throttle", "target": {"card": 2}, "params": {"fraction": 0.5,
+                                                                                    "ramp_seconds": 100},
+                              "ttl_seconds": 300})
+    assert card.pace(ramp.created_at + 50) == pytest.approx(0.75) and card.pace(ramp.created_at + 200) == 0.5
+
+
 def test_fault_revert_resets_the_card_and_is_idempotent():
     w = world_with(pod("big", "n0", "llama-3-70b", 8))
     f = w.add_fault("n0", {"kind": "ecc", "target": {"card": 1}, "ttl_seconds": 300})

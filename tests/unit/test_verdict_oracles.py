@@ -480,3 +480,42 @@ def test_incident_symptoms_agree_with_their_oracle(case):
     assert [r["judgement"] for r in v.details["symptoms"]] == oracles.incident_rows(symptoms, firings, replaced, until)
     assert incident.fixed(symptoms, fix, firings, replaced, until).judgement == oracles.incident_fixed(
         symptoms, fix, firings, replaced, until)
+
+
+# --- straggler_named_within ------------------------------------------------------------------------------
+@st.composite
+def straggler_cases(draw: st.DrawFn) -> list:
+    from probes import straggler
+
+    replicas = [f"r{i}" for i in range(draw(st.integers(1, 4)))]
+    slow = draw(st.sampled_from([*replicas, None]))
+    onset = draw(st.sampled_from([-5, 0, 3, 10, 40]))
+    samples = []
+    for t in range(-6, 50, draw(st.sampled_from([1, 2, 5]))):
+        if draw(st.integers(0, 19)) == 0:
+            samples.append(straggler.Sample(T0 + t, {}, None, "Prometheus down"))
+            continue
+        values = {}
+        for r in replicas:
+            if draw(st.integers(0, 14)) == 0:
+                continue  # silent here
+            base = draw(st.sampled_from([0.04, 0.05, 0.06]))
+            factor = draw(st.sampled_from([1.2, 1.5, 2.0])) if r == slow and t >= onset else 1.0
+            values[r] = base * factor
+        ready = draw(st.one_of(st.none(), st.just(frozenset(replicas)), st.frozensets(st.sampled_from(replicas))))
+        samples.append(straggler.Sample(T0 + t, values, ready))
+    return samples
+
+
+@EXAMPLES
+@given(straggler_cases(), st.sampled_from([1.3, 1.6]), st.sampled_from([0.0, 4.0, 10.0]),
+       st.sampled_from([20.0, 45.0]), st.sampled_from([0.0, 3.0]), st.sampled_from([1, 2]))
+def test_straggler_named_within_agrees_with_its_oracle(samples, ratio, hold, budget_, blind, peers):
+    from probes import straggler
+
+    v = straggler.judge(samples, T0, straggler.Rule(ratio, hold, budget_, blind, peers))
+    outcome, named, after = oracles.straggler_outcome(samples, T0, ratio, hold, budget_, blind, peers)
+    assert v.details["outcome"] == outcome, v.reason
+    assert v.details.get("straggler") == named and v.details.get("named_after_seconds") == (
+        None if after is None else round(after, 3)), v.reason
+    assert v.ok == (outcome == "named")

@@ -27,12 +27,13 @@ from chaos.agent.kinds import (
     partition,
     rank_stall,
     tcp_reset,
+    throttle,
     xid,
 )
 from chaos.agent.schema import FaultError
 
-REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, bandwidth, loss, partition, delay,
-                                                        tcp_reset, kubelet_stop, npu, rank_stall)}
+REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, throttle, bandwidth, loss, partition,
+                                                        delay, tcp_reset, kubelet_stop, npu, rank_stall)}
 # The toolkit kinds that are nothing but an agent kind (npu-fault has a path without the agent too).
 BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values() if m.FAULT}
 # What names a target of each kind on its node: a card; an interface (in a network namespace); a
