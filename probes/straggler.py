@@ -10,8 +10,9 @@ when its value is at least `ratio` times the median of the other replicas' value
 needs at least `peers` other replicas with a value. It is named once it has been slow on every
 sample for `hold` seconds.
 
-`fetch` (the thin fetcher) is slo.history over the interval, with the replicas Ready at each
-sample from the run's follower (an expected replica without a series is silence, not health).
+The thin fetcher (probes.chaostoolkit.straggler_named_within) reads slo.history over the interval,
+with the replicas Ready at each sample from the run's follower (an expected replica without a
+series is silence, not health).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ CONTRACTS = (
                   "no sample there could show the fault",
         interval="every sample from time zero plus `blind` to time zero plus `budget`; a probe reached after "
                  "its budget judges Prometheus's record of that interval",
-        missing="a sample where a replica Ready then has no series, or where fewer than `peers` other replicas "
-                "have one, is unseen: it breaks a hold (the silent one may be the slow one), and a verdict "
-                "with unseen samples and nothing named is unknown, never 'no straggler'",
+        missing="a sample where a replica whose group had been whole and Ready for a rate window and a scrape "
+                "(the run's follower's record) has no series, or where fewer than `peers` other replicas have "
+                "one, is unseen: it breaks a hold (the silent one may be the slow one), and a verdict with "
+                "unseen samples and nothing named is unknown, never 'no straggler'; without a record reaching "
+                "back, only the replicas with a series are compared",
         exceptions="Prometheus not answering, bad PromQL: error (the probe raises)",
         outcomes=(("named", "ok: a replica slow on every sample for `hold` s, named, with when and how slow"),
                   ("already", "failed: the replica named was already slow at time zero (not the fault's)"),
