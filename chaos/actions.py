@@ -20,6 +20,7 @@ from chaos.vocabulary import DRA_DRIVER
 
 __all__ = [
     "apply_fault",
+    "block_image_pulls",
     "delay_network",
     "drop_packets",
     "inject_ecc",
@@ -39,6 +40,7 @@ __all__ = [
     "replay_timeline",
     "reset_tcp",
     "revert_faults",
+    "slow_weight_reads",
     "stall_rank",
     "stop_kubelet",
 ]
@@ -245,6 +247,22 @@ def reset_tcp(ttl_seconds: float, nodes: List[str] = None, node_selector: str = 
                                   nodes_of=nodes_of, count=count, percent=percent, interface=interface,
                                   params=_drop_none(ports=ports, cidrs=cidrs), ttl_seconds=ttl_seconds),
                        configuration)
+
+
+def block_image_pulls(registries: List[str], ttl_seconds: float, nodes: List[str] = None,
+                      node_selector: str = None, count: int = None,
+                      configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """A registry outage as nodes see it: pulls from these registries refused (nftables)."""
+    return _agent("image-pull-failure", ttl_seconds, nodes, node_selector, count, configuration,
+                  params={"registries": registries})
+
+
+def slow_weight_reads(rate_mbps: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,
+                      count: int = None, devices: List[str] = None,
+                      configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Slow weight storage as nodes see it: their pods' reads capped at `rate_mbps` per device."""
+    return _agent("slow-weights", ttl_seconds, nodes, node_selector, count, configuration,
+                  params=_drop_none(rate_mbps=rate_mbps, devices=devices))
 
 
 def delay_network(ms: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,

@@ -251,7 +251,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     output_flag(v, "json, yaml: one entry per file (file, valid, what, problems) on stdout, for CI annotations")
     v.set_defaults(handler=cmd_validate)
 
-    cat = commands.add_parser("catalog", help="the shipped catalog: its experiments (S1-S11), game-day plans and "
+    cat = commands.add_parser("catalog", help="the shipped catalog: its experiments (S1-S12), game-day plans and "
                                               "incident timelines, with the folder they are in")
     cat.add_argument("--path", action="store_true", help="print the folder only: kilocard validate \"$(kilocard "
                                                          "catalog --path)\"")

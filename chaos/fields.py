@@ -21,6 +21,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 
+from chaos.agent.kinds.io_throttle import DEVICE
+from chaos.agent.kinds.pull_block import REGISTRY
 from chaos.errors import SpecError
 from probes import slo
 
@@ -87,7 +89,9 @@ API_ROOT = r"^(?!.*/v1/?$)https?://[^/?#]+(/[^?#]*)?$"
 _PATTERN_WORDS = {INTERFACE: "an interface name (up to 15 letters, digits or _.:-)",
                   NETNS: "a network namespace name (up to 64 letters, digits or _.-)",
                   CARD_PATTERN: "a pattern containing {card}",
-                  API_ROOT: "an http:// or https:// URL of the API's root (without /v1)"}
+                  API_ROOT: "an http:// or https:// URL of the API's root (without /v1)",
+                  f"^(?:{REGISTRY})$": "a registry name like docker.io, nvcr.io or harbor.internal:5000",
+                  f"^(?:{DEVICE})$": "a block device as MAJ:MIN like 259:0"}
 
 
 # --- building blocks ------------------------------------------------------------------------------

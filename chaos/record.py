@@ -454,11 +454,16 @@ def _reverted(hit: list[dict[str, Any]], journal: dict[str, Any]) -> float | Non
     return max(e for e in ends if e is not None)
 
 
+# The kubelet's events for an image it could not pull (reason Failed, or ErrImagePull's own).
+PULL_FAILED = ("Failed", "ErrImagePull")
+
+
 def recovery_from_events(events: list[dict[str, Any]], t0: float,
                          deletions: Sequence[tuple[float, str]] = (),
                          ready: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
-    created), when that was created, scheduled, started and Ready; seconds after `t0`. `deletions`
+    created), when that was created, scheduled, first failed to pull its image, started and Ready;
+    seconds after `t0`. `deletions`
     (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger);
     `ready` (namespace/pod -> epoch, `ready_times`) what no Event tells: when a pod became Ready."""
     deleted: list[tuple[float, str, str]] = [(at, pod, owner(pod.split("/", 1)[1])) for at, pod in deletions]
@@ -473,6 +478,8 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
             pod = e["message"].split("Created pod: ", 1)[1].strip()
             created.setdefault(name, []).append((at, f"{ns}/{pod}"))  # type: ignore[arg-type]
             phases.setdefault(f"{ns}/{pod}", {})["created"] = at
+        elif involved.get("kind") == "Pod" and reason in PULL_FAILED and "pull" in (e.get("message") or "").lower():
+            phases.setdefault(f"{ns}/{name}", {}).setdefault("pull_failed", at)
         elif involved.get("kind") == "Pod" and reason in ("Scheduled", "Started"):
             entry = phases.setdefault(f"{ns}/{name}", {})
             entry.setdefault(reason.lower(), at)
@@ -491,7 +498,7 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
             row["replacement"] = new.split("/", 1)[1]
             if (became := (ready or {}).get(new)) is not None:
                 phases.setdefault(new, {})["ready"] = became
-            for phase in ("created", *PHASES):
+            for phase in ("created", "pull_failed", *PHASES):
                 if phases.get(new, {}).get(phase) is not None:
                     row[phase] = round(phases[new][phase] - t0, 3)
             row["node"] = phases.get(new, {}).get("node")

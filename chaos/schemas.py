@@ -123,6 +123,7 @@ _TP_GROUPS = ("model", "problems", "groups")
 PROBE_KEYS: dict[str, tuple[str, ...]] = {
     "capacity_fits": ("model", "kv_bytes_per_token", "need_bytes", "supply_bytes", "serving_replicas", "headroom"),
     "devices_tainted_within": (*BUDGET_KEYS, "cards"),
+    "image_pulls_failed": ("model", "pulled", "replacements", "failed_pulls"),
     "incident_symptoms": ("expect", "symptoms", "impact_seen"),
     "no_hung_groups": ("model", "namespace", "window", "at", "demand", "settling", "replicas", "hung"),
     "placement_holds": ("model", "crowded", "unguarded", "domains", "skew"),

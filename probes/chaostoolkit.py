@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set
 
 from chaos import ledger, record, timezero
 from chaos.actions import run_id_of
+from chaos.agent import kinds
 from chaos.errors import KilocardError, KubeError
 from chaos.follower import Follower
 from chaos.kube import Kube
@@ -33,6 +34,7 @@ from probes import (
     incident,
     metric_names,
     placement,
+    pulls,
     remediation,
     slo,
     snapshot,
@@ -47,6 +49,7 @@ _LOG = logging.getLogger(__name__)
 __all__ = [
     "capacity_fits",
     "devices_tainted_within",
+    "image_pulls_failed",
     "incident_symptoms",
     "no_hung_groups",
     "placement_holds",
@@ -126,6 +129,27 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: Optional[st
         zero, zero_is = time_zero(cfg, kube, since, first=True)
         return tp_groups.recovered_within(kube, model, _faulted_nodes(records), zero, budget, namespace,
                                           Settings.of(cfg).card_resource, zero_is, _settled(records)).to_json()
+    finally:
+        kube.close()
+
+
+@_unknown_without_data
+def image_pulls_failed(model: str, namespace: Optional[str] = None, since: Optional[float] = None,
+                       configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The replacements of the model made since time zero (the run's first fault, else the end of
+    the last action before this probe, else `since`) failed their image pulls before they were
+    Ready: a registry outage met the cold-start path (probes/pulls.py). Needs the run's record."""
+    cfg = configuration or {}
+    kube = _kube(cfg)
+    try:
+        zero = time_zero(cfg, kube, since, first=True)[0]
+        found = snapshot.recorded(kube, Settings.of(cfg).card_resource, namespace, zero)
+        if found is None:
+            raise NoData("image_pulls_failed reads the run's record from time zero (kilocard run's follower); "
+                         "none reaches back that far")
+        return pulls.judge([(m.at, [pulls.PodAt(p.uid, p.name, p.ready, p.waiting)
+                                    for p in m.snapshot.replicas(model, namespace)]) for m in found],
+                           model, zero).to_json()
     finally:
         kube.close()
 
@@ -547,8 +571,10 @@ def devices_tainted_within(budget: float, driver: str = DRA_DRIVER,
 
 def _faulted_nodes(records: List[ledger.Record]) -> Set[str]:
     """The nodes the faults hit as nodes (a card, its network, its kubelet), not the nodes of the
-    pods a kill ended: a killed pod's replacement may well come back on its old node."""
-    return {str(r.target["node"]) for r in records if r.target.get("node") and "name" not in r.target}
+    pods a kill ended (a killed pod's replacement may well come back on its old node) nor those
+    a fault leaves fit to serve what they run (a registry outage: their images are on disk)."""
+    return {str(r.target["node"]) for r in records
+            if r.target.get("node") and "name" not in r.target and not kinds.leaves_fit(r.kind)}
 
 
 def _records(cfg: Dict[str, Any], kube: Optional[Kube]) -> List[ledger.Record]:

@@ -1,7 +1,8 @@
 """Recovery timelines from watch events as they arrive (not from polling): for each killed or
 evicted replica pod, when it was deleted and when it was gone (its drain over, its cards free),
-and when its replacement was created, scheduled (on which node), started (image pulled) and Ready
-(weights loaded, warmed up). Times are wall-clock at arrival; the API's own timestamps (1 s
+and when its replacement was created, scheduled (on which node), first failed to pull its image
+(a registry outage: the kubelet backs off), started (image pulled) and Ready (weights loaded,
+warmed up). Times are wall-clock at arrival; the API's own timestamps (1 s
 resolution) ride along to cross-check them."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Event:
     at: float  # wall-clock seconds when the watch event arrived
-    phase: str  # deleted | gone | created | scheduled | started | ready
+    phase: str  # deleted | gone | created | scheduled | pull_failed | started | ready
     pod: str
     uid: str
     node: str | None
@@ -42,6 +43,14 @@ def _running(pod: dict[str, Any]) -> dict[str, Any] | None:
         if (c.get("state") or {}).get("running") is not None:
             return dict(c["state"]["running"])
     return None
+
+
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _pull_failed(pod: dict[str, Any]) -> bool:
+    return any(((c.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
+               for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
@@ -141,6 +150,8 @@ class Recorder:
         self._emit("created", obj, _ts(meta.get("creationTimestamp")))
         if (obj.get("spec") or {}).get("nodeName"):
             self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
+        if _pull_failed(obj):
+            self._emit("pull_failed", obj, None)
         running = _running(obj)
         if running is not None:
             self._emit("started", obj, _ts(running.get("startedAt")))
@@ -169,8 +180,9 @@ def timeline(events: list[Event], fault_at: float) -> dict[str, Any]:
             entry.update(replacement=new.pod, created=new.at - fault_at)
             if "scheduled" in phases:
                 entry.update(scheduled=phases["scheduled"].at - fault_at, node=phases["scheduled"].node)
-            if "started" in phases:
-                entry.update(started=phases["started"].at - fault_at)
+            for phase in ("pull_failed", "started"):
+                if phase in phases:
+                    entry[phase] = phases[phase].at - fault_at
             if "ready" in phases:
                 entry.update(ready=phases["ready"].at - fault_at)
         replicas.append(entry)

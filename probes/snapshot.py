@@ -48,6 +48,7 @@ class PodView:
     stack_tp: int | None = None
     stack_pp: int | None = None
     stack_group_size: int | None = None
+    waiting: str | None = None  # why a container is not running yet, as the kubelet says (ImagePullBackOff)
 
     @property
     def tp_size(self) -> int | None:
@@ -143,6 +144,14 @@ class ClusterSnapshot:
         return sorted({p.model for p in self.pods})
 
 
+def _waiting(pod: dict[str, Any]) -> str | None:
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        reason = ((c.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return None
+
+
 def _cards(pod: dict[str, Any], card_resource: str) -> int:
     """Cards a pod holds: an extended resource's limit (requests, if given, equal it)."""
     total = 0
@@ -194,7 +203,7 @@ def pod_view(pod: dict[str, Any], card_resource: str, identity: serving.Identity
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),
-        ready_since=_ready_since(pod), stack_tp=stated[0], stack_pp=stated[1],
+        ready_since=_ready_since(pod), waiting=_waiting(pod), stack_tp=stated[0], stack_pp=stated[1],
         stack_group_size=stated[2],
     )
 

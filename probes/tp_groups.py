@@ -36,7 +36,8 @@ CONTRACTS = (
     Contract(
         "tp_groups_recovered_within", "probe",
         asserts="at some moment within `budget` s of time zero, the model's groups are whole and Ready "
-                "(tp_groups_whole), none on a node the run's faults hit as a node, and its pods as many as its "
+                "(tp_groups_whole), none on a node the run's faults hit as a node (not one that leaves it fit to "
+                "serve what it runs: an image-pull-failure), and its pods as many as its "
                 "Deployments and StatefulSets ask for",
         time_zero="the run's first fault (ledger), else the end of the last action before the probe (any "
                   "driver's), else `since`",
@@ -76,7 +77,8 @@ def check(snapshot: ClusterSnapshot, model: str | None = None, namespace: str | 
             problems.append(f"{key}: not scheduled ({', '.join(pending)})")
         ready = sum(m.ready for m in members)
         if ready < len(members):
-            problems.append(f"{key}: {'partially Ready' if ready else 'not Ready'} ({ready}/{len(members)})")
+            waiting = "".join(f"; {m.name} {m.waiting}" for m in members if m.waiting)
+            problems.append(f"{key}: {'partially Ready' if ready else 'not Ready'} ({ready}/{len(members)}{waiting})")
     scope = model or "all models"
     if not groups:
         return failed(f"{scope}: no TP group found", model=model)

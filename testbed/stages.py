@@ -20,7 +20,11 @@ KWOK_PROFILE = (
     "node/chaos/node-not-ready.yaml",
     "pod/fast/pod-complete.yaml",
 )
-OWN_PROFILE = ("pod-start.yaml", "pod-ready.yaml", "pod-ready-again.yaml", "pod-delete.yaml")
+OWN_PROFILE = ("pod-start.yaml", "pod-pull-failing.yaml", "pod-ready.yaml", "pod-ready-again.yaml", "pod-delete.yaml")
+# A pod whose node cannot pull its image (the simulator marks it, the stage fails its pull).
+PULL_FAILING_ANNOTATION = "kilocard.io/image-pull-failing"
+# The kubelet's first image-pull back-off (10 s, doubling to 300 s), on the pod's timing's clock.
+PULL_BACKOFF_ANNOTATION = "kilocard.io/image-pull-backoff"
 NOT_READY_LABEL = "node-not-ready.stage.kwok.x-k8s.io"  # Ready=False: not-ready taint
 # A dead kubelet: kwok stops managing the node (see cluster.py), so its Lease lapses, the controller
 # manager marks it Unknown and taints it unreachable, and its pods are never confirmed deleted.

@@ -8,6 +8,9 @@ Start-up is three phases, as a vLLM pod shows them in production:
   parallel) over the node's load bandwidth;
 - warm-up: torch.compile and CUDA-graph capture, which grow with the layer count (Ready when
   it ends).
+The simulator stretches the weight loading of a pod starting on a node whose reads are capped
+(slow-weights), from the load phase written apart. A pull that fails (a registry outage) is
+retried on the kubelet's back-off: 10 s, doubling up to 300 s, on the same clock.
 Stopping: the preStop sleep (endpoints drop the pod) plus the longest in-flight requests, bounded
 by the manifest's terminationGracePeriodSeconds (scaled like every other duration). The
 production figures and their sources are in testbed/manifests/fleet/README.md.
@@ -25,10 +28,12 @@ from typing import Any
 from chaos.errors import SpecError
 from chaos.vocabulary import GROUP_SIZE_LABEL, MODEL_LABEL
 from testbed.simulator.model import profile_for
+from testbed.stages import PULL_BACKOFF_ANNOTATION
 
 PULL_ANNOTATION = "kilocard.io/image-pull-delay"
 READY_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"  # kwok's own name: from start to Ready
 DRAIN_ANNOTATION = "pod-delete.stage.kwok.x-k8s.io/delay"  # kwok's own name: from delete to gone
+LOAD_ANNOTATION = "kilocard.io/weights-load"  # the weight loading's share of READY_ANNOTATION's delay
 PARAMS_LABEL = "kilocard.io/params-billions"
 LAYERS_LABEL = "kilocard.io/layers"
 DTYPE_LABEL = "kilocard.io/dtype"
@@ -40,6 +45,7 @@ LOAD_GB_PER_S = 1.5  # per node, safetensors streamed from shared storage
 WARMUP_S_PER_LAYER = 1.15  # torch.compile + CUDA graphs: ~39 s for 32 layers, ~92 s for 80
 PRESTOP_S = 30.0  # endpoints and the gateway stop sending before the engine is told to stop
 TAIL_GENERATIONS = 4.0  # the longest in-flight request runs about 4x the mean output length
+PULL_BACKOFF_S = 10.0  # the kubelet's first image-pull back-off (pkg/kubelet/kubelet.go: imageBackOffPeriod)
 DEFAULT_FACTOR = 10.0  # `default` runs production's timeline ten times faster
 BYTES_PER_PARAM = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1, "fp8": 1, "int8": 1, "int4": 0.5}
 FACTORS = {"production": 1.0, "default": DEFAULT_FACTOR}
@@ -107,6 +113,8 @@ def stamp(objects: list[dict[str, Any]], timing: str) -> list[dict[str, Any]]:
             PULL_ANNOTATION: _duration(phases.pull / factor),
             READY_ANNOTATION: _duration((phases.load + phases.warmup) / factor),
             DRAIN_ANNOTATION: _duration(min(drain(labels) / factor, grace)),
+            PULL_BACKOFF_ANNOTATION: _duration(PULL_BACKOFF_S / factor),
+            LOAD_ANNOTATION: _duration(phases.load / factor),
         })
         template["spec"]["terminationGracePeriodSeconds"] = grace
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import ssl
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated fault kinds this agent may apply (of {', '.join(sorted(ALL_KINDS))}); "
                              "default all but kubelet-stop")
     parser.add_argument("--state-file", type=Path, help="where active faults are kept across a crash")
+    parser.add_argument("--pods-cgroup", help="the kubelet's parent cgroup of pods, directly below the cgroup "
+                        "mount (default: kubepods, else kubepods.slice): where slow-weights caps reads")
     parser.add_argument("--tls-cert", type=Path, help="the agent's certificate, PEM (tls.crt of the Secret "
                         f"kilocard-agent-tls; callers verify it for the name {AGENT_TLS_NAME})")
     parser.add_argument("--tls-key", type=Path, help="its private key, PEM (tls.key)")
@@ -51,9 +54,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--token-file: the token must have at least 16 characters")
     if not 0 < args.client_timeout <= 3600:
         parser.error(f"--client-timeout: expected seconds from 0 (excluded) to 3600, got {args.client_timeout}")
+    if args.pods_cgroup is not None and (args.pods_cgroup in (".", "..")
+                                         or not re.fullmatch(r"[A-Za-z0-9._-]{1,255}", args.pods_cgroup)):
+        parser.error(f"--pods-cgroup: expected a cgroup's name (letters, digits, ._-), got {args.pods_cgroup!r}")
     host, _, port = args.listen.rpartition(":")
     tls = _tls(parser, args, host)
-    store = Store(Backends(Tools.find(), args.interface), args.node, allow, args.state_file)
+    store = Store(Backends(Tools.find(), args.interface, pods_cgroup=args.pods_cgroup), args.node, allow,
+                  args.state_file)
     left = store.revert_leftovers()
     if left:
         print(f"agent: could not revert leftovers {left}: {store.errors}", file=sys.stderr, flush=True)

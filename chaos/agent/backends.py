@@ -11,10 +11,12 @@ A fault scoped to a network namespace (`target.netns`, e.g. a pod's) runs its co
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -66,6 +68,7 @@ def _nvml() -> Any:
 
 
 Run = Callable[[list[str]], str]
+Lookup = Callable[..., list[Any]]  # socket.getaddrinfo's shape
 
 
 def run(argv: list[str]) -> str:
@@ -77,11 +80,23 @@ def run(argv: list[str]) -> str:
 
 class Backends:
     def __init__(self, tools: Tools, default_interface: str, runner: Run = run,
-                 mountinfo: Path = cgroups.MOUNTINFO) -> None:
+                 mountinfo: Path = cgroups.MOUNTINFO, lookup: Lookup = socket.getaddrinfo,
+                 pods_cgroup: str | None = None, sys_block: Path = Path("/sys/block")) -> None:
         self.tools = tools
         self.default_interface = default_interface
         self.run = runner
         self.mountinfo = mountinfo
+        self.lookup = lookup
+        self.pods_cgroup = pods_cgroup  # the kubelet's parent cgroup of pods, where not kubepods(.slice)
+        self.sys_block = sys_block
+
+    def resolve(self, host: str, port: int) -> list[str]:
+        """The addresses `host` resolves to on this node, as the container runtime would find them."""
+        try:
+            found = self.lookup(host, port, 0, socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise FaultError("params.registries", f"{host} does not resolve on this node ({exc})") from None
+        return sorted({str(info[4][0]) for info in found})
 
     def _need(self, binary: str | None, name: str, kind: str) -> str:
         if binary is None:
@@ -156,16 +171,17 @@ class Backends:
         self.run(self._in_netns(fault.target, [nft, *args]))
 
     def nft_table(self, fault: Any, chains: dict[str, list[str]], protocol: str | None = None,
-                  both_ends: bool = False) -> None:
+                  both_ends: bool = False, scope: dict[str, Any] | None = None) -> None:
         """A table of the fault's own, with one chain per hook ("input", "output") ending in the
         given statement, on the interface and the fault's scope (cidrs, ports; `protocol` matched
-        even without ports, as a TCP reset needs). Ports are the far end's (traffic to them on
-        output, from them on input), or with `both_ends` either end's, so a node that listens on
-        the port is hit as well as one that connects to it. Half-made: removed."""
+        even without ports, as a TCP reset needs; `scope` instead of the fault's parameters when
+        the kind works it out). Ports are the far end's (traffic to them on output, from them on
+        input), or with `both_ends` either end's, so a node that listens on the port is hit as
+        well as one that connects to it. Half-made: removed."""
         self._nft(fault, "add", "table", "inet", self._table(fault))
         try:
             for hook, verdict in chains.items():
-                self._nft_rules(fault, hook, verdict, protocol, both_ends)
+                self._nft_rules(fault, hook, verdict, protocol, both_ends, fault.params if scope is None else scope)
         except BaseException:
             self.nft_revert(fault)
             raise
@@ -185,12 +201,11 @@ class Backends:
             return CONFIRMED, f"table inet {self._table(fault)}: {chains} chain(s), {rules} rule(s) '{statement}'"
         return MISMATCH, f"table inet {self._table(fault)} has {chains} chain(s) but {rules} rule(s) '{statement}'"
 
-    def _nft_rules(self, fault: Any, hook: str, verdict: list[str], protocol: str | None = None,
-                   both_ends: bool = False) -> None:
+    def _nft_rules(self, fault: Any, hook: str, verdict: list[str], protocol: str | None, both_ends: bool,
+                   p: dict[str, Any]) -> None:
         table, chain = self._table(fault), hook
         self._nft(fault, "add", "chain", "inet", table, chain, f"{{ type filter hook {hook} priority 0 ; }}")
         iface = ["oifname" if hook == "output" else "iifname", self.interface(fault.target)]
-        p = fault.params
         address = "daddr" if hook == "output" else "saddr"
         cidrs = p.get("cidrs") or [None]
         ports = p.get("ports") or []
@@ -290,6 +305,83 @@ class Backends:
         if self._nvml(fault, "nvmlDeviceGetUtilizationRates").gpu == 0:
             return INCONCLUSIVE, shown + "; the card is idle, and an idle card's clock is low anyway"
         return CONFIRMED, shown
+
+    # --- reads capped --------------------------------------------------------------------------
+    def _pods_root(self) -> cgroups.IoCgroup:
+        names = (self.pods_cgroup,) if self.pods_cgroup else cgroups.PODS_ROOTS
+        root = cgroups.pods_root(names, self.mountinfo)
+        if root is None:
+            raise FaultError("kind", f"no pods' cgroup ({' or '.join(names)}) below a hierarchy with the io or "
+                                     "blkio controller on this node", status=501)
+        return root
+
+    def _devices(self, fault: Any) -> list[str]:
+        return list(fault.params.get("devices") or []) or cgroups.disks(self.sys_block)
+
+    def _capped_groups(self, root: cgroups.IoCgroup) -> list[cgroups.IoCgroup]:
+        """Where a cap must be written: v2's io.max holds for the whole subtree, so the root alone;
+        v1's blkio throttle holds only for a cgroup's own processes, so every cgroup below it."""
+        if root.version == 2:
+            return [root]
+        return [cgroups.IoCgroup(Path(directory), 1) for directory, _dirs, _files in os.walk(root.path)]
+
+    def io_throttle(self, fault: Any, bytes_per_second: int) -> None:
+        """Cap the reads of every pod on the node from the devices. Each cgroup's caps in force are
+        read the first time it is capped and kept with the fault (restored exactly on revert); on
+        cgroup v1 the agent re-applies while active, so a pod started since is capped too (before
+        its container reads its weights: its image is pulled first). Half-made: undone."""
+        root, devices = self._pods_root(), self._devices(fault)
+        if not devices:
+            raise FaultError("params.devices", "this node has no disk to cap: name the devices (MAJ:MIN)")
+        saved = fault.saved.setdefault("caps_before", {})
+        try:
+            for group in self._capped_groups(root):
+                key = str(group.path.relative_to(root.path))
+                try:
+                    if key not in saved:
+                        before = group.read_caps()
+                        saved[key] = {d: before.get(d) for d in devices}
+                    for device in devices:
+                        group.cap(device, bytes_per_second)
+                except FileNotFoundError:
+                    continue  # a pod that ended meanwhile: nothing to cap
+        except OSError as exc:
+            self.io_unthrottle(fault)
+            raise FaultError("params.devices", f"{root.path}: {exc}", status=500) from None
+
+    def io_unthrottle(self, fault: Any) -> None:
+        saved = fault.saved.get("caps_before") or {}
+        if not saved:
+            return  # the apply changed nothing
+        root = self._pods_root()
+        for key, caps in saved.items():
+            group = cgroups.IoCgroup(root.path / key, root.version)
+            for device, before in caps.items():
+                try:
+                    group.cap(device, before)
+                except FileNotFoundError:
+                    break  # the pod ended: its cgroup went with it
+                except OSError as exc:
+                    if exc.errno != errno.ENODEV:  # a device gone since: nothing left to lift
+                        raise
+
+    def io_throttled(self, fault: Any, bytes_per_second: int) -> tuple[str, str]:
+        root = self._pods_root()
+        devices = list(fault.params.get("devices") or []) or sorted(
+            {d for caps in (fault.saved.get("caps_before") or {}).values() for d in caps}) or self._devices(fault)
+        groups = self._capped_groups(root)
+        wrong = []
+        for group in groups:
+            try:
+                caps = group.read_caps()
+            except FileNotFoundError:
+                continue
+            wrong += [f"{group.path} {d} {caps.get(d) or 'uncapped'}" for d in devices
+                      if caps.get(d) != bytes_per_second]
+        where = f"{root.path} (cgroup v{root.version}, {len(groups)} cgroup(s))"
+        if wrong:
+            return MISMATCH, f"{where}: not held at {bytes_per_second} B/s: {'; '.join(wrong[:5])}"
+        return CONFIRMED, f"{where}: reads of {', '.join(devices)} held at {bytes_per_second} B/s"
 
     # --- cgroups ---------------------------------------------------------------------------------
     def _cgroup(self, fault: Any) -> cgroups.Cgroup | None:

@@ -1,4 +1,5 @@
-"""A pod's (or one container's) cgroup on this node, and freezing it: what rank-stall is made of.
+"""A pod's (or one container's) cgroup on this node, and freezing it: what rank-stall is made of;
+the pods' parent cgroup, and capping its reads: what io-throttle (slow-weights) is made of.
 
 Hierarchies come from /proc/self/mountinfo, never from assumed paths: nodes mount cgroup v2 alone,
 v1 alone, or both (hybrid: v1 controllers under /sys/fs/cgroup/<controller>, v2 at
@@ -6,8 +7,8 @@ v1 alone, or both (hybrid: v1 controllers under /sys/fs/cgroup/<controller>, v2 
 file instead of freezing anything. The kubelet names a pod's cgroup `pod<uid>` (cgroupfs driver)
 or `kubepods-<qos>-pod<uid with _>.slice` (systemd driver); a container's is a child whose name
 holds its ID (`cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`, or `<id>`).
-Only `cgroup.freeze` and `freezer.state` are ever written, below a mounted hierarchy (and
-`cgroup.procs`, `cgroup.events` read).
+Only `cgroup.freeze`, `freezer.state`, `io.max` and `blkio.throttle.read_bps_device` are ever
+written, below a mounted hierarchy (and `cgroup.procs`, `cgroup.events`, `cgroup.controllers` read).
 """
 
 from __future__ import annotations
@@ -53,20 +54,23 @@ class Cgroup:
         return {"FROZEN": "frozen", "FREEZING": "freezing"}.get(state, "thawed")
 
 
-def hierarchies(mountinfo: Path = MOUNTINFO) -> list[tuple[int, Path]]:
-    """(version, mount point) of the cgroup v2 hierarchy and the v1 freezer, v2 first."""
-    found: list[tuple[int, Path]] = []
+def _cgroup_mounts(mountinfo: Path) -> list[tuple[int, Path, list[str]]]:
+    """(version, mount point, a v1 hierarchy's controllers) of every cgroup mount."""
+    found: list[tuple[int, Path, list[str]]] = []
     for line in mountinfo.read_text().splitlines():
         left, _, right = line.partition(" - ")
         fields, after = left.split(), right.split()
-        if len(fields) < 5 or len(after) < 3:
+        if len(fields) < 5 or len(after) < 3 or after[0] not in ("cgroup", "cgroup2"):
             continue
         point = Path(fields[4].replace("\\040", " "))
-        if after[0] == "cgroup2":
-            found.append((2, point))
-        elif after[0] == "cgroup" and "freezer" in after[2].split(","):
-            found.append((1, point))
-    return sorted(found, key=lambda vp: -vp[0])
+        found.append((2, point, []) if after[0] == "cgroup2" else (1, point, after[2].split(",")))
+    return found
+
+
+def hierarchies(mountinfo: Path = MOUNTINFO) -> list[tuple[int, Path]]:
+    """(version, mount point) of the cgroup v2 hierarchy and the v1 freezer, v2 first."""
+    return sorted(((v, point) for v, point, options in _cgroup_mounts(mountinfo) if v == 2 or "freezer" in options),
+                  key=lambda vp: -vp[0])
 
 
 def _pod_names(pod_uid: str) -> tuple[str, str]:
@@ -139,3 +143,79 @@ def stopped(pid: int) -> bool | None:
     except OSError:
         return None
     return stat[stat.rindex(")") + 2] in "Tt"
+
+
+# --- reads capped: what io-throttle (slow-weights) is made of ------------------------------------
+# The kubelet's parent cgroup of every pod (cgroupfs driver, then systemd's): a cap there holds for
+# every pod below it, a replacement started during the fault included.
+PODS_ROOTS = ("kubepods", "kubepods.slice")
+
+
+@dataclass(frozen=True)
+class IoCgroup:
+    """A cgroup whose reads are capped per device: v2 `io.max` (`MAJ:MIN rbps=N`) or the v1 blkio
+    controller's `blkio.throttle.read_bps_device` (`MAJ:MIN N`; 0 removes the cap)."""
+
+    path: Path
+    version: int
+
+    @property
+    def _file(self) -> Path:
+        return self.path / ("io.max" if self.version == 2 else "blkio.throttle.read_bps_device")
+
+    def read_caps(self) -> dict[str, int]:
+        """Each capped device's read cap, in bytes per second ("max" and absent: no cap)."""
+        caps: dict[str, int] = {}
+        for line in self._file.read_text().splitlines():
+            device, _, rest = line.strip().partition(" ")
+            if self.version == 2:
+                value = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv).get("rbps", "max")
+            else:
+                value = rest.strip()
+            if value.isdigit() and int(value) > 0:
+                caps[device] = int(value)
+        return caps
+
+    def cap(self, device: str, bytes_per_second: int | None) -> None:
+        """Cap the device's reads, or (None) lift the cap."""
+        if self.version == 2:
+            self._file.write_text(f"{device} rbps={bytes_per_second or 'max'}")
+        else:
+            self._file.write_text(f"{device} {bytes_per_second or 0}")
+
+
+def io_hierarchies(mountinfo: Path = MOUNTINFO) -> list[tuple[int, Path]]:
+    """(version, mount point) of the hierarchies that can cap reads: v2 (with its io controller)
+    before the v1 blkio controller."""
+    return sorted(((v, point) for v, point, options in _cgroup_mounts(mountinfo)
+                   if (v == 2 and "io" in _controllers(point)) or "blkio" in options), key=lambda vp: -vp[0])
+
+
+def _controllers(point: Path) -> list[str]:
+    try:
+        return (point / "cgroup.controllers").read_text().split()
+    except OSError:
+        return []
+
+
+def pods_root(names: tuple[str, ...] = PODS_ROOTS, mountinfo: Path = MOUNTINFO) -> IoCgroup | None:
+    """The pods' parent cgroup (the first of `names` directly below a hierarchy that caps reads)."""
+    for version, point in io_hierarchies(mountinfo):
+        for name in names:
+            if (point / name).is_dir():
+                return IoCgroup(point / name, version)
+    return None
+
+
+def disks(sys_block: Path = Path("/sys/block")) -> list[str]:
+    """MAJ:MIN of the node's disks (NVMe, SCSI/SATA, virtio, Xen, MD, device-mapper): where weights
+    are read from; not loop, RAM or optical devices."""
+    found = []
+    for entry in sorted(sys_block.iterdir()) if sys_block.is_dir() else []:
+        if entry.name.startswith(("loop", "ram", "zram", "sr", "fd")):
+            continue
+        try:
+            found.append((entry / "dev").read_text().strip())
+        except OSError:
+            continue
+    return found

@@ -34,7 +34,8 @@ class Param:
     """One parameter of an agent kind, declared once. `type`: number, integer, choice (one of
     `choices`), text (matching `pattern`, described by `description`), cidrs (a list of CIDRs) or
     ports (a list of ports 1-65535). `needed_by`: required once that other parameter is a
-    non-empty list (the ports' protocol). `why`: said before a choice's expected values."""
+    non-empty list (the ports' protocol). `why`: said before a choice's expected values. texts: a
+    non-empty list of strings, each matching `pattern` (registry names)."""
 
     type: str
     description: str
@@ -70,6 +71,12 @@ class Param:
         elif self.type == "text":
             if not isinstance(value, str) or not re.fullmatch(self.pattern, value):
                 raise FaultError(where, f"expected {self.description}, got {value!r}")
+        elif self.type == "texts":
+            if not isinstance(value, list) or not value:
+                raise FaultError(where, f"expected a non-empty list of {self.description}, got {value!r}")
+            for v in value:
+                if not isinstance(v, str) or not re.fullmatch(self.pattern, v):
+                    raise FaultError(where, f"not one of {self.description}: {v!r}")
         elif self.type == "cidrs":
             if not isinstance(value, list):
                 raise FaultError(where, f"expected a list of CIDRs, got {value!r}")
@@ -89,6 +96,8 @@ class Param:
             "integer": {"type": "integer", "minimum": self.low, "maximum": self.high},
             "choice": {"enum": list(self.choices)},
             "text": {"type": "string", "pattern": f"^(?:{self.pattern})$"},
+            "texts": {"type": "array", "minItems": 1,
+                      "items": {"type": "string", "pattern": f"^(?:{self.pattern})$"}},
             "cidrs": {"type": "array", "items": {"type": "string", "format": "cidr"}},
             "ports": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535}},
         }[self.type]

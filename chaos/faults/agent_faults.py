@@ -9,6 +9,8 @@ runs to apply and revert it).
     network-bandwidth   tbf rate limit        network-loss   nftables random drop
     network-partition   nftables drop         network-delay  netem delay (where the kernel has it)
     network-tcp-reset   nftables reject with tcp reset
+    image-pull-failure  a registry outage: nftables refuses its resolved addresses (pulls fail)
+    slow-weights        the pods' cgroup's reads capped (io.max / blkio): start-ups load slowly
     node-kubelet-stop   the kubelet stops: to the control plane, a lost machine
 (rank-stall, chaos/faults/rank_stall.py, goes through the agent too, with pods for targets.)
 

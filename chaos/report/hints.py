@@ -115,6 +115,11 @@ def _slowest_phase(run: Run) -> str:
     if not spans:
         return ""
     phase, seconds = max(spans.items(), key=lambda kv: kv[1])
+    failed = [float(r["pull_failed"]) for r in run.recovery if r.get("pull_failed") is not None]
+    if phase == "started" and failed:
+        return (f" The slowest phase was the image pull, which failed from {min(failed):.1f} s and waited out the "
+                f"outage and the kubelet's back-off: up to {seconds:.1f} s (a registry mirror in the cluster, or the "
+                "engine image pre-pulled on every node).")
     cure = {"gone": "the old pod's drain (terminationGracePeriodSeconds, preStop)",
             "scheduled": "scheduling (free cards in one piece, the node pool's taints and selectors)",
             "started": "the image pull (pre-pull the engine image on every node)",

@@ -21,7 +21,7 @@ from chaos.judgement import passes, replay_symptoms, why
 from chaos.vocabulary import cluster_line, describe_target, epoch
 from probes.verdict import BUDGET_SECONDS, RECOVERED_AFTER_SECONDS, budgeted
 
-PHASES = ("deleted", "gone", "created", "scheduled", "started", "ready")
+PHASES = ("deleted", "gone", "created", "scheduled", "pull_failed", "started", "ready")
 # Each phase of a replica's recovery, and the phase it is timed from.
 SPANS = (("gone", "deleted"), ("created", "deleted"), ("scheduled", "created"), ("started", "scheduled"),
          ("ready", "started"))

@@ -22,6 +22,12 @@
                   down a ramp; its TP group runs at its pace, dcgm-exporter shows its SM clock down,
                   its power at the cap and a clock event reason (SW power cap, or clocks set), and
                   every health signal stays clean
+    pull-block    the node (toolkit image-pull-failure): its pods still waiting for an image from a
+                  blocked registry fail the pull and back off as the kubelet does; the next retry
+                  after the outage pulls (testbed/simulator/pulls.py)
+    io-throttle   the node (toolkit slow-weights): its pods not yet started load their weights at the
+                  cap (their delay to Ready stretched by the load phase's share, production's 1.5 GB/s
+                  over the cap); the stretch is given back to those still waiting when the cap goes
     rank-stall    the pod's engine frozen (`State.stalled`): its TP group stays Ready and gets its
                   share of traffic, which queues, and nothing completes; its engine's gauges stay
                   as they were when it froze; a frozen rank 0 (whose process serves the metrics)
@@ -293,6 +299,46 @@ class KubeletStop(Effect):
         return MISMATCH, f"{f.node} is not lost: its kubelet runs"
 
 
+class PullBlock(Effect):
+    """The node cannot pull from the registries: its pods still waiting for an image from one of
+    them fail their pulls (testbed/simulator/pulls.py); running ones are untouched."""
+
+    def apply(self, world: State, f: Fault) -> None:
+        world.pulls.block(f.node, f.id, f.params["registries"])
+        world.pulls_changed(f.node)
+
+    def revert(self, world: State, f: Fault) -> None:
+        world.pulls.unblock(f.node, f.id)
+
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
+        registries = world.pulls.blocked(f.node, f.id)
+        if registries is None:
+            return MISMATCH, f"{f.node} pulls from {', '.join(f.params['registries'])}"
+        waiting = sorted(w.name for w in world.pulls.waiting.values() if w.node == f.node and w.registry in registries)
+        return CONFIRMED, (f"{f.node} refuses pulls from {', '.join(sorted(registries))}; "
+                           f"{len(waiting)} pod(s) there failed a pull{': ' + ', '.join(waiting) if waiting else ''}")
+
+
+class IoThrottle(Effect):
+    """The node's pods read their weights at most at the cap: those not yet started load slowly."""
+
+    def apply(self, world: State, f: Fault) -> None:
+        world.read_caps[f.node][f.id] = float(f.params["rate_mbps"])
+        world.reads_changed(f.node)
+
+    def revert(self, world: State, f: Fault) -> None:
+        world.read_caps[f.node].pop(f.id, None)
+        world.reads_changed(f.node)
+
+    def observe(self, world: State, f: Fault) -> tuple[str, str]:
+        cap = world.read_caps.get(f.node, {}).get(f.id)
+        if cap is None:
+            return MISMATCH, f"{f.node}'s pods read uncapped"
+        slow = sorted(p.name for p in world.pods.values() if p.node == f.node and p.ready_unstretched)
+        return CONFIRMED, (f"{f.node}'s pods read at most {cap:g} MB/s; {len(slow)} loading slowly"
+                           f"{': ' + ', '.join(slow) if slow else ''}")
+
+
 class RankStall(Effect):
     def apply(self, world: State, f: Fault) -> None:
         uid = f.target["pod_uid"]
@@ -316,7 +362,8 @@ class RankStall(Effect):
 EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIsolate(), "bandwidth": Bandwidth(),
                               "loss": Loss(), "partition": Partition(), "delay": Delay(), "tcp-reset": TcpReset(),
                               "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall(),
-                              "throttle": Throttle()}
+                              "throttle": Throttle(), "pull-block": PullBlock(),
+                              "io-throttle": IoThrottle()}
 
 
 def net_of(world: State, node: str) -> Net:

@@ -18,11 +18,17 @@ from typing import Any
 
 from chaos import mindx
 from chaos.agent.kinds import throttle
+from chaos.agent.kinds.pull_block import registry_of
 from chaos.agent.protocol import Fault
 from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
 from probes import snapshot
 from testbed.simulator import model as m
-from testbed.stages import LOST_LABEL
+from testbed.simulator.pulls import Pulls
+from testbed.stages import LOST_LABEL, PULL_BACKOFF_ANNOTATION, PULL_FAILING_ANNOTATION
+from testbed.timing import LOAD_ANNOTATION, LOAD_GB_PER_S, READY_ANNOTATION
+
+# A pod's delay to Ready before a read cap stretched it (slow-weights), so the cap's end restores it.
+UNSTRETCHED_ANNOTATION = "kilocard.io/ready-delay-unstretched"
 
 
 @dataclass
@@ -75,6 +81,13 @@ class Pod:
     terminating: bool = False  # draining: keeps its cards, gets no new requests
     chips_noted: str | None = None  # Ascend: the pod's huawei.com/AscendReal annotation as last seen
     group_size: int | None = None  # pods in its replica, where a label or its stack says
+    image: str = ""
+    waits_for_image: bool = False  # Pending, not terminating: its image not yet pulled
+    pull_marked: bool = False  # its pull shown failed (testbed/stages/pod-pull-failing.yaml)
+    pull_backoff: float = 0.0  # the kubelet's first pull back-off on its timing's clock, in seconds
+    ready_delay: str | None = None  # kwok's delay from its start to Ready, as written (testbed/timing.py)
+    load: float = 0.0  # the weight loading's share of it, in seconds
+    ready_unstretched: str | None = None  # the delay before a read cap stretched it (slow-weights)
 
 
 @dataclass
@@ -104,6 +117,13 @@ class Series:
                              ("e2e_buckets", self.engine.e2e_buckets)):
             if not getattr(self, name):
                 setattr(self, name, [0.0] * len(bounds))
+
+
+def _seconds(duration: str | None) -> float:
+    """A duration as testbed/timing.py writes it (`1500ms`); 0 when absent or otherwise written."""
+    if duration and duration.endswith("ms") and duration[:-2].isdigit():
+        return int(duration[:-2]) / 1000
+    return 0.0
 
 
 def _served_name(pod_args: list[str], model: str) -> str:
@@ -144,6 +164,8 @@ class State:
         # node -> fault id -> the network fault whose shaping (qdisc, nft table) the node carries
         self.shaping: dict[str, dict[str, Fault]] = defaultdict(dict)
         self.by_key: dict[str, Fault] = {}  # idempotency key -> the fault it created
+        self.pulls = Pulls()  # registry outages on nodes, and the pods whose pulls they failed
+        self.read_caps: dict[str, dict[str, float]] = defaultdict(dict)  # node -> fault id -> MB/s (slow-weights)
         self.series: dict[str, Series] = {}  # by replica key
         # Demand is per service: a model in a namespace. (namespace, model, reason) -> requests.
         self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
@@ -152,8 +174,9 @@ class State:
         self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
-        # ("allocatable", node, cards), ("delete-pod", namespace, name), ("labels", node, {k: v}), and on
-        # Ascend ("device-info", node, None) and ("annotate", namespace, (pod, {k: v})).
+        # ("allocatable", node, cards), ("delete-pod", namespace, name), ("labels", node, {k: v}),
+        # ("annotate", namespace, (pod, {k: v})) (a failed pull's mark; on Ascend, the chips), and on
+        # Ascend ("device-info", node, None).
         self.actions: list[tuple[str, str, Any]] = []
         self.last_tick = time.monotonic()
 
@@ -243,8 +266,10 @@ class State:
         meta, spec = obj["metadata"], obj.get("spec") or {}
         container = (spec.get("containers") or [{}])[0]
         limits = (container.get("resources") or {}).get("limits") or {}
-        conditions = (obj.get("status") or {}).get("conditions") or []
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        annotations = meta.get("annotations") or {}
         pod = Pod(
             uid=meta["uid"], namespace=meta["namespace"], name=meta["name"], node=spec["nodeName"],
             model=model, served_name=served, group=group, rank=rank,
@@ -253,11 +278,61 @@ class State:
             terminating=bool(meta.get("deletionTimestamp")),
             chips_noted=(meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION),
             group_size=int(group_size) if group_size and group_size.isdigit() else None,
+            image=str(container.get("image") or ""),
+            waits_for_image=status.get("phase", "Pending") == "Pending" and not meta.get("deletionTimestamp"),
+            pull_marked=PULL_FAILING_ANNOTATION in annotations,
+            pull_backoff=_seconds(annotations.get(PULL_BACKOFF_ANNOTATION)),
+            ready_delay=annotations.get(READY_ANNOTATION), load=_seconds(annotations.get(LOAD_ANNOTATION)),
+            ready_unstretched=annotations.get(UNSTRETCHED_ANNOTATION),
         )
         with self.lock:
             self.pods[pod.uid] = pod
             self.served_names[model] = pod.served_name
             self._assign(pod)
+            self._pull(pod, time.time())
+            self._load(pod)
+
+    def _pull(self, pod: Pod, now: float) -> None:
+        """Mark a pod whose pull its node's registry outage fails, or take a stale mark off."""
+        mark = self.pulls.seen(pod.uid, pod.namespace, pod.name, pod.node, pod.image, pod.waits_for_image,
+                               pod.pull_marked, pod.pull_backoff, now)
+        if mark is not None:
+            value = registry_of(pod.image) if mark else None
+            self.actions.append(("annotate", pod.namespace, (pod.name, {PULL_FAILING_ANNOTATION: value})))
+
+    def pulls_changed(self, node: str) -> None:
+        """An outage began on the node: the pods there still waiting for their images fail their pulls."""
+        now = time.time()
+        for pod in [p for p in self.pods.values() if p.node == node]:
+            self._pull(pod, now)
+
+    def _load(self, pod: Pod) -> None:
+        """A pod not yet started on a node whose reads are capped loads its weights at the cap: its
+        delay to Ready stretched by the load phase's share (the earlier delay kept beside it), and
+        given back if the cap goes before it starts. Once started, the stretch stands."""
+        caps = self.read_caps.get(pod.node)
+        if not pod.waits_for_image or pod.load <= 0 or pod.ready_delay is None:
+            return
+        if caps and pod.ready_unstretched is None:
+            slower = max(1.0, LOAD_GB_PER_S * 1000 / min(caps.values()))
+            stretched = _seconds(pod.ready_delay) + pod.load * (slower - 1)
+            pod.ready_unstretched = pod.ready_delay  # asked once: the next event shows both
+            self.actions.append(("annotate", pod.namespace, (pod.name, {
+                READY_ANNOTATION: f"{round(stretched * 1000)}ms", UNSTRETCHED_ANNOTATION: pod.ready_delay})))
+        elif not caps and pod.ready_unstretched is not None:
+            self.actions.append(("annotate", pod.namespace, (pod.name, {
+                READY_ANNOTATION: pod.ready_unstretched, UNSTRETCHED_ANNOTATION: None})))
+            pod.ready_unstretched = None
+
+    def reads_changed(self, node: str) -> None:
+        """A read cap came to the node or went: its pods not yet started load at the new pace."""
+        for pod in [p for p in self.pods.values() if p.node == node]:
+            self._load(pod)
+
+    def pull_retries(self, now: float) -> None:
+        """Failed pulls whose outage ended are retried at the kubelet's next back-off: the mark goes."""
+        for w in self.pulls.due(now):
+            self.actions.append(("annotate", w.namespace, (w.name, {PULL_FAILING_ANNOTATION: None})))
 
     def _assign(self, pod: Pod) -> None:
         """Give the pod the cards it still lacks, as a device plugin would (a pod seen before its
@@ -279,6 +354,7 @@ class State:
 
     def remove_pod(self, uid: str) -> None:
         with self.lock:
+            self.pulls.gone(uid)
             self.stack_pods.pop(uid, None)
             pod = self.pods.pop(uid, None)
             if pod:

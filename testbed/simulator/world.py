@@ -35,4 +35,5 @@ class World(Engine, FaultBook):
             seconds = min(max(mono - self.last_tick, 0.0), 10.0)
             self.last_tick = mono
             self._reap(wall)
+            self.pull_retries(wall)
             self._advance(seconds, wall)

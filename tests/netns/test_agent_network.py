@@ -170,3 +170,28 @@ def test_tcp_reset_takes_tcp_only(pair, agent):
     status, body = agent().fault("tcp-reset", pair, ports=[53], protocol="udp")
     assert status == 400 and body["field"] == "params.protocol", body
     assert clean(pair)
+
+
+def test_a_pull_block_refuses_the_registrys_port_at_its_address_and_nothing_else(pair, agent):
+    a = agent()  # the registry is B's echo on 7005 (named by address and port, as an image names it)
+    server = echo_server(pair, 7005, 7006)
+    try:
+        pulling, other = conversation(pair, 7005), conversation(pair, 7006)
+        status, fault = a.fault("pull-block", pair, registries=[f"{pair.ip_b}:7005"])
+        assert status == 201, fault
+        seen = a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]
+        assert seen["status"] == "confirmed" and f"{pair.ip_b}:7005 ({pair.ip_b})" in seen["evidence"], seen
+        # The pull in flight is cut, a new one refused at once (ErrImagePull), another port untouched.
+        assert said(pulling) == ("reset", "refused")
+        assert said(other) == ("echoed", "echoed")
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+        assert clean(pair)
+        assert said(conversation(pair, 7005)) == ("echoed", "echoed")
+    finally:
+        server.communicate("", timeout=30)
+
+
+def test_a_pull_block_of_a_name_that_does_not_resolve_is_refused_and_leaves_nothing(pair, agent):
+    status, body = agent().fault("pull-block", pair, registries=["no-such-registry.invalid"])
+    assert status == 400 and body["field"] == "params.registries", body
+    assert "does not resolve" in body["error"] and clean(pair)

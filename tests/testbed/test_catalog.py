@@ -8,6 +8,7 @@ import json
 import statistics
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from chaos.report import browser
 from probes import chaostoolkit, slo
 from testbed import audit, fleet, timing
 from testbed.remediator import OPT_OUT_LABEL
+from tests import figures
 from tests.testbed.conftest import PORT_BASE
 from tests.testbed.helpers import deploy, eventually, per_node, serving, wait_ready
 from tests.testbed.test_runner import KILOCARD, kilocard_run
@@ -164,6 +166,74 @@ def test_s11_a_slow_card_is_named_from_its_own_series_then_drained_and_without_d
         f"probe 'node-quarantined-within-budget' failed: 50 s after the fault on {node}: node {node} is not "
         "quarantined"), journal["kilocard"]["reason"]
     assert probe(journal, "straggler-named-within-budget")["outcome"] == "named"
+
+
+def slow_weights(s12: dict, rate_mbps: float) -> dict:
+    """S12's kill with the nodes' weight reads capped instead of their pulls refused."""
+    method = [dict(step) for step in s12["method"] if step["name"] != "replacement-failed-its-pull"]
+    method[0] = {**method[0], "name": "slow-storage", "provider": {**method[0]["provider"], "arguments": {"fault": {
+        "kind": "slow-weights", "node_selector": "${nodes}", "percent": 100, "params": {"rate_mbps": rate_mbps},
+        "ttl_seconds": 600}}}}
+    return {**s12, "method": method}
+
+
+@pytest.mark.long(110)
+def test_s12_a_replacement_waits_out_a_registry_outage_in_budget_its_twins_fail_and_slow_weights_stretch_the_load(
+        kube, pool, prom, testbed, tmp_path):
+    # The scenario and two twins side by side, each on a pool of its own (their outages never
+    # meet), each changing one cause: the outage outlasts the budget (65 s against 60 s); the
+    # outage is of a registry the fleet does not pull from, so the replacement never meets it.
+    # Beside them, the cold start's other stage: the same kill with the weights' reads capped.
+    s12 = experiment("s12-kill-during-pull-outage.yaml")
+    pools = [pool(3), pool(3), pool(3), pool(3)]
+
+    def deployed_and_run(p, plan: tuple[dict, str]) -> tuple[int, dict, float]:
+        deploy(kube, p, {"llama-3-70b": 2})
+        return kilocard_run(testbed, tmp_path / p.name, plan[0], "--var", f"namespace={p.namespace}",
+                            "--var", f"nodes={fleet.POOL_LABEL}={p.name}", "--var", plan[1])
+
+    plans = [(s12, "outage_seconds:int=10"), (s12, "outage_seconds:int=65"), (s12, "registry=nvcr.io"),
+             (slow_weights(s12, 750), "outage_seconds:int=10")]
+    with ThreadPoolExecutor(len(plans)) as runs:
+        (code, journal, _), (late_code, late, _), (elsewhere_code, elsewhere, _), (slow_code, slow, _) = runs.map(
+            deployed_and_run, pools, plans)
+    for name, run in (("outage 10 s", journal), ("outage 65 s", late), ("nvcr.io down", elsewhere),
+                      ("weights at 750 MB/s", slow)):
+        figures.record("cold-start", {"run": name, "recovery": run["kilocard"]["recovery"],
+                                      "reason": run["kilocard"]["reason"]})
+    assert code == 0, journal["kilocard"]["reason"]
+    outage = [f for f in journal["kilocard"]["faults"] if f["kind"] == "image-pull-failure"]
+    assert sorted(f["target"]["node"] for f in outage) == sorted(pools[0].node_names)
+    assert all(f["landed"]["status"] == "confirmed" for f in outage), outage
+    # Where the time went: the replacement failed its pull at once and started only after the
+    # outage (10 s after the kill), the kubelet's next retry and the pull (6 s on this timing).
+    (replaced,) = journal["kilocard"]["recovery"]
+    assert replaced["pull_failed"] < 5 and replaced["started"] > 10 + 6, replaced
+    assert list(probe(journal, "replacement-failed-its-pull")["failed_pulls"]) == [replaced["replacement"]]
+    ready = probe(journal, "replacement-ready-within-budget")
+    assert ready["verdict"] == "ok" and replaced["started"] < ready["recovered_after_seconds"] <= 60, ready
+    # The outage outlasts the budget: the verdict names the wait.
+    reason = late["kilocard"]["reason"]
+    assert late_code == 1 and reason.startswith(
+        "probe 'replacement-ready-within-budget' failed: 60 s after the run's first fault: llama-3-70b: "), reason
+    assert "ImagePullBackOff" in reason, reason
+    (stuck,) = late["kilocard"]["recovery"]
+    assert "pull_failed" in stuck and "started" not in stuck, stuck
+    # Another registry down: the replacement pulls at once and is Ready in budget, and that is no pass.
+    reason = elsewhere["kilocard"]["reason"]
+    assert elsewhere_code == 1 and reason.startswith("probe 'replacement-failed-its-pull' failed: llama-3-70b: "), reason
+    assert "Ready without a failed pull" in reason, reason
+    assert probe(elsewhere, "replacement-ready-within-budget")["verdict"] == "ok"
+    # Weights read at 750 MB/s, half production's 1.5 GB/s: the load phase (9.3 s of the 18.5 s
+    # from start to Ready on this timing) takes twice as long; the pull as usual.
+    assert slow_code == 0, slow["kilocard"]["reason"]
+    assert all(f["landed"]["status"] == "confirmed" for f in slow["kilocard"]["faults"])
+    (loaded,) = slow["kilocard"]["recovery"]
+    load = timing.startup({"kilocard.io/model": "llama-3-70b", "kilocard.io/params-billions": "70.6",
+                           "kilocard.io/layers": "80"}).load / timing.DEFAULT_FACTOR
+    normal = replaced["ready"] - replaced["started"]
+    assert "pull_failed" not in loaded and loaded["started"] - loaded["scheduled"] < 10, loaded
+    assert abs(loaded["ready"] - loaded["started"] - (normal + load)) <= 0.1 * normal + 1, (loaded, normal, load)
 
 
 @pytest.mark.long(170)

@@ -44,8 +44,8 @@ CARD = "nvidia.com/gpu"
 TTL = 4.0  # the TTL trials' faults: short, so the reaper's and the agents' expiry is what is tested
 KINDS = ("pod-kill", "tp-group-kill", "rank-kill", "node-isolate", "node-out-of-service", "node-kubelet-stop",
          "network-policy-partition", "card-isolate", "gpu-ecc", "gpu-xid", "dra-card-isolate",
-         "network-bandwidth", "network-loss", "network-partition", "network-delay", "network-tcp-reset",
-         "rank-stall")
+         "gpu-throttle", "network-bandwidth", "network-loss", "network-partition", "network-delay",
+         "network-tcp-reset", "image-pull-failure", "slow-weights", "rank-stall")
 REVERTIBLE = set(KINDS) - {"pod-kill", "tp-group-kill", "rank-kill"}
 POINTS = (*failpoints.NAMES, "random")
 TRIALS = 24  # every kind at least once, every point five to seven times
@@ -159,6 +159,10 @@ def fault(stage: Stage, trial: Trial, ttl: float) -> dict[str, Any]:
                               "params": {"cidrs": [f"{stage.pair.ip_b}/32"]}},
         "network-delay": {"nodes": [node], "params": {"ms": 50}},  # the simulator's: no netem on this kernel
         "network-tcp-reset": {"nodes": [stage.real], "netns": stage.pair.a, "params": {"ports": [29500]}},
+        "gpu-throttle": {"nodes": [node], "card": trial.card, "params": {"fraction": 0.6}},
+        "image-pull-failure": {"nodes": [stage.real], "netns": stage.pair.a,
+                               "params": {"registries": [f"{stage.pair.ip_b}:5000"]}},
+        "slow-weights": {"nodes": [node], "params": {"rate_mbps": 300}},
         "rank-stall": {"namespace": ns, "label_selector": f"kilocard.io/model={BIG}", "rank": 1, "count": 1},
     }
     spec = {"kind": kind, **by_kind[kind]}

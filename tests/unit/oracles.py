@@ -551,3 +551,31 @@ def straggler_outcome(samples: list[Any], zero: float, ratio: float, hold: float
                 return "already", name, judged[j].at - zero
             return "named", name, judged[j].at - zero
     return ("unknown" if any(m is None for m in marks) else "not_named"), None, None
+
+
+# --- image_pulls_failed ----------------------------------------------------------------------------
+def pulls_outcome(moments: list[tuple[float, list[Any]]]) -> tuple[str, list[str]]:
+    """(outcome, the replacements it names), read from the contract moment by moment: a
+    replacement is a uid absent from the first moment; it failed its pull when, at some moment
+    before any at which it is Ready, a container waited in ErrImagePull or ImagePullBackOff."""
+    if not moments:
+        return "unknown", []
+    first = [p.uid for p in moments[0][1]]
+    timelines: dict[str, list[Any]] = {}
+    for _at, pods in moments:
+        for p in pods:
+            if p.uid not in first:
+                timelines.setdefault(p.uid, []).append(p)
+    pulled, failed_first = [], []
+    for seen in timelines.values():
+        ready = [i for i, p in enumerate(seen) if p.ready]
+        waits = [i for i, p in enumerate(seen) if p.waiting in ("ErrImagePull", "ImagePullBackOff")]
+        if ready and not any(i <= ready[0] for i in waits):
+            pulled.append(seen[0].name)
+        elif waits and (not ready or waits[0] <= ready[0]):
+            failed_first.append(seen[0].name)
+    if pulled:
+        return "pulled", sorted(pulled)
+    if not failed_first:
+        return "none", []
+    return "failed_pulls", sorted(failed_first)

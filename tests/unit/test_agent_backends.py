@@ -163,3 +163,85 @@ def test_a_throttle_without_nvml_is_refused_and_nvmls_refusal_is_a_failed_comman
     b, _ = backends(nvml=nvml)
     with pytest.raises(CommandFailed, match="nvmlDeviceSetPowerManagementLimit.*Invalid Argument"):
         b.apply(fault("throttle", {"card": 0}, fraction=0.3))
+
+
+def test_a_pull_block_refuses_the_registrys_addresses_as_resolved_once_and_deletes_only_its_table():
+    looked_up = []
+
+    def lookup(host, port, family, kind):
+        looked_up.append((host, port))
+        return {"registry-1.docker.io": [(2, 1, 6, "", ("198.51.100.7", port)), (10, 1, 6, "", ("2001:db8::7", port, 0, 0))],
+                "harbor.internal": [(2, 1, 6, "", ("10.1.2.3", port))]}[host]
+
+    calls = []
+    b = Backends(Tools(ip=None, tc=None, nft="/nft", dcgmi=None, nvidia_smi=None), "eth0",
+                 lambda argv: calls.append(argv) or "", lookup=lookup)
+    f = fault("pull-block", {}, registries=["docker.io", "harbor.internal:5000"])
+    b.apply(f)
+    b.apply(f)  # re-applied after an agent restart: the addresses kept, not looked up again
+    assert looked_up == [("registry-1.docker.io", 443), ("harbor.internal", 5000)]
+    assert f.saved["addresses"] == {"docker.io": ["198.51.100.7", "2001:db8::7"], "harbor.internal:5000": ["10.1.2.3"]}
+    table = f"kilocard_{f.id}"
+    rules = [c for c in calls[:5] if c[1:3] == ["add", "rule"]]
+    assert [r[r.index("daddr") - 1:] for r in rules] == [
+        ["ip", "daddr", "10.1.2.3/32", "tcp", "dport", "{ 443, 5000 }", "reject", "with", "tcp", "reset"],
+        ["ip", "daddr", "198.51.100.7/32", "tcp", "dport", "{ 443, 5000 }", "reject", "with", "tcp", "reset"],
+        ["ip6", "daddr", "2001:db8::7/128", "tcp", "dport", "{ 443, 5000 }", "reject", "with", "tcp", "reset"]]
+    assert all(r[:6] == ["/nft", "add", "rule", "inet", table, "output"] and "oifname" in r for r in rules)
+    calls.clear()
+    b.revert(f)
+    assert calls == [["/nft", "delete", "table", "inet", table]]
+
+
+def test_a_registry_that_does_not_resolve_is_refused_naming_it():
+    def lookup(host, port, family, kind):
+        raise OSError(-2, "Name or service not known")
+
+    b = Backends(Tools(ip=None, tc=None, nft="/nft", dcgmi=None, nvidia_smi=None), "eth0", lambda argv: "",
+                 lookup=lookup)
+    with pytest.raises(FaultError) as refused:
+        b.apply(fault("pull-block", {}, registries=["nvcr.io"]))
+    assert refused.value.field == "params.registries" and "nvcr.io does not resolve" in str(refused.value)
+
+
+def test_cgroup_v2_caps_are_read_and_written_as_io_max_says_and_only_disks_are_capped_by_default(tmp_path):
+    from chaos.agent import cgroups
+
+    mount = tmp_path / "cgroup"
+    (mount / "kubepods.slice").mkdir(parents=True)
+    (mount / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"30 23 0:26 / {mount} rw,nosuid - cgroup2 cgroup2 rw\n")
+    root = cgroups.pods_root(mountinfo=mountinfo)
+    assert root == cgroups.IoCgroup(mount / "kubepods.slice", 2)
+    (root.path / "io.max").write_text("259:0 rbps=150000000 wbps=max riops=max wiops=max\n8:0 rbps=max wbps=10\n")
+    assert root.read_caps() == {"259:0": 150_000_000}
+    root.cap("8:0", 4_000_000)
+    assert (root.path / "io.max").read_text() == "8:0 rbps=4000000"  # the kernel merges it into its table
+    root.cap("8:0", None)
+    assert (root.path / "io.max").read_text() == "8:0 rbps=max"
+    block = tmp_path / "block"
+    for name, dev in (("nvme0n1", "259:0"), ("sda", "8:0"), ("loop3", "7:3"), ("ram0", "1:0"), ("dm-0", "253:0")):
+        (block / name).mkdir(parents=True)
+        (block / name / "dev").write_text(dev + "\n")
+    assert cgroups.disks(block) == ["253:0", "259:0", "8:0"]
+
+
+def test_slow_weights_caps_the_pods_root_once_on_v2_and_restores_what_it_found(tmp_path):
+    mount = tmp_path / "cgroup"
+    (mount / "kubepods" / "pod1").mkdir(parents=True)
+    (mount / "cgroup.controllers").write_text("io\n")
+    io_max = mount / "kubepods" / "io.max"
+    io_max.write_text("259:0 rbps=9000000 wbps=max riops=max wiops=max\n")
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(f"30 23 0:26 / {mount} rw - cgroup2 cgroup2 rw\n")
+    b = Backends(Tools(ip=None, tc=None, nft=None, dcgmi=None, nvidia_smi=None), "eth0", lambda argv: "",
+                 mountinfo=mountinfo)
+    f = fault("io-throttle", {}, rate_mbps=150, devices=["259:0"])
+    b.apply(f)
+    assert io_max.read_text() == "259:0 rbps=150000000" and not (mount / "kubepods" / "pod1" / "io.max").exists()
+    assert f.saved["caps_before"] == {".": {"259:0": 9_000_000}}
+    io_max.write_text("259:0 rbps=150000000 wbps=max riops=max wiops=max\n")  # as the kernel shows it
+    assert b.observe(f)[0] == "confirmed"
+    b.revert(f)
+    assert io_max.read_text() == "259:0 rbps=9000000"

@@ -219,6 +219,25 @@ def test_recovery_timeline_shows_the_drain_and_the_start_up():
                        "started": pytest.approx(12.2), "ready": pytest.approx(30.8)}
 
 
+def test_a_recorder_sees_a_failed_pull_and_the_timeline_places_it_before_the_start():
+    from probes.recovery import Event, Recorder, timeline
+
+    recorder = Recorder.__new__(Recorder)
+    recorder.seen, recorder.events = {}, []
+    waiting = {"metadata": {"name": "r", "uid": "u2", "creationTimestamp": "2026-12-01T10:00:00Z"},
+               "spec": {"nodeName": "a"},
+               "status": {"containerStatuses": [{"state": {"waiting": {"reason": "ImagePullBackOff"}}}]}}
+    recorder._on("MODIFIED", waiting)
+    recorder._on("MODIFIED", waiting)  # its back-off again: the first failure is the phase
+    assert [e.phase for e in recorder.events] == ["created", "scheduled", "pull_failed"]
+    t0 = 100.0
+    events = [Event(t0 + 0.1, "deleted", "v", "u1", "a", None), Event(t0 + 0.2, "created", "r", "u2", None, None),
+              Event(t0 + 0.3, "scheduled", "r", "u2", "a", None), Event(t0 + 1.3, "pull_failed", "r", "u2", "a", None),
+              Event(t0 + 22.2, "started", "r", "u2", "a", None)]
+    (replica,) = timeline(events, t0)["replicas"]
+    assert replica["pull_failed"] == pytest.approx(1.3) and replica["started"] == pytest.approx(22.2)
+
+
 def test_out_of_service_remediation_needs_the_taint_the_stuck_pods_gone_and_whole_groups():
     from probes import remediation
 

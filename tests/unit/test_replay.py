@@ -217,6 +217,18 @@ def test_pod_events_give_the_recorded_recovery() -> None:
                                                        "scheduled": 12.7, "ready": 41.0}]
 
 
+def test_a_failed_pull_is_a_phase_of_the_recovery() -> None:
+    t0 = 1796119200.0
+    pulled = [*EVENTS,
+              event("Pod", "m-7f-xyz", "Failed", "2026-12-01T10:00:13.000000Z",
+                    'Failed to pull image "vllm/vllm-openai:v0.11.0": connection refused'),
+              event("Pod", "m-7f-xyz", "Failed", "2026-12-01T10:00:23.000000Z", "Failed to pull image again"),
+              event("Pod", "m-7f-abc", "Failed", "2026-12-01T10:00:11.000000Z", "Liveness probe failed"),
+              event("Pod", "m-7f-xyz", "Started", "2026-12-01T10:00:40.000000Z", "Started container")]
+    (row,) = record.recovery_from_events(pulled, t0)
+    assert row["pull_failed"] == 13.0 and row["started"] == 40.0  # the first failure; a probe's is no pull's
+
+
 def test_ready_times_are_the_ready_conditions_last_transitions() -> None:
     def pod(name: str, *conditions: tuple[str, str, str | None]) -> dict:
         return {"metadata": {"namespace": "fleet", "name": name}, "status": {"conditions": [

@@ -450,6 +450,7 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
         hung,
         incident,
         placement,
+        pulls,
         remediation,
         slo,
         straggler,
@@ -507,6 +508,10 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
                             straggler.Rule()).to_json(),
             straggler.judge([straggler.Sample(NOW + t, {"a": 0.05}, frozenset("ab")) for t in range(61)], NOW,
                             straggler.Rule()).to_json()],
+        "image_pulls_failed": [
+            pulls.judge([(NOW, []), (NOW + 1, [pulls.PodAt("u", "p", False, "ErrImagePull")])], "m", NOW).to_json(),
+            pulls.judge([(NOW, []), (NOW + 1, [pulls.PodAt("u", "p", True)])], "m", NOW).to_json(),
+            pulls.judge([(NOW, []), (NOW + 1, [pulls.PodAt("u", "p", False)])], "m", NOW).to_json()],
     }
 
 

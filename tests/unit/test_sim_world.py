@@ -1,3 +1,5 @@
+import time
+
 import pytest
 
 from chaos.agent.protocol import CONFIRMED, MISMATCH, FaultError, validate
@@ -255,3 +257,45 @@ def test_a_serving_stacks_pods_are_replicas_without_a_kilocard_label_and_a_worke
     plain["spec"]["containers"][0]["args"] = ["vllm serve Qwen/Qwen2.5-7B --served-model-name qwen"]
     w.upsert_pod(plain)
     assert (w.pods["uid-q"].model, w.pods["uid-q"].group) == ("qwen", "ns/uid-q")  # alone: keyed by its uid
+
+
+def starting(name: str, node: str, **annotations: str) -> dict:
+    p = pod(name, node, "m", 8, ready=False)
+    p["status"]["phase"] = "Pending"
+    p["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.11.0"
+    p["metadata"]["annotations"] = annotations
+    return p
+
+
+def test_a_registry_outage_fails_the_pulls_of_pods_still_waiting_for_their_image_and_not_of_running_ones():
+    running = pod("old", "n0", "m", 8)
+    running["status"]["phase"] = "Running"
+    w = world_with(running, starting("new", "n0", **{"kilocard.io/image-pull-backoff": "1000ms"}))
+    f = w.add_fault("n0", {"kind": "pull-block", "params": {"registries": ["docker.io"]}, "ttl_seconds": 300})
+    assert w.take_actions() == [("annotate", "ns", ("new", {"kilocard.io/image-pull-failing": "docker.io"}))]
+    status, evidence = w.observe("n0", f.id)
+    assert status == CONFIRMED and "1 pod(s) there failed a pull: new" in evidence, evidence
+    other = w.add_fault("n1", {"kind": "pull-block", "params": {"registries": ["nvcr.io"]}, "ttl_seconds": 300})
+    w.upsert_pod(starting("elsewhere", "n1"))
+    assert w.take_actions() == [] and "0 pod(s)" in w.observe("n1", other.id)[1]  # another registry: pulls
+    w.delete_fault("n0", f.id)
+    w.tick()
+    assert w.take_actions() == []  # the outage is over; the kubelet's next retry is a moment away
+    w.tick(now=time.time() + 2)
+    assert w.take_actions() == [("annotate", "ns", ("new", {"kilocard.io/image-pull-failing": None}))]
+
+
+def test_capped_reads_stretch_the_weight_loading_of_a_pod_not_yet_started_and_the_end_of_the_cap_gives_it_back():
+    w = world_with(starting("new", "n0", **{"pod-ready.stage.kwok.x-k8s.io/delay": "18517ms",
+                                            "kilocard.io/weights-load": "9333ms"}))
+    f = w.add_fault("n0", {"kind": "io-throttle", "params": {"rate_mbps": 300}, "ttl_seconds": 300})
+    # 1500 MB/s in production over a 300 MB/s cap: the load phase five times as long.
+    stretched = {"pod-ready.stage.kwok.x-k8s.io/delay": f"{18517 + 4 * 9333}ms",
+                 "kilocard.io/ready-delay-unstretched": "18517ms"}
+    assert w.take_actions() == [("annotate", "ns", ("new", stretched))]
+    assert "1 loading slowly: new" in w.observe("n0", f.id)[1]
+    w.upsert_pod(starting("new", "n0", **{"kilocard.io/weights-load": "9333ms", **stretched}))
+    assert w.take_actions() == []  # stretched once
+    w.delete_fault("n0", f.id)
+    assert w.take_actions() == [("annotate", "ns", ("new", {"pod-ready.stage.kwok.x-k8s.io/delay": "18517ms",
+                                                            "kilocard.io/ready-delay-unstretched": None}))]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from chaos import judgement, run, stop
 from probes import budget, device_taints, hung, incident, slo, tp_groups
 from probes.hung import Figures, Progress
+from probes.pulls import PodAt
 from probes.slo import Recovery, Sample
 from probes.snapshot import ClusterSnapshot, Moment, NodeView, PodView
 from tests.unit import oracles
@@ -519,3 +520,36 @@ def test_straggler_named_within_agrees_with_its_oracle(samples, ratio, hold, bud
     assert v.details.get("straggler") == named and v.details.get("named_after_seconds") == (
         None if after is None else round(after, 3)), v.reason
     assert v.ok == (outcome == "named")
+
+
+# --- image_pulls_failed ------------------------------------------------------------------------------
+@st.composite
+def pulls_cases(draw: st.DrawFn) -> list:
+    pods = draw(st.lists(st.tuples(st.sampled_from(["u1", "u2", "u3", "u4"]), st.integers(0, 8)), max_size=4,
+                         unique_by=lambda p: p[0]))  # (uid, the moment it appears)
+    moments = []
+    for i in range(draw(st.integers(0, 9))):
+        here = []
+        for uid, born in pods:
+            if i >= born:
+                waiting = draw(st.sampled_from([None, None, "ContainerCreating", "ErrImagePull", "ImagePullBackOff"]))
+                here.append(PodAt(uid, f"pod-{uid}", draw(st.booleans()), waiting))
+        moments.append((T0 + 2 * i, here))
+    return moments
+
+
+@EXAMPLES
+@given(pulls_cases())
+# A moment that shows a replacement Ready and waiting at once: the wait counts (it came no later).
+@example([(T0, []), (T0 + 2, [PodAt("u1", "pod-u1", True, "ErrImagePull")])])
+def test_image_pulls_failed_agrees_with_its_oracle(moments):
+    from probes import pulls
+
+    v = pulls.judge(moments, "m", T0)
+    outcome, named = oracles.pulls_outcome(moments)
+    assert v.details["outcome"] == outcome, v.reason
+    assert v.ok == (outcome == "failed_pulls")
+    if outcome == "pulled":
+        assert v.details["pulled"] == named
+    if outcome == "failed_pulls":
+        assert sorted(v.details["failed_pulls"]) == named

@@ -3,8 +3,9 @@ for it (`FAULT`; None when a toolkit kind of its own drives it), what it targets
 card, the node's network, a pod's processes, or the host itself), the slot it holds on that
 target (`SLOT`: two faults of one slot cannot stack, e.g. two root qdiscs on one interface),
 whether the agent re-applies it while active (`REFRESH`), optionally what it drives off
-(`EVICTS`: "cards" or "node"), its parameters (`PARAMS`, declared with chaos.agent.schema.Param:
-one declaration for the agent's check and the toolkit's JSON Schema; `EXAMPLE` for the docs), and
+(`EVICTS`: "cards" or "node") or that it leaves the node fit to serve what it runs (`FIT`), its
+parameters (`PARAMS`, declared with chaos.agent.schema.Param: one declaration for the agent's
+check and the toolkit's JSON Schema; `EXAMPLE` for the docs), and
 what the node agent does to apply and revert it (`apply`, `revert`: argument lists through the
 Host in chaos.agent.backends), and optionally how to read the effect back (`observe`).
 
@@ -21,10 +22,12 @@ from chaos.agent.kinds import (
     card_isolate,
     delay,
     ecc,
+    io_throttle,
     kubelet_stop,
     loss,
     npu,
     partition,
+    pull_block,
     rank_stall,
     tcp_reset,
     throttle,
@@ -33,7 +36,8 @@ from chaos.agent.kinds import (
 from chaos.agent.schema import FaultError
 
 REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, throttle, bandwidth, loss, partition,
-                                                        delay, tcp_reset, kubelet_stop, npu, rank_stall)}
+                                                        delay, tcp_reset, pull_block, io_throttle,
+                                                        kubelet_stop, npu, rank_stall)}
 # The toolkit kinds that are nothing but an agent kind (npu-fault has a path without the agent too).
 BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values() if m.FAULT}
 # What names a target of each kind on its node: a card; an interface (in a network namespace); a
@@ -51,6 +55,13 @@ def get(name: str) -> ModuleType:
     return REGISTRY[name]
 
 
+def leaves_fit(fault_kind: str) -> bool:
+    """Does a toolkit fault of this kind leave its node fit to serve what it runs (`FIT`: a
+    registry outage stops pulls, not the engines whose images are on disk)? A replica need not
+    leave such a node to count as recovered."""
+    return bool(getattr(BY_FAULT.get(fault_kind), "FIT", False))
+
+
 def stackable(kind: str, target: dict[str, object], other_kind: str, other_target: dict[str, object]) -> bool:
     """Can a fault of `kind` on `target` join one of `other_kind` already on `other_target`?"""
     mine, theirs = get(kind), get(other_kind)
@@ -60,4 +71,4 @@ def stackable(kind: str, target: dict[str, object], other_kind: str, other_targe
     return any(target.get(k) != other_target.get(k) for k in keys)
 
 
-__all__ = ["BY_FAULT", "REGISTRY", "SLOT_KEYS", "TARGET_KEYS", "get", "stackable"]
+__all__ = ["BY_FAULT", "REGISTRY", "SLOT_KEYS", "TARGET_KEYS", "get", "leaves_fit", "stackable"]
