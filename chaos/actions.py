@@ -21,6 +21,7 @@ from chaos.vocabulary import DRA_DRIVER
 __all__ = [
     "apply_fault",
     "block_image_pulls",
+    "break_dns",
     "delay_network",
     "drop_packets",
     "inject_ecc",
@@ -263,6 +264,14 @@ def slow_weight_reads(rate_mbps: float, ttl_seconds: float, nodes: List[str] = N
     """Slow weight storage as nodes see it: their pods' reads capped at `rate_mbps` per device."""
     return _agent("slow-weights", ttl_seconds, nodes, node_selector, count, configuration,
                   params=_drop_none(rate_mbps=rate_mbps, devices=devices))
+
+
+def break_dns(ttl_seconds: float, nodes: List[str] = None, node_selector: str = None, count: int = None,
+              cidrs: List[str] = None, answer: str = None, interface: str = None, netns: str = None,
+              configuration: Dict[str, Any] = None) -> List[Dict[str, Any]]:
+    """Names stop resolving on nodes (or in a pod's network namespace): DNS queries dropped or refused."""
+    return _agent("dns-failure", ttl_seconds, nodes, node_selector, count, configuration, interface=interface,
+                  netns=netns, params=_drop_none(cidrs=cidrs, answer=answer))
 
 
 def delay_network(ms: float, ttl_seconds: float, nodes: List[str] = None, node_selector: str = None,

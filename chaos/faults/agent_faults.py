@@ -11,6 +11,7 @@ runs to apply and revert it).
     network-tcp-reset   nftables reject with tcp reset
     image-pull-failure  a registry outage: nftables refuses its resolved addresses (pulls fail)
     slow-weights        the pods' cgroup's reads capped (io.max / blkio): start-ups load slowly
+    dns-failure         DNS queries dropped or refused (nftables, port 53): names stop resolving
     node-kubelet-stop   the kubelet stops: to the control plane, a lost machine
 (rank-stall, chaos/faults/rank_stall.py, goes through the agent too, with pods for targets.)
 

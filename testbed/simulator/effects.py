@@ -25,6 +25,9 @@
     pull-block    the node (toolkit image-pull-failure): its pods still waiting for an image from a
                   blocked registry fail the pull and back off as the kubelet does; the next retry
                   after the outage pulls (testbed/simulator/pulls.py)
+    dns-block     the node (toolkit dns-failure): names do not resolve, so its pods still waiting for
+                  an image from a registry named by its host fail the pull as under pull-block;
+                  serving, by address, goes on
     io-throttle   the node (toolkit slow-weights): its pods not yet started load their weights at the
                   cap (their delay to Ready stretched by the load phase's share, production's 1.5 GB/s
                   over the cap); the stretch is given back to those still waiting when the cap goes
@@ -304,19 +307,32 @@ class PullBlock(Effect):
     them fail their pulls (testbed/simulator/pulls.py); running ones are untouched."""
 
     def apply(self, world: State, f: Fault) -> None:
-        world.pulls.block(f.node, f.id, f.params["registries"])
+        world.pulls.block(f.node, f.id, self.registries(f))
         world.pulls_changed(f.node)
 
     def revert(self, world: State, f: Fault) -> None:
         world.pulls.unblock(f.node, f.id)
 
+    def registries(self, f: Fault) -> list[str] | None:
+        return list(f.params["registries"])
+
     def observe(self, world: State, f: Fault) -> tuple[str, str]:
-        registries = world.pulls.blocked(f.node, f.id)
-        if registries is None:
-            return MISMATCH, f"{f.node} pulls from {', '.join(f.params['registries'])}"
-        waiting = sorted(w.name for w in world.pulls.waiting.values() if w.node == f.node and w.registry in registries)
-        return CONFIRMED, (f"{f.node} refuses pulls from {', '.join(sorted(registries))}; "
+        block = world.pulls.blocked(f.node, f.id)
+        what = ", ".join(self.registries(f) or ["registries named by host"])
+        if block is None:
+            return MISMATCH, f"{f.node} pulls from {what}"
+        waiting = sorted(w.name for w in world.pulls.waiting.values() if w.node == f.node and block.refuses(w.registry))
+        return CONFIRMED, (f"{f.node} refuses pulls from {what}; "
                            f"{len(waiting)} pod(s) there failed a pull{': ' + ', '.join(waiting) if waiting else ''}")
+
+
+class DnsBlock(PullBlock):
+    """Names do not resolve on the node: of what the testbed models, its image pulls from any
+    registry named by its host fail (a registry given by address still pulls); serving traffic
+    reaches the engines by address and goes on."""
+
+    def registries(self, f: Fault) -> list[str] | None:
+        return None
 
 
 class IoThrottle(Effect):
@@ -363,7 +379,7 @@ EFFECTS: dict[str, Effect] = {"ecc": Ecc(), "xid": Xid(), "card-isolate": CardIs
                               "loss": Loss(), "partition": Partition(), "delay": Delay(), "tcp-reset": TcpReset(),
                               "kubelet-stop": KubeletStop(), "npu-fault": NpuFault(), "rank-stall": RankStall(),
                               "throttle": Throttle(), "pull-block": PullBlock(),
-                              "io-throttle": IoThrottle()}
+                              "io-throttle": IoThrottle(), "dns-block": DnsBlock()}
 
 
 def net_of(world: State, node: str) -> Net:

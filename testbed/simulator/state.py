@@ -297,7 +297,7 @@ class State:
         mark = self.pulls.seen(pod.uid, pod.namespace, pod.name, pod.node, pod.image, pod.waits_for_image,
                                pod.pull_marked, pod.pull_backoff, now)
         if mark is not None:
-            value = registry_of(pod.image) if mark else None
+            value = self.pulls.why(pod.node, registry_of(pod.image)) if mark else None
             self.actions.append(("annotate", pod.namespace, (pod.name, {PULL_FAILING_ANNOTATION: value})))
 
     def pulls_changed(self, node: str) -> None:

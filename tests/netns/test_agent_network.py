@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -195,3 +196,39 @@ def test_a_pull_block_of_a_name_that_does_not_resolve_is_refused_and_leaves_noth
     status, body = agent().fault("pull-block", pair, registries=["no-such-registry.invalid"])
     assert status == 400 and body["field"] == "params.registries", body
     assert "does not resolve" in body["error"] and clean(pair)
+
+
+# A new TCP connection from one namespace: what it got, as the exception's name.
+CONNECT = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    print("connected")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_a_dns_failure_drops_queries_over_udp_and_tcp_to_port_53_only(pair, agent):
+    a = agent()  # B's port 53 stands for the resolver
+    server = echo_server(pair, 53, 7007)
+    try:
+        status, fault = a.fault("dns-block", pair, answer="reject", cidrs=[f"{pair.ip_b}/32"])
+        assert status == 201, fault
+        seen = a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]
+        assert seen["status"] == "confirmed" and "th dport 53 reject" in seen["evidence"], seen
+        assert pair.udp_delivered(200, port=53) == 0  # a query over UDP
+        assert said(conversation(pair, 7007))[1] == "echoed"  # traffic by address goes on
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+        assert clean(pair) and pair.udp_delivered(200, port=53) >= 198
+        # A query over TCP (a large answer's retry): refused while the fault holds, by default unanswered.
+        status, fault = a.fault("dns-block", pair, answer="reject")
+        client = subprocess.run(["ip", "netns", "exec", pair.a, sys.executable, "-c", CONNECT, pair.ip_b, "53"],
+                                capture_output=True, text=True)
+        assert client.stdout.strip() == "ConnectionRefusedError", client
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200
+        status, fault = a.fault("dns-block", pair)
+        assert status == 201 and "th dport 53 drop" in a.call("GET", f"/v1/faults/{fault['id']}/effect")[1]["evidence"]
+        assert pair.udp_delivered(100, port=53) == 0
+        assert a.call("DELETE", f"/v1/faults/{fault['id']}")[0] == 200 and clean(pair)
+    finally:
+        server.communicate("", timeout=30)

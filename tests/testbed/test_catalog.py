@@ -168,24 +168,24 @@ def test_s11_a_slow_card_is_named_from_its_own_series_then_drained_and_without_d
     assert probe(journal, "straggler-named-within-budget")["outcome"] == "named"
 
 
-def slow_weights(s12: dict, rate_mbps: float) -> dict:
-    """S12's kill with the nodes' weight reads capped instead of their pulls refused."""
-    method = [dict(step) for step in s12["method"] if step["name"] != "replacement-failed-its-pull"]
-    method[0] = {**method[0], "name": "slow-storage", "provider": {**method[0]["provider"], "arguments": {"fault": {
-        "kind": "slow-weights", "node_selector": "${nodes}", "percent": 100, "params": {"rate_mbps": rate_mbps},
-        "ttl_seconds": 600}}}}
+def swapped(s12: dict, kind: str, params: dict, judge_pulls: bool = True) -> dict:
+    """S12's kill with another fault of the cold-start path on the nodes instead of the outage."""
+    method = [dict(step) for step in s12["method"] if judge_pulls or step["name"] != "replacement-failed-its-pull"]
+    method[0] = {**method[0], "name": kind, "provider": {**method[0]["provider"], "arguments": {"fault": {
+        "kind": kind, "node_selector": "${nodes}", "percent": 100, "params": params, "ttl_seconds": 600}}}}
     return {**s12, "method": method}
 
 
 @pytest.mark.long(110)
-def test_s12_a_replacement_waits_out_a_registry_outage_in_budget_its_twins_fail_and_slow_weights_stretch_the_load(
+def test_s12_the_cold_start_path_an_outage_in_budget_its_twins_no_dns_and_slow_weights(
         kube, pool, prom, testbed, tmp_path):
     # The scenario and two twins side by side, each on a pool of its own (their outages never
     # meet), each changing one cause: the outage outlasts the budget (65 s against 60 s); the
     # outage is of a registry the fleet does not pull from, so the replacement never meets it.
-    # Beside them, the cold start's other stage: the same kill with the weights' reads capped.
+    # Beside them, the same kill with the nodes' names unresolvable (the pull fails as in the
+    # outage), and with the weights' reads capped (the cold start's other stage).
     s12 = experiment("s12-kill-during-pull-outage.yaml")
-    pools = [pool(3), pool(3), pool(3), pool(3)]
+    pools = [pool(3) for _ in range(5)]
 
     def deployed_and_run(p, plan: tuple[dict, str]) -> tuple[int, dict, float]:
         deploy(kube, p, {"llama-3-70b": 2})
@@ -193,12 +193,13 @@ def test_s12_a_replacement_waits_out_a_registry_outage_in_budget_its_twins_fail_
                             "--var", f"nodes={fleet.POOL_LABEL}={p.name}", "--var", plan[1])
 
     plans = [(s12, "outage_seconds:int=10"), (s12, "outage_seconds:int=65"), (s12, "registry=nvcr.io"),
-             (slow_weights(s12, 750), "outage_seconds:int=10")]
+             (swapped(s12, "slow-weights", {"rate_mbps": 750}, judge_pulls=False), "outage_seconds:int=10"),
+             (swapped(s12, "dns-failure", {"answer": "drop"}), "outage_seconds:int=10")]
     with ThreadPoolExecutor(len(plans)) as runs:
-        (code, journal, _), (late_code, late, _), (elsewhere_code, elsewhere, _), (slow_code, slow, _) = runs.map(
-            deployed_and_run, pools, plans)
+        ((code, journal, _), (late_code, late, _), (elsewhere_code, elsewhere, _), (slow_code, slow, _),
+         (dns_code, dns, _)) = runs.map(deployed_and_run, pools, plans)
     for name, run in (("outage 10 s", journal), ("outage 65 s", late), ("nvcr.io down", elsewhere),
-                      ("weights at 750 MB/s", slow)):
+                      ("weights at 750 MB/s", slow), ("no DNS 10 s", dns)):
         figures.record("cold-start", {"run": name, "recovery": run["kilocard"]["recovery"],
                                       "reason": run["kilocard"]["reason"]})
     assert code == 0, journal["kilocard"]["reason"]
@@ -234,6 +235,11 @@ def test_s12_a_replacement_waits_out_a_registry_outage_in_budget_its_twins_fail_
     normal = replaced["ready"] - replaced["started"]
     assert "pull_failed" not in loaded and loaded["started"] - loaded["scheduled"] < 10, loaded
     assert abs(loaded["ready"] - loaded["started"] - (normal + load)) <= 0.1 * normal + 1, (loaded, normal, load)
+    # Names unresolvable for 10 s: the pull fails as in the outage ("does not resolve"), then pulls.
+    assert dns_code == 0, dns["kilocard"]["reason"]
+    (resolved,) = dns["kilocard"]["recovery"]
+    assert resolved["pull_failed"] < 5 and resolved["started"] > 10 + 6, resolved
+    assert list(probe(dns, "replacement-failed-its-pull")["failed_pulls"]) == [resolved["replacement"]]
 
 
 @pytest.mark.long(170)

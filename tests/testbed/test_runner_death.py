@@ -45,7 +45,8 @@ TTL = 4.0  # the TTL trials' faults: short, so the reaper's and the agents' expi
 KINDS = ("pod-kill", "tp-group-kill", "rank-kill", "node-isolate", "node-out-of-service", "node-kubelet-stop",
          "network-policy-partition", "card-isolate", "gpu-ecc", "gpu-xid", "dra-card-isolate",
          "gpu-throttle", "network-bandwidth", "network-loss", "network-partition", "network-delay",
-         "network-tcp-reset", "image-pull-failure", "slow-weights", "rank-stall")
+         "network-tcp-reset", "image-pull-failure", "dns-failure", "slow-weights",
+         "rank-stall")
 REVERTIBLE = set(KINDS) - {"pod-kill", "tp-group-kill", "rank-kill"}
 POINTS = (*failpoints.NAMES, "random")
 TRIALS = 24  # every kind at least once, every point five to seven times
@@ -163,6 +164,7 @@ def fault(stage: Stage, trial: Trial, ttl: float) -> dict[str, Any]:
         "image-pull-failure": {"nodes": [stage.real], "netns": stage.pair.a,
                                "params": {"registries": [f"{stage.pair.ip_b}:5000"]}},
         "slow-weights": {"nodes": [node], "params": {"rate_mbps": 300}},
+        "dns-failure": {"nodes": [stage.real], "netns": stage.pair.a, "params": {"answer": "reject"}},
         "rank-stall": {"namespace": ns, "label_selector": f"kilocard.io/model={BIG}", "rank": 1, "count": 1},
     }
     spec = {"kind": kind, **by_kind[kind]}

@@ -245,3 +245,16 @@ def test_slow_weights_caps_the_pods_root_once_on_v2_and_restores_what_it_found(t
     assert b.observe(f)[0] == "confirmed"
     b.revert(f)
     assert io_max.read_text() == "259:0 rbps=9000000"
+
+
+def test_a_dns_failure_drops_port_53_over_udp_and_tcp_to_its_resolvers_only():
+    b, calls = backends(nft="/nft", ip="/ip")
+    f = fault("dns-block", {"netns": "pod-ns"}, cidrs=["10.96.0.10/32"], answer="reject")
+    b.apply(f)
+    rule = calls[-1]
+    assert rule[:5] == ["/ip", "netns", "exec", "pod-ns", "/nft"], rule  # in the pod's namespace
+    assert rule[-10:] == ["ip", "daddr", "10.96.0.10/32", "meta", "l4proto", "{ tcp, udp }", "th", "dport", "53",
+                          "reject"], rule
+    b, calls = backends(nft="/nft")
+    b.apply(fault("dns-block", {}))
+    assert calls[-1][-7:] == ["meta", "l4proto", "{ tcp, udp }", "th", "dport", "53", "drop"], calls[-1]

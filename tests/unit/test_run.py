@@ -88,7 +88,7 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     with pytest.raises(SpecError) as err:
         run.load(path)
     lines = str(err.value).splitlines()
-    assert lines[0].startswith(f"{path}: method[0] ('kill'): fault.kind: expected one of card-isolate, dra-card-isolate, ")
+    assert lines[0].startswith(f"{path}: method[0] ('kill'): fault.kind: expected one of card-isolate, dns-failure, dra-card-isolate, ")
     assert lines[1] == f"{path}: method[1] ('isolate'): fault.ttl_seconds: expected a number above 0 to 86400, got -5"
     assert lines[2] == f"{path}: method[1] ('isolate'): timeout: expected seconds above 0, got -3"
 

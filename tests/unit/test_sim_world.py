@@ -272,7 +272,8 @@ def test_a_registry_outage_fails_the_pulls_of_pods_still_waiting_for_their_image
     running["status"]["phase"] = "Running"
     w = world_with(running, starting("new", "n0", **{"kilocard.io/image-pull-backoff": "1000ms"}))
     f = w.add_fault("n0", {"kind": "pull-block", "params": {"registries": ["docker.io"]}, "ttl_seconds": 300})
-    assert w.take_actions() == [("annotate", "ns", ("new", {"kilocard.io/image-pull-failing": "docker.io"}))]
+    assert w.take_actions() == [("annotate", "ns", ("new", {"kilocard.io/image-pull-failing":
+                                                            "docker.io refuses connections"}))]
     status, evidence = w.observe("n0", f.id)
     assert status == CONFIRMED and "1 pod(s) there failed a pull: new" in evidence, evidence
     other = w.add_fault("n1", {"kind": "pull-block", "params": {"registries": ["nvcr.io"]}, "ttl_seconds": 300})
@@ -299,3 +300,16 @@ def test_capped_reads_stretch_the_weight_loading_of_a_pod_not_yet_started_and_th
     w.delete_fault("n0", f.id)
     assert w.take_actions() == [("annotate", "ns", ("new", {"pod-ready.stage.kwok.x-k8s.io/delay": "18517ms",
                                                             "kilocard.io/ready-delay-unstretched": None}))]
+
+
+def test_a_dns_failure_fails_the_pulls_from_registries_named_by_host_and_not_by_address():
+    by_address = starting("ip", "n0")
+    by_address["spec"]["containers"][0]["image"] = "10.0.0.5:5000/vllm:v1"
+    w = world_with(starting("named", "n0"), by_address)
+    f = w.add_fault("n0", {"kind": "dns-block", "params": {"answer": "drop"}, "ttl_seconds": 300})
+    assert w.take_actions() == [("annotate", "ns", ("named", {"kilocard.io/image-pull-failing":
+                                                              "docker.io does not resolve (no DNS)"}))]
+    status, evidence = w.observe("n0", f.id)
+    assert status == CONFIRMED and "registries named by host; 1 pod(s) there failed a pull: named" in evidence
+    w.delete_fault("n0", f.id)
+    assert not w.pulls.refuses("n0", "docker.io")

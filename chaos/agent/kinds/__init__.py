@@ -21,6 +21,7 @@ from chaos.agent.kinds import (
     bandwidth,
     card_isolate,
     delay,
+    dns_block,
     ecc,
     io_throttle,
     kubelet_stop,
@@ -36,7 +37,7 @@ from chaos.agent.kinds import (
 from chaos.agent.schema import FaultError
 
 REGISTRY: dict[str, ModuleType] = {m.NAME: m for m in (card_isolate, ecc, xid, throttle, bandwidth, loss, partition,
-                                                        delay, tcp_reset, pull_block, io_throttle,
+                                                        delay, tcp_reset, pull_block, dns_block, io_throttle,
                                                         kubelet_stop, npu, rank_stall)}
 # The toolkit kinds that are nothing but an agent kind (npu-fault has a path without the agent too).
 BY_FAULT: dict[str, ModuleType] = {m.FAULT: m for m in REGISTRY.values() if m.FAULT}
