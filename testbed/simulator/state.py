@@ -175,8 +175,8 @@ class State:
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
         # ("allocatable", node, cards), ("delete-pod", namespace, name), ("labels", node, {k: v}),
-        # ("annotate", namespace, (pod, {k: v})) (a failed pull's mark; on Ascend, the chips), and on
-        # Ascend ("device-info", node, None).
+        # ("annotate", namespace, (pod, {k: v})) (a failed pull's mark, a stretched start-up; on
+        # Ascend, the chips), and on Ascend ("device-info", node, None).
         self.actions: list[tuple[str, str, Any]] = []
         self.last_tick = time.monotonic()
 
@@ -276,7 +276,7 @@ class State:
             cards_wanted=int(limits.get(self.card_resource, 0)), ready=ready, labels=meta.get("labels") or {},
             engine=engine if engine in m.ENGINES else "vllm",
             terminating=bool(meta.get("deletionTimestamp")),
-            chips_noted=(meta.get("annotations") or {}).get(mindx.POD_CHIPS_ANNOTATION),
+            chips_noted=annotations.get(mindx.POD_CHIPS_ANNOTATION),
             group_size=int(group_size) if group_size and group_size.isdigit() else None,
             image=str(container.get("image") or ""),
             waits_for_image=status.get("phase", "Pending") == "Pending" and not meta.get("deletionTimestamp"),
