@@ -463,9 +463,9 @@ def recovery_from_events(events: list[dict[str, Any]], t0: float,
                          ready: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Per deleted pod: when it was deleted, its replacement (the next pod its controller
     created), when that was created, scheduled, first failed to pull its image, started and Ready;
-    seconds after `t0`. `deletions`
-    (epoch, namespace/pod) add deletions no Event tells (a plain DELETE: the audit log, a ledger);
-    `ready` (namespace/pod -> epoch, `ready_times`) what no Event tells: when a pod became Ready."""
+    seconds after `t0`. `deletions` (epoch, namespace/pod) add deletions no Event tells (a plain
+    DELETE: the audit log, a ledger); `ready` (namespace/pod -> epoch, `ready_times`) what no Event
+    tells: when a pod became Ready."""
     deleted: list[tuple[float, str, str]] = [(at, pod, owner(pod.split("/", 1)[1])) for at, pod in deletions]
     created: dict[str, list[tuple[float, str]]] = {}  # owner -> [(at, namespace/pod)]
     phases: dict[str, dict[str, Any]] = {}

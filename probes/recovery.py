@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.vocabulary import quiet_thread, ready
 from probes import snapshot
+from probes.pulls import PULL_FAILURES
 from probes.verdict import Verdict, failed, passed
 
 if TYPE_CHECKING:
@@ -43,14 +44,6 @@ def _running(pod: dict[str, Any]) -> dict[str, Any] | None:
         if (c.get("state") or {}).get("running") is not None:
             return dict(c["state"]["running"])
     return None
-
-
-PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
-
-
-def _pull_failed(pod: dict[str, Any]) -> bool:
-    return any(((c.get("state") or {}).get("waiting") or {}).get("reason") in PULL_FAILURES
-               for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 def _condition_time(pod: dict[str, Any], kind: str) -> float | None:
@@ -150,7 +143,7 @@ class Recorder:
         self._emit("created", obj, _ts(meta.get("creationTimestamp")))
         if (obj.get("spec") or {}).get("nodeName"):
             self._emit("scheduled", obj, _condition_time(obj, "PodScheduled"))
-        if _pull_failed(obj):
+        if any(reason in PULL_FAILURES for reason in snapshot.waiting_reasons(obj)):
             self._emit("pull_failed", obj, None)
         running = _running(obj)
         if running is not None:

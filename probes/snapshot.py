@@ -144,12 +144,11 @@ class ClusterSnapshot:
         return sorted({p.model for p in self.pods})
 
 
-def _waiting(pod: dict[str, Any]) -> str | None:
-    for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        reason = ((c.get("state") or {}).get("waiting") or {}).get("reason")
-        if reason:
-            return str(reason)
-    return None
+def waiting_reasons(pod: dict[str, Any]) -> list[str]:
+    """Why each container not running yet waits, as the kubelet says (ImagePullBackOff), in order."""
+    found = (((c.get("state") or {}).get("waiting") or {}).get("reason")
+             for c in (pod.get("status") or {}).get("containerStatuses") or [])
+    return [str(reason) for reason in found if reason]
 
 
 def _cards(pod: dict[str, Any], card_resource: str) -> int:
@@ -203,8 +202,8 @@ def pod_view(pod: dict[str, Any], card_resource: str, identity: serving.Identity
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),
-        ready_since=_ready_since(pod), waiting=_waiting(pod), stack_tp=stated[0], stack_pp=stated[1],
-        stack_group_size=stated[2],
+        ready_since=_ready_since(pod), waiting=next(iter(waiting_reasons(pod)), None), stack_tp=stated[0],
+        stack_pp=stated[1], stack_group_size=stated[2],
     )
 
 

@@ -367,8 +367,9 @@ class Backends:
 
     def io_throttled(self, fault: Any, bytes_per_second: int) -> tuple[str, str]:
         root = self._pods_root()
-        devices = list(fault.params.get("devices") or []) or sorted(
-            {d for caps in (fault.saved.get("caps_before") or {}).values() for d in caps}) or self._devices(fault)
+        # The devices the apply capped (kept with what each cgroup held before), else the ones it would.
+        devices = sorted({d for caps in (fault.saved.get("caps_before") or {}).values() for d in caps}) \
+            or self._devices(fault)
         groups = self._capped_groups(root)
         wrong = []
         for group in groups:

@@ -308,7 +308,7 @@ class PullBlock(Effect):
 
     def apply(self, world: State, f: Fault) -> None:
         world.pulls.block(f.node, f.id, self.registries(f))
-        world.pulls_changed(f.node)
+        world.startups_changed(f.node)
 
     def revert(self, world: State, f: Fault) -> None:
         world.pulls.unblock(f.node, f.id)
@@ -340,11 +340,11 @@ class IoThrottle(Effect):
 
     def apply(self, world: State, f: Fault) -> None:
         world.read_caps[f.node][f.id] = float(f.params["rate_mbps"])
-        world.reads_changed(f.node)
+        world.startups_changed(f.node)
 
     def revert(self, world: State, f: Fault) -> None:
         world.read_caps[f.node].pop(f.id, None)
-        world.reads_changed(f.node)
+        world.startups_changed(f.node)
 
     def observe(self, world: State, f: Fault) -> tuple[str, str]:
         cap = world.read_caps.get(f.node, {}).get(f.id)

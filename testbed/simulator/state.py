@@ -300,11 +300,13 @@ class State:
             value = self.pulls.why(pod.node, registry_of(pod.image)) if mark else None
             self.actions.append(("annotate", pod.namespace, (pod.name, {PULL_FAILING_ANNOTATION: value})))
 
-    def pulls_changed(self, node: str) -> None:
-        """An outage began on the node: the pods there still waiting for their images fail their pulls."""
+    def startups_changed(self, node: str) -> None:
+        """A registry outage or a read cap came to the node (or a cap went): its pods not yet
+        started fail their pulls, or load at the new pace."""
         now = time.time()
         for pod in [p for p in self.pods.values() if p.node == node]:
             self._pull(pod, now)
+            self._load(pod)
 
     def _load(self, pod: Pod) -> None:
         """A pod not yet started on a node whose reads are capped loads its weights at the cap: its
@@ -323,11 +325,6 @@ class State:
             self.actions.append(("annotate", pod.namespace, (pod.name, {
                 READY_ANNOTATION: pod.ready_unstretched, UNSTRETCHED_ANNOTATION: None})))
             pod.ready_unstretched = None
-
-    def reads_changed(self, node: str) -> None:
-        """A read cap came to the node or went: its pods not yet started load at the new pace."""
-        for pod in [p for p in self.pods.values() if p.node == node]:
-            self._load(pod)
 
     def pull_retries(self, now: float) -> None:
         """Failed pulls whose outage ended are retried at the kubelet's next back-off: the mark goes."""
