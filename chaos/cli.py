@@ -91,6 +91,9 @@ def build_parser(with_testbed: bool = False) -> Parser:
     p.add_argument("--twin-timing", choices=("fast", "default", "production"), default="default",
                    help="how fast the twin's replicas start (the local testbed's --timing)")
     p.add_argument("--journal", type=Path, help="with --twin: where the rehearsal's journal goes")
+    p.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
+                   help="with --experiment and a load: the Prometheus whose latency figures size the load against "
+                        "the KV cache the faults leave (default: the experiment's, else the local testbed's)")
     _cluster_flags(p)
     _testbed_flag(p)
     p.set_defaults(handler=cmd_plan)
@@ -228,6 +231,12 @@ def build_parser(with_testbed: bool = False) -> Parser:
     ld.add_argument("--duration", dest="duration_seconds", metavar="SECONDS", type=float, required=True,
                     help="how long the load is offered")
     ld.add_argument("--api", choices=tuple(traffic.APIS), default="completions", help="default %(default)s")
+    ld.add_argument("--prefix-share", type=float, help="of each prompt, one prefix every request shares (0 to 0.99; "
+                                                        "default 0)")
+    ld.add_argument("--burst-factor", type=float, help="the rate's multiple during a burst")
+    ld.add_argument("--burst", dest="burst_seconds", metavar="SECONDS", type=float, help="how long each burst lasts")
+    ld.add_argument("--burst-every", dest="burst_every_seconds", metavar="SECONDS", type=float,
+                    help="a burst starts with the load and then every this often (default 60)")
     ld.add_argument("--seed", type=int, default=0, help="of the arrivals and prompts (default %(default)s)")
     ld.add_argument("--max-in-flight", type=int, default=traffic.DEFAULT_MAX_IN_FLIGHT,
                     help="requests open at once; one more counts as an error, client_saturated (default %(default)s)")
@@ -251,7 +260,7 @@ def build_parser(with_testbed: bool = False) -> Parser:
     output_flag(v, "json, yaml: one entry per file (file, valid, what, problems) on stdout, for CI annotations")
     v.set_defaults(handler=cmd_validate)
 
-    cat = commands.add_parser("catalog", help="the shipped catalog: its experiments (S1-S12), game-day plans and "
+    cat = commands.add_parser("catalog", help="the shipped catalog: its experiments (S1-S12, S14), game-day plans and "
                                               "incident timelines, with the folder they are in")
     cat.add_argument("--path", action="store_true", help="print the folder only: kilocard validate \"$(kilocard "
                                                          "catalog --path)\"")
@@ -1253,11 +1262,12 @@ def _plan_experiment(args: argparse.Namespace) -> int:
     experiment = run.load(args.experiment, args.var)
     configuration = {**(experiment.data.get("configuration") or {}), key("ledger_dir"): str(args.ledger_dir),
                      key("card_resource"): args.card_resource}
-    configuration.update({k: v for k, v in ((key("kubeconfig"), args.kubeconfig),
-                                            (key("context"), args.context)) if v is not None})
+    configuration.update({k: v for k, v in ((key("kubeconfig"), args.kubeconfig), (key("context"), args.context),
+                                            (key("prometheus_url"), args.prometheus_url)) if v is not None})
     ctx, _book = actions.session({**configuration, key("run_id"): ledger.new_run_id()})
     try:
-        found = run.check(ctx, experiment)
+        prom = Settings.of(configuration).prometheus() if experiment.load else None
+        found = run.check(ctx, experiment, prom=prom)
     finally:
         ctx.kube.close()
     if emit(found, args.output):
@@ -1273,6 +1283,8 @@ def _plan_experiment(args: argparse.Namespace) -> int:
         print(f"  {model}: {now} Ready replicas now, {after} once the faults land")
     for model, reason in radius["room"].items():
         print(f"  room for {model}: {reason}")
+    for warning in found.get("warnings", []):
+        print(f"warning: {warning}")
     return _rehearse_on_twin(args, experiment, radius["models"]) if args.twin else 0
 
 
@@ -1350,7 +1362,8 @@ def cmd_fault(args: argparse.Namespace) -> int:
 
 def cmd_load(args: argparse.Namespace) -> int:
     fields = ("url", "model", "qps", "prompt_tokens", "output_tokens", "duration_seconds", "api", "seed",
-              "max_in_flight", "timeout_seconds", "token_env", "token_file")
+              "max_in_flight", "timeout_seconds", "token_env", "token_file", "prefix_share", "burst_factor",
+              "burst_seconds", "burst_every_seconds")
     spec = traffic.parse({f: getattr(args, f) for f in fields if getattr(args, f) is not None}, "kilocard load",
                          flags=True)
     if args.journal is not None and not args.journal.parent.is_dir():

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import random
+import re
 import select
 import threading
 import time
@@ -85,6 +86,19 @@ class LoadSpec:
     token_env: str | None = None
     token_file: str | None = None
     token: str | None = field(default=None, repr=False)
+    prefix_share: float = 0.0  # of each prompt, a prefix every request shares
+    burst_factor: float = 1.0  # the rate's multiple during a burst
+    burst_seconds: float = 0.0  # how long each burst lasts (0: none)
+    burst_every_seconds: float = 60.0  # a burst starts at the load's start and then every this often
+
+    def rate(self, at: float) -> float:
+        """Requests per second `at` seconds from the start."""
+        bursting = self.burst_seconds > 0 and at % self.burst_every_seconds < self.burst_seconds
+        return self.qps * (self.burst_factor if bursting else 1.0)
+
+    @property
+    def peak_qps(self) -> float:
+        return self.qps * (self.burst_factor if self.burst_seconds > 0 else 1.0)
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps: where a token comes from, never the token."""
@@ -112,6 +126,13 @@ SCHEMA = mapping(
                               LoadSpec.max_in_flight),
      "timeout_seconds": number(0, MAX_TIMEOUT_SECONDS, "seconds a request may take in all", LoadSpec.timeout_seconds,
                                above=True),
+     "prefix_share": number(0, 0.99, "the share of each prompt that is one prefix every request shares (a system "
+                            "prompt, a document many ask about): what prefix caching computes and holds once",
+                            LoadSpec.prefix_share),
+     "burst_factor": number(1, 100, "the rate's multiple during a burst", LoadSpec.burst_factor),
+     "burst_seconds": number(0, 86_400, "how long each burst lasts (0: no bursts)", LoadSpec.burst_seconds),
+     "burst_every_seconds": number(0, 86_400, "a burst starts with the load and then every this many seconds",
+                                   LoadSpec.burst_every_seconds, above=True),
      "token_env": optional(text("an environment variable that holds a bearer token (never logged)",
                                 example="LLM_API_TOKEN")),
      "token_file": optional(text("a file that holds a bearer token (never logged)",
@@ -154,7 +175,19 @@ def parse(raw: Any, where: str, flags: bool = False) -> LoadSpec:
         raise SpecError(f"{name('url')}: expected an http:// or https:// URL of the API's root (without /v1), got "
                         f"{values['url']!r}")
     spec = LoadSpec(**{**values, "url": values["url"].rstrip("/")})
+    if spec.burst_seconds >= spec.burst_every_seconds:
+        raise SpecError(f"{name('burst_seconds')}: expected less than burst_every_seconds "
+                        f"({spec.burst_every_seconds:g}), got {spec.burst_seconds:g}")
+    if (spec.burst_factor > 1) != (spec.burst_seconds > 0):
+        raise SpecError(f"{name('burst_factor')}: a burst needs both a factor above 1 and burst_seconds above 0, got "
+                        f"burst_factor {spec.burst_factor:g} and burst_seconds {spec.burst_seconds:g}")
     return replace(spec, token=_token(name, spec.token_env, spec.token_file))
+
+
+def namespace_of(url: str) -> str | None:
+    """The namespace an endpoint's URL names (the testbed's gateway: /namespaces/{ns}), else None."""
+    found = re.search(r"/namespaces/([a-z0-9][-a-z0-9]*)$", urlsplit(url).path)
+    return found[1] if found else None
 
 
 def _token(name: Callable[[str], str], env: str | None, path: str | None) -> str | None:
@@ -176,19 +209,24 @@ def _token(name: Callable[[str], str], env: str | None, path: str | None) -> str
 
 
 # --- what is sent ---------------------------------------------------------------------------------
-def arrivals(qps: float, seed: int, duration: float | None = None) -> Iterator[float]:
+def arrivals(qps: float, seed: int, duration: float | None = None,
+             rate: Callable[[float], float] | None = None) -> Iterator[float]:
     """Seconds from the start at which requests are sent: a Poisson process at `qps` (exponential
-    gaps), the same for the same seed; endless without a duration."""
+    gaps), the same for the same seed; endless without a duration. With `rate` (at most `qps` at
+    any time) the process is thinned to it: an arrival at t is kept with probability rate(t)/qps,
+    which makes a Poisson process of that varying rate."""
     rng = random.Random(seed)
     at = rng.expovariate(qps)
     while duration is None or at < duration:
-        yield at
+        if rate is None or rng.random() * qps < rate(at):
+            yield at
         at += rng.expovariate(qps)
 
 
-def prompt(rng: random.Random, tokens: int) -> str:
-    """About `tokens` tokens of common words."""
-    return " ".join(rng.choices(_WORDS, k=tokens))
+def prompt(rng: random.Random, tokens: int, prefix: str = "") -> str:
+    """About `tokens` tokens: the shared `prefix`, then common words drawn anew."""
+    own = tokens - len(prefix.split())
+    return " ".join(filter(None, (prefix, " ".join(rng.choices(_WORDS, k=own)))))
 
 
 def body(spec: LoadSpec, text: str) -> bytes:
@@ -420,9 +458,12 @@ class Load:
 
     def _offer(self) -> None:
         quiet_thread()
-        words = random.Random(f"{self.spec.seed}/prompts")
-        for at in arrivals(self.spec.qps, self.spec.seed, self.spec.duration_seconds):
-            text = prompt(words, self.spec.prompt_tokens)
+        spec = self.spec
+        words = random.Random(f"{spec.seed}/prompts")
+        shared = prompt(random.Random(f"{spec.seed}/prefix"), round(spec.prompt_tokens * spec.prefix_share))
+        for at in arrivals(spec.peak_qps, spec.seed, spec.duration_seconds,
+                           spec.rate if spec.burst_seconds > 0 else None):
+            text = prompt(words, spec.prompt_tokens, shared)
             if self.halted.wait(max(0.0, self._started + at - time.monotonic())):
                 break
             late = max(0.0, time.monotonic() - self._started - at)

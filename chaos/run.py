@@ -81,7 +81,10 @@ from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
 from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
 from chaos.settings import Settings, key
-from probes import placement, recovery, snapshot
+from probes import capacity, placement, recovery, slo, snapshot
+from probes.errors import ProbeError
+
+_LOG = logging.getLogger(__name__)
 
 ACTIONS_MODULE = "chaos.actions"
 _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[-_]?key|credential)", re.IGNORECASE)
@@ -430,14 +433,44 @@ def _timeouts(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check(ctx: Any, experiment: Experiment, s: snapshot.ClusterSnapshot | None = None) -> dict[str, Any]:
+def check(ctx: Any, experiment: Experiment, s: snapshot.ClusterSnapshot | None = None,
+          prom: Any = None) -> dict[str, Any]:
     """Resolve the experiment's faults against the cluster (no change): selectors that match
     nothing, cards a node does not have, conflicts with other runs and the guards' limits (on
-    `s` if given) are found before the run. Returns what it would do: each fault's targets and
-    the blast radius."""
+    `s` if given) are found before the run. Returns what it would do: each fault's targets, the
+    blast radius, and warnings: the experiment's load against the KV cache the faults leave
+    (with `prom`, where the model's request time is read)."""
+    s = s or snapshot.fetch(ctx.kube, ctx.card_resource)
     planned = plan.plan(ctx, experiment.faults)
-    return {"faults": planned.describe(),
-            "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s)}
+    found = {"faults": planned.describe(),
+             "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s)}
+    if experiment.load is not None and prom is not None:
+        found["warnings"] = kv_left(experiment.load, s, frozenset(guards.radius(planned, s).pods), prom)
+    return found
+
+
+def kv_left(load: traffic.LoadSpec, s: snapshot.ClusterSnapshot, gone: frozenset[tuple[str, str]],
+            prom: Any) -> list[str]:
+    """Warnings, where the load at its peak would exhaust the KV cache of the replicas the faults
+    leave (probes.capacity.fits with the field account's 25 % headroom; a request's time from the
+    model's own latency now). The load alone: the cluster's own traffic is not counted."""
+    namespace = traffic.namespace_of(load.url)
+    if not s.replicas(load.model, namespace):
+        return [f"load: no replica of {load.model} in the cluster: its KV cache is not checked against the load"]
+    try:
+        seconds = slo.request_seconds(prom, load.model, namespace, load.output_tokens)
+    except ProbeError as exc:
+        return [f"load: {load.model}'s KV cache not checked against the load: {exc}"]
+    if seconds is None:
+        return [f"load: {load.model}'s KV cache not checked against the load: it serves nothing now, so no request "
+                "time sizes the load"]
+    demand = capacity.Demand(load.peak_qps, load.prompt_tokens, load.output_tokens, seconds,
+                             round(load.prompt_tokens * load.prefix_share))
+    verdict = capacity.fits(s, load.model, demand, namespace=namespace, without=gone)
+    if verdict.ok:
+        return []
+    return [f"load: at its peak ({load.peak_qps:g} QPS of {load.prompt_tokens} + {load.output_tokens} tokens, "
+            f"{seconds:.2f} s a request), once the faults land: {verdict.reason}; expect preemptions"]
 
 
 class ActivityTimeout(Exception):
@@ -497,7 +530,10 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
     try:
         # One snapshot serves the guards and the placement before the method.
         before = spent("placement", snapshot.fetch, ctx.kube, ctx.card_resource)
-        planned = spent("plan_and_guards", check, ctx, experiment, before)
+        prom = Settings.of(data["configuration"]).prometheus() if experiment.load else None
+        planned = spent("plan_and_guards", check, ctx, experiment, before, prom)
+        for warning in planned.get("warnings", []):
+            _LOG.warning("%s", warning)
         touched = _by_namespace(planned["blast_radius"]["models"])
         released = spent("release", release.fetch, ctx.kube, touched)
         journal: dict[str, Any] = {}

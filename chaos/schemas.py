@@ -110,6 +110,11 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
                    {"items": {"type": "string", **_NAMED}}),
     "step": ("the ALERTS range query's step, seconds (the rules' evaluation interval)", 1.0, _POSITIVE),
     "first_at": ("the first fault's offset in the timeline: time zero is its apply less this", 0.0, _NOT_NEGATIVE),
+    "duration": ("seconds from time zero judged: the probe waits for their end", 60, _POSITIVE),
+    "max_preemptions": ("requests a replica may preempt over the interval", 0, _NOT_NEGATIVE),
+    "max_usage": ("a replica's highest KV-cache usage allowed (1: full)", 0.95, {"minimum": 0, "maximum": 1}),
+    "min_usage": ("some replica's KV-cache usage must reach it: the load reached the model", 0.3,
+                  {"minimum": 0, "maximum": 1}),
 }
 # What every probe of probes.chaostoolkit returns (probes.verdict's mapping, and `outcome` where it
 # has one), and the keys each returns besides (its verdict's details): what a tolerance's `target`
@@ -125,6 +130,8 @@ PROBE_KEYS: dict[str, tuple[str, ...]] = {
     "devices_tainted_within": (*BUDGET_KEYS, "cards"),
     "image_pulls_failed": ("model", "pulled", "replacements", "failed_pulls"),
     "incident_symptoms": ("expect", "symptoms", "impact_seen"),
+    "kv_cache_within": ("replica", "preemptions", "since_seconds", "preempting_replicas", "usage", "at_seconds",
+                        "unseen", "first_unseen", "peak_usage", "replicas", "queries"),
     "no_hung_groups": ("model", "namespace", "window", "at", "demand", "settling", "replicas", "hung"),
     "placement_holds": ("model", "crowded", "unguarded", "domains", "skew"),
     "remediated_within": ("node", "left", "unhealthy", "stuck", *_BUDGETED),

@@ -72,6 +72,11 @@ PP_ARGS = ("--pipeline-parallel-size", "--pp-size", "--pp", "-pp")
 TP_ENV, PP_ENV, NODES_ENV = "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", "RAY_NODE_COUNT"
 TP_ENVS = (TP_ENV, "TP_SIZE")  # llm-d's chart always sets TP_SIZE
 KSERVE_HEAD = "kserve-container"  # the head's container; a worker's is worker-container
+# vLLM's KV cache set by hand instead of profiled (`--num-gpu-blocks-override`, which vLLM's own
+# preemption tests use), in blocks of `--block-size` tokens (16 by default).
+KV_BLOCKS_ARGS = ("--num-gpu-blocks-override",)
+BLOCK_SIZE_ARGS = ("--block-size",)
+DEFAULT_BLOCK_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,21 @@ def arguments(pod: dict[str, Any]) -> tuple[dict[str, str], str | None, str]:
             value = following if following and not following.startswith("-") else ""
         flags.setdefault(name, value)
     return flags, positional, " ".join(words)
+
+
+def kv_cache_tokens(pod: dict[str, Any]) -> int | None:
+    """The replica's KV cache in tokens where its engine's arguments fix it (blocks x block size);
+    None where the engine sizes it from the memory it finds, which only its own log says."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not any("gpu-blocks-override" in str(w) or "gpu_blocks_override" in str(w)
+               for c in containers for w in [*(c.get("command") or []), *(c.get("args") or [])]):
+        return None  # most pods: no command line to parse
+    flags, _positional, _line = arguments(pod)
+    blocks = next((flags[f] for f in KV_BLOCKS_ARGS if f in flags), "")
+    size = next((flags[f] for f in BLOCK_SIZE_ARGS if f in flags), str(DEFAULT_BLOCK_TOKENS))
+    if not (blocks.isdigit() and size.isdigit()) or int(blocks) < 1 or int(size) < 1:
+        return None
+    return int(blocks) * int(size)
 
 
 def _engine(labels: dict[str, str], image: str, line: str) -> Fact | None:

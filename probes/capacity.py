@@ -3,9 +3,12 @@ the load, against the free KV capacity of Ready replicas, with 20-30 % headroom.
 
     KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x bytes per element
     tokens held        = requests in flight (Little's law: qps x mean request latency)
-                         x tokens per request (prompt + output)
+                         x tokens per request (prompt past a shared prefix + output)
+                         + the shared prefix once per serving replica (prefix caching)
     demand             = tokens held x KV bytes per token
-    supply             = cards of Ready replicas x KV bytes per card (HBM left after weights)
+    supply             = per Ready replica, its KV cache where its engine's arguments fix it
+                         (vLLM's --num-gpu-blocks-override x --block-size tokens), else its cards
+                         x KV bytes per card (HBM left after weights)
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from probes.verdict import Contract, Verdict, failed, passed
 CONTRACTS = (
     Contract(
         "capacity_fits", "probe",
-        asserts="the KV cache of the model's serving replicas (TP groups wholly Ready, none on `losing_nodes`) "
-                "covers the demand (qps x latency x tokens per request x KV bytes per token) with `headroom`",
+        asserts="the KV cache of the model's serving replicas (TP groups wholly Ready, none on `losing_nodes`, "
+                "none with a pod in `without`) covers the demand (qps x latency x tokens per request past a shared "
+                "prefix, plus that prefix once per serving replica, x KV bytes per token) with `headroom`; a "
+                "replica's KV cache is what its engine's arguments fix (--num-gpu-blocks-override x --block-size) "
+                "where they do, else its cards x `kv_bytes_per_card`",
         time_zero="none: the state now",
         interval="one snapshot, now",
         missing="no replica fails; a model-shape label missing, or a dtype not known, is an error (never a "
@@ -59,9 +65,11 @@ class Demand:
     prompt_tokens: int
     output_tokens: int
     latency_seconds: float  # mean end-to-end request time
+    cached_tokens: float = 0.0  # of each prompt, a prefix every request shares: held once per replica
 
     def tokens_held(self) -> float:
-        return self.qps * self.latency_seconds * (self.prompt_tokens + self.output_tokens)
+        """Tokens the requests in flight hold of their own (the shared prefix apart)."""
+        return self.qps * self.latency_seconds * (self.prompt_tokens - self.cached_tokens + self.output_tokens)
 
 
 def kv_per_token_of(pod: PodView) -> int:
@@ -75,9 +83,10 @@ def kv_per_token_of(pod: PodView) -> int:
 
 def fits(snapshot: ClusterSnapshot, model: str, demand: Demand, headroom: float = 0.25,
          kv_bytes_per_card: int = KV_BYTES_PER_CARD, losing_nodes: tuple[str, ...] = (),
-         namespace: str | None = None) -> Verdict:
+         namespace: str | None = None, without: frozenset[tuple[str, str]] = frozenset()) -> Verdict:
     """Does the free KV capacity of the Ready replicas (TP groups wholly Ready, none of their pods
-    on `losing_nodes`) cover the demand with `headroom` to spare?"""
+    on `losing_nodes` or among the (namespace, name) pods `without`) cover the demand with
+    `headroom` to spare?"""
     replicas = snapshot.replicas(model, namespace)
     if not replicas:
         return failed(f"{model}: no replica at all", model=model)
@@ -86,18 +95,24 @@ def fits(snapshot: ClusterSnapshot, model: str, demand: Demand, headroom: float 
     for p in replicas:
         groups.setdefault(p.group, []).append(p)
     # A group serves only whole and Ready: one rank down leaves its other ranks' cards idle.
-    serving = [p for members in groups.values() if all(m.ready and m.node not in losing_nodes for m in members)
-               for p in members]
-    supply = sum(p.cards for p in serving) * kv_bytes_per_card
-    need = demand.tokens_held() * per_token * (1 + headroom)
+    serving = [members for members in groups.values()
+               if all(m.ready and m.node not in losing_nodes and (m.namespace, m.name) not in without for m in members)]
+    supply = sum(_kv_bytes(members, per_token, kv_bytes_per_card) for members in serving)
+    need = (demand.tokens_held() + demand.cached_tokens * len(serving)) * per_token * (1 + headroom)
     details = {"model": model, "kv_bytes_per_token": per_token, "need_bytes": need, "supply_bytes": supply,
-               "serving_replicas": len({p.group for p in serving}), "headroom": headroom}
+               "serving_replicas": len(serving), "headroom": headroom}
     lost = f" after losing {', '.join(losing_nodes)}" if losing_nodes else ""
     if supply < need:
         return failed(f"{model}{lost}: KV demand {need / 2**30:.1f} GiB (with {headroom:.0%} headroom) exceeds "
                       f"the {supply / 2**30:.1f} GiB of {details['serving_replicas']} Ready replicas", **details)
     return passed(f"{model}{lost}: {supply / 2**30:.1f} GiB of KV cache covers {need / 2**30:.1f} GiB "
                   f"(with {headroom:.0%} headroom)", **details)
+
+
+def _kv_bytes(members: list[PodView], per_token: int, kv_bytes_per_card: int) -> float:
+    """A replica's KV cache in bytes: as its engine's arguments fix it, else its cards' share."""
+    fixed = next((p.kv_cache_tokens for p in sorted(members, key=lambda p: p.rank) if p.kv_cache_tokens), None)
+    return fixed * per_token if fixed else sum(p.cards for p in members) * kv_bytes_per_card
 
 
 def cards_needed(demand: Demand, per_token: int, tp_size: int, headroom: float = 0.25,

@@ -32,6 +32,7 @@ from probes import (
     device_taints,
     hung,
     incident,
+    kv,
     metric_names,
     placement,
     pulls,
@@ -51,6 +52,7 @@ __all__ = [
     "devices_tainted_within",
     "image_pulls_failed",
     "incident_symptoms",
+    "kv_cache_within",
     "no_hung_groups",
     "placement_holds",
     "remediated_within",
@@ -336,17 +338,61 @@ def straggler_named_within(model: str, budget: float, ratio: float = 1.3, hold: 
 
 
 def _with_ready(kube: Kube, model: str, namespace: Optional[str], samples: List[slo.Sample],
-                 settle: float) -> List[straggler.Sample]:
-    """The samples with the replicas that must show a series at each (their groups wholly Ready for
-    `settle` s, from the run's follower's record; not known without one)."""
-    states = snapshot.readiness(kube, namespace, model, min(s.at for s in samples)) if samples else []
-    times = [state.at for state in states]
-    out = []
-    for s in samples:
-        i = _bisect(times, s.at)
-        ready = None if i < 0 else frozenset(lead for lead, t in states[i].leads.items() if t <= s.at - settle)
-        out.append(straggler.Sample(s.at, s.values, ready, s.error))
+                settle: float) -> List[straggler.Sample]:
+    """The samples with the replicas that must show a series at each (`_ready_at`)."""
+    ready = _ready_at(kube, model, namespace, [s.at for s in samples], settle)
+    return [straggler.Sample(s.at, s.values, r, s.error) for s, r in zip(samples, ready, strict=True)]
+
+
+def _ready_at(kube: Kube, model: str, namespace: Optional[str], times: List[float],
+              settle: float) -> List[Optional[FrozenSet[str]]]:
+    """At each time, the replicas (their leads) whose groups had been wholly Ready for `settle` s,
+    from the run's follower's record; None where it does not reach back."""
+    states = snapshot.readiness(kube, namespace, model, min(times)) if times else []
+    at = [state.at for state in states]
+    out: List[Optional[FrozenSet[str]]] = []
+    for t in times:
+        i = _bisect(at, t)
+        out.append(None if i < 0 else frozenset(lead for lead, since in states[i].leads.items() if since <= t - settle))
     return out
+
+
+@_unknown_without_data
+def kv_cache_within(model: str, duration: float, max_preemptions: float = 0.0, max_usage: float = 1.0,
+                    min_usage: float = 0.01, namespace: Optional[str] = None, fault_at: Optional[float] = None,
+                    since: Optional[float] = None, configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """For `duration` s from time zero (`fault_at` if given, else the run's last fault, else the
+    end of the last action before this probe, else `since`), no replica of the model preempted
+    more than `max_preemptions` requests and none's KV-cache usage passed `max_usage`, each replica
+    on its own; and some replica's usage reached `min_usage` (the load reached it): probes/kv.py.
+    Waits for the interval's end; a replica Ready for three scrapes and silent is unseen, never
+    within bounds."""
+    cfg = configuration or {}
+    prom = _prom(cfg)
+    counter = metric_names.locate(prom, kv.PREEMPTION_NAMES, model, namespace)
+    gauge = metric_names.locate(prom, kv.KV_USAGE_NAMES, model, namespace)
+    queries = [slo.indicator(prom, "promql", model, query=f"max by ({found.pod_label('per replica')}) "
+                                                          f"({found.name}{{{found.matchers}}})",
+                             by=found.pod_label("per replica")) for found in (counter, gauge)]
+    kube = _kube(cfg)
+    try:
+        zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
+        scrape = _scrape(cfg, lambda: _job(prom, slo.Indicator(model, "", "", None, counter.name)))
+        bounds = kv.Bounds(duration, max_preemptions, max_usage, min_usage)
+        step = min(scrape, 5.0)
+        # The whole interval, even once a bound is passed: how many preempted, and for how long, is
+        # the finding (the run waits as long for the scenario that holds).
+        with _recording(kube):
+            time.sleep(max(0.0, zero + duration + scrape - time.time()))
+            counts, usage = (slo.history(prom, q, zero - 2 * step, zero + duration, step) for q in queries)
+            # A replica's gauges land at the first scrape after its engine serves: expected from three on.
+            ready = _ready_at(kube, model, namespace, [s.at for s in counts], 3 * scrape)
+        samples = [kv.Sample(c.at, c.values, u.values, r, c.error or u.error)
+                   for c, u, r in zip(counts, usage, ready, strict=True)]
+        verdict = kv.judge(samples, zero, bounds)
+    finally:
+        kube.close()
+    return {**verdict.to_json(), "queries": [q.query for q in queries]}
 
 
 def _serving_at(cfg: Dict[str, Any], kube: Kube, model: str, namespace: Optional[str], zero: float) -> FrozenSet[str]:

@@ -299,6 +299,21 @@ def values(prom: Any, ind: Indicator) -> dict[str, float]:
     return _rows(_one_unless_by(result, ind), ind)
 
 
+def request_seconds(prom: Any, model: str, namespace: str | None, output_tokens: int,
+                    window: str = "5m") -> float | None:
+    """How long a request of `output_tokens` tokens takes on the model now: its engines' mean TTFT
+    plus that many of their mean inter-token latency (each histogram's sum over its count over
+    `window`); None while it serves nothing."""
+    means = []
+    for names in (TTFT_NAMES, ITL_NAMES):
+        stored = metric_names.locate(prom, names, model, namespace)
+        base = stored.name.removesuffix("_bucket")
+        means.append(value(prom, f"sum(rate({base}_sum{{{stored.matchers}}}[{window}])) / "
+                                 f"sum(rate({base}_count{{{stored.matchers}}}[{window}]))"))
+    ttft, itl = means
+    return None if ttft is None or itl is None else ttft + output_tokens * itl
+
+
 def value(prom: Any, query: str) -> float | None:
     """One number from an instant query; None when there are no samples or the result is NaN."""
     return next(iter(values(prom, Indicator("value", query)).values()), None)

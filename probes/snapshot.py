@@ -49,6 +49,7 @@ class PodView:
     stack_pp: int | None = None
     stack_group_size: int | None = None
     waiting: str | None = None  # why a container is not running yet, as the kubelet says (ImagePullBackOff)
+    kv_cache_tokens: int | None = None  # its KV cache, where the engine's arguments fix it (serving.kv_cache_tokens)
 
     @property
     def tp_size(self) -> int | None:
@@ -203,7 +204,7 @@ def pod_view(pod: dict[str, Any], card_resource: str, identity: serving.Identity
         tolerations=tuple((t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
                           for t in spec.get("tolerations") or []),
         ready_since=_ready_since(pod), waiting=next(iter(waiting_reasons(pod)), None), stack_tp=stated[0],
-        stack_pp=stated[1], stack_group_size=stated[2],
+        stack_pp=stated[1], stack_group_size=stated[2], kv_cache_tokens=serving.kv_cache_tokens(pod),
     )
 
 

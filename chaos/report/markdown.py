@@ -13,6 +13,10 @@ def _cell(text: str) -> str:
 def summary(run: Run) -> str:
     lines = [f"# {run.title}", "", f"**{run.verdict}** (exit {run.exit_code}): {run.reason}", "",
              f"run `{run.run_id or '-'}`, experiment `{run.experiment_file}`, cluster {run.cluster}", ""]
+    # What the plan foresaw before anything was applied (the load against the KV cache left).
+    lines += [f"Plan warned: {_cell(w)}" for w in run.plan.get("warnings") or []]
+    if run.plan.get("warnings"):
+        lines.append("")
     if run.faults:
         lines += ["| fault | target | state |", "|---|---|---|"]
         lines += [f"| {f.kind} | {_cell(f.target)} | {f.state} |" for f in run.faults]

@@ -10,6 +10,7 @@ its members are; metrics come from rank 0).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -19,12 +20,14 @@ from probes.capacity import kv_bytes_per_token
 from testbed.simulator import model as m
 from testbed.simulator.effects import Net, net_of
 from testbed.simulator.state import Pod, Series, State
+from testbed.simulator.traffic import block_hashes, mix
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
 # Why a replica that looks Ready fails the requests sent to it (the gateway's failure reasons,
 # exported from zero so that a rate sees the first failures).
 FAILURES = ("replica_unreachable", "connection_reset")
 NO_READY_REPLICA = "no_ready_replica"
+OFFERED_SECONDS = 2.0  # the endpoint's requests are taken as their rate over about this long
 FAILURE_REASONS = (*FAILURES, NO_READY_REPLICA)  # the gateway's failures counter, by reason
 
 
@@ -99,8 +102,51 @@ class Engine(State):
             return self.qps_override[model]
         # Demand stays what the fleet was sized for: losing replicas does not lower it.
         self.replicas_seen[service] = max(self.replicas_seen[service], replica_count)
-        base = self.load.utilisation * m.profile_for(model).service_rate * self.replicas_seen[service]
+        profile = m.profile_for(model)
+        share = self.load.utilisation if profile.utilisation is None else profile.utilisation
+        base = share * profile.service_rate * self.replicas_seen[service]
         return base * self.load.factor(now)
+
+    def offer(self, service: tuple[str, str], words: list[str], output_tokens: int) -> None:
+        """A request the endpoint answers joins the service's demand at the next tick (the caller
+        holds the lock)."""
+        cached = self.prefixes[service].hit(block_hashes(words))
+        self.offered[service].add(len(words), cached, output_tokens)
+
+    def demand(self, service: tuple[str, str], replica_count: int, now: float) -> list[tuple[float, m.Shape]]:
+        """The service's traffic as classes of (requests per second, their shape): the fleet's own,
+        and what the endpoint took lately. Kept apart: a batch holds each class for its own time."""
+        profile = m.profile_for(service[1])
+        own = (self.model_qps(service, replica_count, now), m.Shape(profile.prompt_tokens, profile.output_tokens))
+        return [own, self.offered_rate[service]] if service in self.offered_rate else [own]
+
+    def _take_offered(self, seconds: float) -> None:
+        """The endpoint's requests since the last tick into each service's offered rate and shape,
+        averaged over OFFERED_SECONDS (a batch holds about that long of arrivals, not one tick's)."""
+        keep = 1.0 - math.exp(-seconds / OFFERED_SECONDS)
+        for service in set(self.offered) | set(self.offered_rate):
+            took = self.offered.get(service)
+            fresh = (took.requests / seconds, took.shape()) if took else None
+            old_rate, old_shape = self.offered_rate.get(service, (0.0, fresh[1] if fresh else m.Shape(0, 0)))
+            new_rate, new_shape = fresh or (0.0, old_shape)
+            rate = old_rate + (new_rate - old_rate) * keep
+            if rate < 1e-3:
+                self.offered_rate.pop(service, None)
+                continue
+            self.offered_rate[service] = (rate, mix([(old_rate * (1 - keep), old_shape), (new_rate * keep, new_shape)]))
+        self.offered.clear()
+
+    def kv_capacity(self, members: list[Pod]) -> float:
+        """The replica's KV cache in tokens: as its engine's arguments fix it, else its cards' HBM
+        left after the weights over the model's KV bytes per token."""
+        lead = members[0]
+        if lead.kv_tokens:
+            return float(lead.kv_tokens)
+        per_token = kv_bytes_per_token(
+            int(lead.labels.get("kilocard.io/layers", 32)), int(lead.labels.get("kilocard.io/kv-heads", 32)),
+            int(lead.labels.get("kilocard.io/head-dim", 128)), lead.labels.get("kilocard.io/dtype", "float16"))
+        cards = sum(len(self.cards_of(p)) for p in members)
+        return max(1, cards) * KV_BYTES_PER_CARD / per_token
 
     def services(self) -> dict[tuple[str, str], list[tuple[str, list[Pod]]]]:
         """(namespace, model) -> its replicas (key, member pods)."""
@@ -126,6 +172,8 @@ class Engine(State):
 
     def _advance(self, seconds: float, now: float) -> None:
         by_service = self.services()
+        if seconds > 0:
+            self._take_offered(seconds)
         for c in self.cards.values():
             c.utilisation = 0.0
         # A service keeps its demand when every replica is gone: that is when requests fail.
@@ -133,7 +181,8 @@ class Engine(State):
             groups = by_service.get(service, [])
             profile = m.profile_for(service[1])
             live = sum(1 for _key, members in groups if not any(p.terminating for p in members))
-            qps = self.model_qps(service, live, now)
+            classes = self.demand(service, live, now)
+            qps = sum(rate for rate, _shape in classes)
             self.requests[service] += qps * seconds
             routes = self.routes(groups)
             serving = [r for r in routes if r.failure is None]
@@ -141,33 +190,47 @@ class Engine(State):
             if not serving and not any(failing.values()):
                 self.failed[(*service, NO_READY_REPLICA)] += qps * seconds
                 continue
-            share = qps / (len(serving) + sum(failing.values()))
+            routed = len(serving) + sum(failing.values())
+            share = qps / routed
             for reason, count in failing.items():
                 self.failed[(*service, reason)] += share * count * seconds
+            each = [(rate / routed, shape) for rate, shape in classes]
             for r in serving:
                 if r.key not in self.series:
                     self.series[r.key] = Series(m.ENGINES[r.members[0].engine])
-                self._serve(self.series[r.key], r.members, profile, share, r.speed, r.delay, seconds)
+                self._serve(self.series[r.key], r.members, profile, each, r.speed, r.delay, seconds)
 
-    def _serve(self, s: Series, members: list[Pod], profile: m.Profile, arrival: float, speed: float,
-               delay: float, seconds: float) -> None:
+    def _serve(self, s: Series, members: list[Pod], profile: m.Profile, classes: list[tuple[float, m.Shape]],
+               speed: float, delay: float, seconds: float) -> None:
+        """Advance one replica by `seconds`: `classes` is its share of the service's traffic."""
+        arrival = sum(rate for rate, _shape in classes)
         if speed == 0:  # hung: what arrives queues, what runs stays in its batch, nothing completes
             # A hung engine updates none of its gauges: they keep their values of the moment it
             # froze (vLLM V1's frontend takes them from the engine core's outputs).
             s.backlog += arrival * seconds
             return
-        service = profile.service_rate * speed
+        itl_mean = profile.itl_seconds / speed
+        load = m.Load.of(profile, classes, speed)
+        decode = load.output_tokens * itl_mean
+        # The batch its arrivals ask for (Little's law per class) and the KV blocks it would hold:
+        # the share that meets a full cache is preempted, its prefill done again when readmitted,
+        # and only the share that fits completes, so the rest of the arrivals queue.
+        capacity = self.kv_capacity(members)
+        s.batch = min(float(profile.max_num_seqs), load.batch(itl_mean))
+        held = load.kv_held(itl_mean) * s.batch / max(load.batch(itl_mean), 1e-9)
+        over = m.overflow(held, capacity)
+        prefill = load.prefill
+        service = min(prefill / (1 + over), arrival * (1 - over)) if over else prefill
+        s.service = service
         s.backlog, done = m.step_backlog(s.backlog, service, arrival, seconds)
         wait = s.backlog / service
         rate = m.sojourn_rate(service, arrival)
         ttft_mean = delay + wait + 1.0 / rate
-        itl_mean = profile.itl_seconds / speed
-        decode = profile.output_tokens * itl_mean
         s.ttft_buckets = [b + done * v for b, v in zip(s.ttft_buckets, m.bucket_fractions(
             [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in s.engine.ttft_buckets]), strict=True)]
         s.ttft_count += done
         s.ttft_sum += done * ttft_mean
-        tokens = done * profile.output_tokens
+        tokens = done * load.output_tokens
         s.itl_buckets = [b + tokens * v for b, v in zip(s.itl_buckets, m.bucket_fractions(
             [m.itl_cdf(x, itl_mean) for x in s.engine.itl_buckets]), strict=True)]
         s.itl_count += tokens
@@ -178,19 +241,14 @@ class Engine(State):
         s.e2e_count += done
         s.e2e_sum += done * (ttft_mean + decode)
         s.success += done
-        s.prompt_tokens += done * profile.prompt_tokens
+        s.prompt_tokens += done * load.prompt_tokens
         s.generation_tokens += tokens
+        s.preemptions += done * over
+        s.kv_usage = min(1.0, held / capacity)
         in_flight = arrival * (ttft_mean + decode)  # Little's law
-        s.running = min(float(profile.max_num_seqs), in_flight)
-        s.waiting = s.backlog + max(0.0, in_flight - profile.max_num_seqs)
-        lead = members[0]
-        kv_per_token = kv_bytes_per_token(
-            int(lead.labels.get("kilocard.io/layers", 32)), int(lead.labels.get("kilocard.io/kv-heads", 32)),
-            int(lead.labels.get("kilocard.io/head-dim", 128)), lead.labels.get("kilocard.io/dtype", "float16"))
+        s.running = min(float(profile.max_num_seqs), in_flight) * (1 - over)  # the rest wait for blocks
+        s.waiting = s.backlog + max(0.0, in_flight - s.running)
         cards = [c for p in members for c in self.cards_of(p)]
-        kv_capacity = max(1, len(cards)) * KV_BYTES_PER_CARD
-        s.kv_usage = min(1.0, s.running * (profile.prompt_tokens + profile.output_tokens / 2) * kv_per_token
-                         / kv_capacity)
         utilisation = min(1.0, arrival / service) if service > 0 else 1.0
         for c in cards:
             c.utilisation = utilisation

@@ -38,7 +38,9 @@ def _buckets(bounds: tuple[float, ...], counts: list[float], total: float) -> li
 def _engine_families(e: m.Engine) -> dict[str, Metric]:
     """One engine's metric families, named as that engine names them (vLLM V1, SGLang)."""
     p = e.prefix
-    return {
+    preemptions = {"preemptions": CounterMetricFamily(f"{p}{e.preemptions}", "Cumulative number of preemption from "
+                                                      "the engine.", labels=ENGINE_LABELS)} if e.preemptions else {}
+    return {**preemptions,
         "ttft": HistogramMetricFamily(f"{p}time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                                       labels=ENGINE_LABELS),
         "itl": HistogramMetricFamily(f"{p}inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
@@ -92,6 +94,8 @@ class VllmCollector(Collector):
                 f["success"].add_metric([*labels, "stop"], s.success)
                 f["prompt"].add_metric(labels, s.prompt_tokens)
                 f["generation"].add_metric(labels, s.generation_tokens)
+                if "preemptions" in f:
+                    f["preemptions"].add_metric(labels, s.preemptions)
             for (namespace, model), total in w.requests.items():
                 requests.add_metric([w.served_names.get(model, model), namespace], total)
             # Every reason from the first request, at 0 until it counts: a probe resolves the counter by

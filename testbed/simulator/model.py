@@ -37,6 +37,7 @@ class Engine:
     waiting: str
     kv_usage: str
     requests: str  # a counter of finished requests
+    preemptions: str | None = None  # a counter of requests preempted (None: the engine exports none)
 
 
 # SGLang's defaults (python/sglang/srt/metrics/collector.py): no 0.5 s TTFT bucket, so a 500 ms
@@ -49,7 +50,7 @@ SGLANG_E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20
                       400.0, 600.0, 1200.0, 1800.0, 2400.0)
 ENGINES = {
     "vllm": Engine("vllm", "vllm:", TTFT_BUCKETS, ITL_BUCKETS, E2E_BUCKETS, "num_requests_running",
-                   "num_requests_waiting", "kv_cache_usage_perc", "request_success"),
+                   "num_requests_waiting", "kv_cache_usage_perc", "request_success", "num_preemptions"),
     "sglang": Engine("sglang", "sglang:", SGLANG_TTFT_BUCKETS, SGLANG_ITL_BUCKETS, SGLANG_E2E_BUCKETS,
                      "num_running_reqs", "num_queue_reqs", "token_usage", "num_requests"),
 }
@@ -64,6 +65,7 @@ class Profile:
     prompt_tokens: int  # mean prompt length
     output_tokens: int  # mean output length
     max_num_seqs: int = 256
+    utilisation: float | None = None  # the fleet's own traffic to it, where not the world's (LoadProfile)
 
 
 # Default load per replica is a quarter of its service rate: utilisation 0.25.
@@ -75,6 +77,10 @@ PROFILES = {
     "llama-3-70b": Profile(service_rate=20.0, itl_seconds=0.030, prompt_tokens=1024, output_tokens=256),
     # 405B at TP=16 over two nodes.
     "llama-3-405b": Profile(service_rate=12.0, itl_seconds=0.045, prompt_tokens=1024, output_tokens=256),
+    # 8B for long contexts, decoding big batches of long sequences: light traffic of its own (1 % of
+    # its prefill), long prompts from a load.
+    "llama-3-8b-long": Profile(service_rate=100.0, itl_seconds=0.030, prompt_tokens=1024, output_tokens=128,
+                               utilisation=0.01),
 }
 DEFAULT_PROFILE = Profile(service_rate=50.0, itl_seconds=0.020, prompt_tokens=512, output_tokens=128)
 
@@ -130,3 +136,92 @@ def bucket_fractions(cdf_values: list[float]) -> list[float]:
         last = min(1.0, max(last, v))
         out.append(last)
     return out
+
+
+# The KV cache, as vLLM's scheduler spends it (vllm/v1/core/kv_cache_manager.py, sched/scheduler.py):
+# blocks of BLOCK_TOKENS tokens; a prompt's full blocks that another request already computed are
+# shared (automatic prefix caching); a waiting request is admitted while WATERMARK of the blocks
+# stays free; a running request that needs a block when none is free preempts the latest one,
+# whose blocks are freed and whose prefill is recomputed when it runs again.
+BLOCK_TOKENS = 16
+WATERMARK = 0.01
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The requests a replica serves, on average."""
+
+    prompt_tokens: float
+    output_tokens: float
+    cached_tokens: float = 0.0  # of the prompt, a prefix other requests share (its blocks held once)
+
+
+def blocks(tokens: float) -> int:
+    return math.ceil(tokens / BLOCK_TOKENS) if tokens > 0 else 0
+
+
+def kv_held(in_batch: float, shape: Shape) -> float:
+    """Tokens' worth of KV blocks a batch of `in_batch` requests holds: each its prompt's blocks
+    past the shared prefix and, on average over its decode, half its output's; the shared prefix's
+    blocks once."""
+    if in_batch <= 0:
+        return 0.0
+    own = blocks(shape.prompt_tokens - shape.cached_tokens) + blocks(shape.output_tokens) / 2
+    return (in_batch * own + blocks(shape.cached_tokens)) * BLOCK_TOKENS
+
+
+def overflow(held: float, capacity: float) -> float:
+    """The share of a batch's KV demand that does not fit under the watermark: the requests that
+    meet a full cache and are preempted (0 while it fits)."""
+    room = capacity * (1 - WATERMARK)
+    return max(0.0, 1 - room / held) if held > 0 else 0.0
+
+
+def prefill_rate(profile: Profile, shape: Shape, speed: float) -> float:
+    """Requests per second a replica's prefill takes: its profile's rate at the profile's prompt,
+    scaled by the tokens it must compute (past a cached prefix), up to four times faster for a
+    short prompt (then other work bounds it)."""
+    computed = max(shape.prompt_tokens - shape.cached_tokens, profile.prompt_tokens / 4)
+    return profile.service_rate * speed * profile.prompt_tokens / computed
+
+
+@dataclass(frozen=True)
+class Load:
+    """A replica's traffic as classes of (requests per second, shape, the prefill's rate for that
+    shape): each class is in the batch for its own prefill and decode, and holds its own blocks."""
+
+    classes: tuple[tuple[float, Shape, float], ...]
+
+    @classmethod
+    def of(cls, profile: Profile, classes: list[tuple[float, Shape]], speed: float) -> Load:
+        return cls(tuple((rate, shape, prefill_rate(profile, shape, speed)) for rate, shape in classes))
+
+    def _mean(self, value: float, pick: str) -> float:
+        total = sum(rate for rate, _s, _p in self.classes)
+        if total <= 0:
+            return value
+        return sum(rate * getattr(shape, pick) for rate, shape, _p in self.classes) / total
+
+    @property
+    def prompt_tokens(self) -> float:
+        return self._mean(self.classes[0][1].prompt_tokens, "prompt_tokens")
+
+    @property
+    def output_tokens(self) -> float:
+        return self._mean(self.classes[0][1].output_tokens, "output_tokens")
+
+    @property
+    def prefill(self) -> float:
+        """Requests per second its prefill takes, for this mix (each request its own prefill time)."""
+        total = sum(rate for rate, _s, _p in self.classes)
+        if total <= 0 or any(p <= 0 for _r, _s, p in self.classes):  # no traffic, or a hung replica
+            return min(p for _r, _s, p in self.classes)
+        return total / sum(rate / p for rate, _s, p in self.classes)
+
+    def batch(self, itl: float) -> float:
+        """Requests in its batch (Little's law, class by class)."""
+        return sum(rate * (1 / p + shape.output_tokens * itl) for rate, shape, p in self.classes)
+
+    def kv_held(self, itl: float) -> float:
+        """Tokens' worth of KV blocks its batch holds, class by class."""
+        return sum(kv_held(rate * (1 / p + shape.output_tokens * itl), shape) for rate, shape, p in self.classes)

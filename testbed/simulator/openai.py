@@ -16,8 +16,13 @@ Latency: the first token after a TTFT drawn from the replica's current distribut
 at its service rate, its share of the arrivals and its backlog, after its network delay), then one
 token per gap drawn from model.itl_cdf at its current mean; both CDFs inverted numerically. A hung
 replica (a frozen rank, World.stalled) sends nothing until it thaws; one that fails or goes away
-while answering resets the connection. These requests sample the replicas' latency; they do not
-join their queues, whose load stays the world's own (its utilisation, or /sim/v1/load).
+while answering resets the connection.
+
+A request answered joins its model's demand at the next tick (testbed/simulator/traffic.py), on top
+of the fleet's own traffic (its utilisation, or /sim/v1/load): its rate and its shape (prompt and
+output tokens, the prefix other prompts already computed), so an experiment's load fills queues
+and KV caches as traffic would. Its own latency is drawn from the replica as it is at its arrival;
+the queue its arrival adds to shows from the next tick.
 """
 
 from __future__ import annotations
@@ -87,10 +92,13 @@ def replicas(world: World, model: str, namespace: str | None) -> list[Replica] |
             profile = m.profile_for(service[1])
             live = sum(1 for _key, members in groups if not any(p.terminating for p in members))
             routes = world.routes(groups)
-            share = world.model_qps(service, live, time.time()) / max(len(routes), 1)
+            classes = world.demand(service, live, time.time())
+            share = sum(rate for rate, _shape in classes) / max(len(routes), 1)
             for r in routes:
                 series = world.series.get(r.key)
-                found.append(Replica(r.key, *service, tuple(p.uid for p in r.members), profile.service_rate * r.speed,
+                # What it served at the last step (a full KV cache slows it), else its prefill's rate.
+                rate = series.service if series and series.service else m.Load.of(profile, classes, r.speed).prefill
+                found.append(Replica(r.key, *service, tuple(p.uid for p in r.members), 0.0 if r.hung else rate,
                                      share, series.backlog if series else 0.0, r.delay, profile.itl_seconds,
                                      r.failure, r.hung))
         return found
@@ -134,8 +142,12 @@ class Asked:
     chat: bool
     stream: bool
     max_tokens: int
-    prompt_tokens: int
+    words: tuple[str, ...]  # the prompt, a token a word (token ids as they are)
     usage: bool  # stream_options.include_usage
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.words)
 
 
 class Refused(Exception):
@@ -168,15 +180,16 @@ def asked(raw: Any, chat: bool) -> Asked:
         messages = raw.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(x, dict) for x in messages):
             raise Refused(400, "messages: expected a non-empty list of messages", "messages")
-        words = sum(len(str(x.get("content", "")).split()) for x in messages)
+        words = [w for x in messages for w in str(x.get("content", "")).split()]
     else:
         given = raw.get("prompt")
         if not isinstance(given, str | list) or not given:
             raise Refused(400, "prompt: expected text, or a list of texts or token ids", "prompt")
-        words = len(given.split()) if isinstance(given, str) else sum(
-            len(p.split()) if isinstance(p, str) else 1 for p in given)
+        words = given.split() if isinstance(given, str) else [
+            w for p in given for w in (p.split() if isinstance(p, str) else [str(p)])]
     options = raw.get("stream_options")
-    return Asked(model, chat, stream, tokens, words, isinstance(options, dict) and options.get("include_usage") is True)
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    return Asked(model, chat, stream, tokens, tuple(words), usage)
 
 
 class Endpoint:
@@ -238,6 +251,9 @@ class Endpoint:
             _refuse(handler, Refused(503, f"no Ready replica of {request.model}"))
             return
         replica = self.rng.choice(found)
+        if replica.failure is None:  # it joins the replicas' queues and KV caches at the next tick
+            with self.world.lock:
+                self.world.offer((replica.namespace, replica.model), list(request.words), request.max_tokens)
         if replica.failure == FAILURES[1]:
             _reset(handler)
         elif replica.failure is not None:

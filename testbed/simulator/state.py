@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos import mindx
+from chaos import mindx, serving
 from chaos.agent.kinds import throttle
 from chaos.agent.kinds.pull_block import registry_of
 from chaos.agent.protocol import Fault
@@ -24,6 +24,7 @@ from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_
 from probes import snapshot
 from testbed.simulator import model as m
 from testbed.simulator.pulls import Pulls
+from testbed.simulator.traffic import Offered, PrefixCache
 from testbed.stages import LOST_LABEL, PULL_BACKOFF_ANNOTATION, PULL_FAILING_ANNOTATION
 from testbed.timing import LOAD_ANNOTATION, LOAD_GB_PER_S, READY_ANNOTATION
 
@@ -88,6 +89,7 @@ class Pod:
     ready_delay: str | None = None  # kwok's delay from its start to Ready, as written (testbed/timing.py)
     load: float = 0.0  # the weight loading's share of it, in seconds
     ready_unstretched: str | None = None  # the delay before a read cap stretched it (slow-weights)
+    kv_tokens: int | None = None  # its KV cache where its engine's arguments fix it (serving.kv_cache_tokens)
 
 
 @dataclass
@@ -111,6 +113,9 @@ class Series:
     waiting: float = 0.0
     kv_usage: float = 0.0
     backlog: float = 0.0
+    batch: float = 0.0  # requests in its batch (prefill or decode), whose KV blocks it holds
+    service: float = 0.0  # requests per second it served at the last step (0: not yet)
+    preemptions: float = 0.0
 
     def __post_init__(self) -> None:
         for name, bounds in (("ttft_buckets", self.engine.ttft_buckets), ("itl_buckets", self.engine.itl_buckets),
@@ -171,6 +176,10 @@ class State:
         self.failed: dict[tuple[str, str, str], float] = defaultdict(float)
         self.requests: dict[tuple[str, str], float] = defaultdict(float)
         self.qps_override: dict[str, float] = {}  # by model, in every namespace
+        # What the OpenAI endpoint answered since the last tick, and at it: (requests/s, shape) per service.
+        self.offered: dict[tuple[str, str], Offered] = defaultdict(Offered)
+        self.offered_rate: dict[tuple[str, str], tuple[float, m.Shape]] = {}
+        self.prefixes: dict[tuple[str, str], PrefixCache] = defaultdict(PrefixCache)
         self.replicas_seen: dict[tuple[str, str], int] = defaultdict(int)
         self.served_names: dict[str, str] = {}  # model label -> vLLM model_name
         # Cluster writes the faults call for, drained by the simulator outside the lock:
@@ -283,7 +292,7 @@ class State:
             pull_marked=PULL_FAILING_ANNOTATION in annotations,
             pull_backoff=_seconds(annotations.get(PULL_BACKOFF_ANNOTATION)),
             ready_delay=annotations.get(READY_ANNOTATION), load=_seconds(annotations.get(LOAD_ANNOTATION)),
-            ready_unstretched=annotations.get(UNSTRETCHED_ANNOTATION),
+            ready_unstretched=annotations.get(UNSTRETCHED_ANNOTATION), kv_tokens=serving.kv_cache_tokens(obj),
         )
         with self.lock:
             self.pods[pod.uid] = pod

@@ -242,6 +242,58 @@ def test_s12_the_cold_start_path_an_outage_in_budget_its_twins_no_dns_and_slow_w
     assert list(probe(dns, "replacement-failed-its-pull")["failed_pulls"]) == [resolved["replacement"]]
 
 
+LONG = "llama-3-8b-long"
+
+
+@pytest.mark.long(75)
+def test_s14_the_kv_cache_left_after_losing_half_carries_the_load_and_three_times_it_preempts(
+        kube, pool, prom, testbed, tmp_path):
+    # The scenario and its twin side by side on pools of their own, the twin changing one cause:
+    # three times the load, which four replicas' KV caches hold and two do not. The plan says so
+    # before the kill (the capacity formula against the cache the faults leave); the run finds it.
+    s14 = experiment("s14-kv-cache-after-losing-half.yaml")
+    pools = [pool(2) for _ in range(2)]
+
+    def deployed_and_run(p, qps: int) -> tuple[int, dict, str]:
+        deploy(kube, p, {LONG: 4})
+        serving(prom, p.namespace, {LONG: 4})
+        given = ("--var", f"namespace={p.namespace}", "--var", f"load_url={testbed.simulator_url}/namespaces/"
+                 f"{p.namespace}", "--var", f"qps:int={qps}")
+        (tmp_path / p.name).mkdir()
+        path = tmp_path / p.name / "s14.yaml"
+        path.write_text(yaml.safe_dump(s14))
+        planned = subprocess.run([*KILOCARD, "plan", "--experiment", str(path), "--kubeconfig",
+                                  str(testbed.paths.kubeconfig), "--prometheus-url", testbed.prometheus_url,
+                                  "--ledger-dir", str(tmp_path / p.name / "plan-ledger"), *given],
+                                 capture_output=True, text=True, timeout=60)
+        assert planned.returncode == 0 and "Traceback" not in planned.stderr, planned.stderr
+        code, journal, _ = kilocard_run(testbed, tmp_path / p.name, s14, *given)
+        return code, journal, planned.stdout
+
+    with ThreadPoolExecutor(2) as runs:
+        (code, journal, plan), (twin_code, twin, twin_plan) = runs.map(deployed_and_run, pools, (4, 12))
+    kv, kv_twin = probe(journal, "kv-cache-carries-the-load"), probe(twin, "kv-cache-carries-the-load")
+    for name, run, found in (("4 QPS", journal, kv), ("12 QPS", twin, kv_twin)):
+        figures.record("kv-cache", {"run": name, "plan": run["kilocard"]["plan"].get("warnings"), "kv": found,
+                                    "client": run["kilocard"]["load"]["summary"], "reason": run["kilocard"]["reason"]})
+    # The load fits the two survivors: no warning, no preemption, and it reached them.
+    assert "warning:" not in plan and not journal["kilocard"]["plan"]["warnings"], plan
+    assert code == 0, journal["kilocard"]["reason"]
+    assert kv["outcome"] == "within" and kv["peak_usage"] >= 0.3, kv
+    assert probe(journal, "replacements-ready-within-budget")["verdict"] == "ok"
+    # Three times it: the plan warns before the kill, and the survivors preempt after it.
+    (warned,) = twin["kilocard"]["plan"]["warnings"]
+    assert "once the faults land" in warned and "expect preemptions" in warned and f"warning: {warned}" in twin_plan
+    reason = twin["kilocard"]["reason"]
+    assert twin_code == 1 and reason.startswith("probe 'kv-cache-carries-the-load' failed: "), reason
+    assert "its KV cache ran out" in reason and kv_twin["preemptions"] > 0, kv_twin
+    # Every pod was Ready all the while, and the replacements came back in budget all the same.
+    assert probe(twin, "replacements-ready-within-budget")["verdict"] == "ok"
+    # From the client, the preempted requests' first tokens came later.
+    p99 = [r["kilocard"]["load"]["summary"]["ttft_seconds"]["p99"] for r in (journal, twin)]
+    assert p99[1] > 2 * p99[0], p99
+
+
 @pytest.mark.long(170)
 def test_s3_ecc_on_one_tp_member_breaches_then_recovers_after_quarantine(kube, testbed, tmp_path, two_tp8):
     p = two_tp8

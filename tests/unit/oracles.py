@@ -300,16 +300,21 @@ def placement_ok(snapshot: Any, model: str, key: str, max_skew: int, guaranteed:
 
 # --- capacity_fits ------------------------------------------------------------------------------------
 def capacity_ok(snapshot: Any, model: str, need_tokens: float, per_token: int, headroom: float, per_card: int,
-                losing: tuple[str, ...]) -> bool:
+                losing: tuple[str, ...], shared: float = 0.0, without: frozenset = frozenset()) -> bool:
+    """`need_tokens`: the requests' own tokens in flight; `shared`: the prefix held once per serving
+    replica; a replica's KV cache in tokens where its rank-lowest pod that says it says it, else its
+    cards x `per_card` bytes."""
     pods = [p for p in snapshot.pods if p.model == model and not p.deleting]
     if not pods:
         return False
-    serving_cards = 0
+    supply, serving = 0.0, 0
     for group in {p.group for p in pods}:
         members = [p for p in pods if p.group == group]
-        if all(p.ready and p.node not in losing for p in members):
-            serving_cards += sum(p.cards for p in members)
-    return serving_cards * per_card >= need_tokens * per_token * (1 + headroom)
+        if all(p.ready and p.node not in losing and (p.namespace, p.name) not in without for p in members):
+            serving += 1
+            said = [p.kv_cache_tokens for p in sorted(members, key=lambda p: p.rank) if p.kv_cache_tokens]
+            supply += said[0] * per_token if said else sum(p.cards for p in members) * per_card
+    return supply >= (need_tokens + shared * serving) * per_token * (1 + headroom)
 
 
 # --- remediated_within (quarantine) ---------------------------------------------------------------------
@@ -579,3 +584,40 @@ def pulls_outcome(moments: list[tuple[float, list[Any]]]) -> tuple[str, list[str
     if not failed_first:
         return "none", []
     return "failed_pulls", sorted(failed_first)
+
+
+# --- kv_cache_within -------------------------------------------------------------------------------
+def kv_outcome(samples: list[Any], zero: float, duration: float, max_preemptions: float, max_usage: float,
+               min_usage: float) -> tuple[str, str | None]:
+    """(outcome, the replica named), read from the contract: a replica's preemptions are the sum of
+    its counter's rises between consecutive samples up to the interval's end, the first of those
+    after time zero counted from its value at or before time zero (0 if it has none), and a fall
+    counted as its new value; usage is judged at every sample in the interval; a sample is unseen
+    when its query failed or a replica that must show a series has no value in either."""
+    end = zero + duration
+    ordered = sorted((s for s in samples if s.at <= end), key=lambda s: s.at)
+    judged = [s for s in ordered if s.at >= zero]
+    if not judged:
+        return "unknown", None
+    totals: dict[str, float] = {}
+    for replica in sorted({r for s in ordered for r in s.preemptions}):
+        values = [(s.at, s.preemptions[replica]) for s in ordered if replica in s.preemptions]
+        total, previous = 0.0, 0.0
+        for at, value in values:
+            if at > zero:
+                total += value - previous if value >= previous else value
+            previous = value
+        totals[replica] = total
+    over = [r for r, t in totals.items() if t > max_preemptions]
+    if over:
+        return "preempted", max(sorted(over), key=lambda r: totals[r])
+    peaks = {r: max(s.usage[r] for s in judged if r in s.usage) for s in judged for r in s.usage}
+    hot = [r for r, v in peaks.items() if v > max_usage]
+    if hot:
+        return "over_usage", max(sorted(hot), key=lambda r: peaks[r])
+    if any(s.error or (s.ready is not None and any(r not in s.preemptions or r not in s.usage for r in s.ready))
+           for s in judged):
+        return "unknown", None
+    if max(peaks.values(), default=0.0) < min_usage:
+        return "idle", None
+    return "within", max(sorted(peaks), key=lambda r: peaks[r]) if peaks else None

@@ -20,7 +20,7 @@ from chaos.errors import SpecError
 from chaos.faults import registry
 from tests import figures
 
-CATALOG = sorted((Path(__file__).parents[2] / "experiments").glob("s[0-9]*-*.yaml"))  # every scenario, S1-S12
+CATALOG = sorted((Path(__file__).parents[2] / "experiments").glob("s[0-9]*-*.yaml"))  # every scenario in the catalog
 EXPERIMENTS = {p.name: yaml.safe_load(p.read_text()) for p in CATALOG}
 # Values of another type than a field's own (null is "not given", which an optional field allows).
 NEGATIVE = st.integers(-10**9, -1)

@@ -13,10 +13,10 @@ from chaos.gameday import ApproveStep, ConfigMapRef, ExperimentStep, PauseStep
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests" / "experiments" / "gamedays" / "invalid").glob("*.yaml"))
-# S11 follows S3 (both end with a node quarantined and released), S12 (a replica killed) follows
-# them; S9 and S10 run before S7, which replaces every llama-3-70b replica (S9 judges replicas
-# Ready for its window).
-ORDER = (1, 2, 3, 11, 12, 4, 5, 6, 9, 10, 7, 8)
+# S11 follows S3 (both end with a node quarantined and released), S12 (a replica killed) and S14
+# (two of another model's) follow them; S9 and S10 run before S7, which replaces every
+# llama-3-70b replica (S9 judges replicas Ready for its window).
+ORDER = (1, 2, 3, 11, 12, 14, 4, 5, 6, 9, 10, 7, 8)
 CATALOG = [f"../{p.name}" for p in sorted((ROOT / "experiments").glob("s[0-9]*-*.yaml"),
                                           key=lambda p: ORDER.index(int(p.name[1:].split("-")[0])))]
 
@@ -50,7 +50,7 @@ def test_a_missing_plan_file_is_named():
         gameday.load(Path("/nonexistent/plan.yaml"))
 
 
-def test_the_catalog_game_day_runs_s1_to_s12_unattended():
+def test_the_catalog_game_day_runs_s1_to_s14_unattended():
     plan = gameday.load(ROOT / "experiments" / "gamedays" / "catalog.yaml")
     experiments = [s for s in plan.steps if isinstance(s, ExperimentStep)]
     assert [s.written for s in experiments] == CATALOG
@@ -61,7 +61,7 @@ def test_the_catalog_game_day_runs_s1_to_s12_unattended():
     assert all(isinstance(a, ExperimentStep) != isinstance(b, ExperimentStep) for a, b in zip(plan.steps, plan.steps[1:], strict=False))
     assert all(s.note and s.name for s in experiments)
     # S7, S8 and S9 declare the verdicts they expect, so the whole catalog passes.
-    assert [run.load(s.path).expect is not None for s in experiments] == [False] * 8 + [True, False, True, True]
+    assert [run.load(s.path).expect is not None for s in experiments] == [False] * 9 + [True, False, True, True]
 
 
 def test_the_weekly_example_has_a_window_both_gates_and_a_control():

@@ -3,6 +3,7 @@ event stream, TTFT/TPOT arithmetic, percentiles, saturation counted as errors, a
 command line and in an experiment's load block refused with exit 2, naming the flag or field."""
 
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -138,7 +139,8 @@ def test_a_halted_load_stops_offering_and_says_what_it_measured():
     assert record["summary"]["ok"] == record["summary"]["requests"] == client.sent > 0
     assert record["spec"] == {"model": "m", "qps": 50, "prompt_tokens": 4, "output_tokens": 4,
                               "url": "http://127.0.0.1:6449", "api": "completions", "seed": 0,
-                              "max_in_flight": 256, "timeout_seconds": 60.0}
+                              "max_in_flight": 256, "timeout_seconds": 60.0, "prefix_share": 0.0,
+                              "burst_factor": 1.0, "burst_seconds": 0.0, "burst_every_seconds": 60.0}
 
 
 def test_the_token_is_read_from_where_it_is_said_to_be_and_never_recorded(tmp_path, monkeypatch):
@@ -246,3 +248,35 @@ def test_exit_1_when_no_request_was_answered(tmp_path):
     found = json.loads(result.stdout)
     assert found["ok"] == 0 and found["errors"] == {"connection_refused": found["requests"]}
     assert json.loads((tmp_path / "j.json").read_text())["kilocard"]["load"]["summary"] == found
+
+
+def test_a_burst_multiplies_the_rate_for_its_seconds_of_every_period_and_a_steady_load_keeps_its_arrivals():
+    spec = load.parse({"model": "m", "qps": 10, "prompt_tokens": 4, "output_tokens": 4, "burst_factor": 4,
+                       "burst_seconds": 10, "burst_every_seconds": 40}, "load")
+    times = list(load.arrivals(spec.peak_qps, 3, 4000, spec.rate))
+    bursting = sum(1 for t in times if t % 40 < 10)
+    # 100 bursts of 10 s at 40/s, and 100 quiet 30 s at 10/s: 40,000 and 30,000 expected.
+    assert bursting == pytest.approx(40_000, rel=0.03) and len(times) - bursting == pytest.approx(30_000, rel=0.03)
+    assert spec.peak_qps == 40
+    steady = load.LoadSpec("m", qps=5, prompt_tokens=4, output_tokens=4)
+    assert steady.peak_qps == 5 and steady.rate(3.0) == 5
+
+
+def test_a_prefix_share_gives_every_prompt_the_same_prefix_and_the_rest_anew():
+    rng = random.Random(1)
+    shared = load.prompt(random.Random("7/prefix"), 750)
+    first, second = (load.prompt(rng, 1000, shared).split() for _ in range(2))
+    assert len(first) == len(second) == 1000
+    assert first[:750] == second[:750] == shared.split() and first[750:] != second[750:]
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ({"burst_factor": 3}, "load.burst_factor: a burst needs both a factor above 1 and burst_seconds above 0"),
+    ({"burst_seconds": 5}, "load.burst_factor: a burst needs both"),
+    ({"burst_factor": 3, "burst_seconds": 60}, "load.burst_seconds: expected less than burst_every_seconds (60)"),
+    ({"prefix_share": 1}, "load.prefix_share: expected a number from 0 to 0.99"),
+])
+def test_a_burst_or_a_prefix_share_out_of_bounds_is_refused_naming_the_field(extra, said):
+    with pytest.raises(SpecError) as refused:
+        load.parse({"model": "m", "qps": 1, "prompt_tokens": 4, "output_tokens": 4, **extra}, "load")
+    assert said in str(refused.value)

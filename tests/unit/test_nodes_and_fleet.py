@@ -56,7 +56,9 @@ def test_default_fleet_shape():
             labels = o["spec"]["template"]["metadata"]["labels"]
             assert {"kilocard.io/model", "kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-dim",
                     "kilocard.io/dtype", "kilocard.io/tp-size"} <= set(labels)
-    assert fleet.expected_pods(objects) == 8 + 64 + 2 * 2 + 8
+    long = workload(objects, "llama-3-8b-long")  # its KV cache fixed by its engine's arguments
+    assert "--num-gpu-blocks-override" in long["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert fleet.expected_pods(objects) == 8 + 64 + 2 * 2 + 8 + 4
 
 
 def test_fleet_follows_the_card_resource():

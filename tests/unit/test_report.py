@@ -341,3 +341,13 @@ def test_a_run_that_is_no_replay_has_no_symptom_table() -> None:
     run = run_of(journal("s3"))
     assert run.symptom_rows == [] and "| symptom |" not in markdown.summary(run)
     assert "recorded" not in (JUnitXml.fromstring(junit.render([run]).encode()).tostring() or b"").decode()
+
+
+def test_the_summary_says_what_the_plan_warned_before_anything_was_applied() -> None:
+    from chaos.report import markdown
+
+    warned = copy.deepcopy(journal("s3"))
+    warned["kilocard"]["plan"]["warnings"] = ["load: at its peak (12 QPS ...) exceeds the 8.0 GiB of 2 Ready replicas"]
+    text = markdown.summary(run_of(warned))
+    assert "Plan warned: load: at its peak (12 QPS ...) exceeds the 8.0 GiB of 2 Ready replicas" in text
+    assert "Plan warned" not in markdown.summary(run_of(journal("s3")))

@@ -437,7 +437,8 @@ class _Prometheus:
 
 
 # What probes.chaostoolkit's wrappers add to their pure judge's verdict.
-WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per"), "straggler_named_within": ("indicator", "query")}
+WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per"), "straggler_named_within": ("indicator", "query"),
+            "kv_cache_within": ("queries",)}
 
 
 def _returned() -> dict[str, list[dict[str, Any]]]:
@@ -449,6 +450,7 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
         device_taints,
         hung,
         incident,
+        kv,
         placement,
         pulls,
         remediation,
@@ -508,6 +510,12 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
                             straggler.Rule()).to_json(),
             straggler.judge([straggler.Sample(NOW + t, {"a": 0.05}, frozenset("ab")) for t in range(61)], NOW,
                             straggler.Rule()).to_json()],
+        "kv_cache_within": [
+            kv.judge([kv.Sample(NOW + 5, {"a": 0.0}, {"a": 0.5})], NOW, kv.Bounds(20)).to_json(),
+            kv.judge([kv.Sample(NOW + 5, {"a": 2.0}, {"a": 1.0})], NOW, kv.Bounds(20)).to_json(),
+            kv.judge([kv.Sample(NOW + 5, {"a": 0.0}, {"a": 1.0})], NOW, kv.Bounds(20, max_usage=0.9)).to_json(),
+            kv.judge([kv.Sample(NOW + 5, {}, {}, frozenset("a"))], NOW, kv.Bounds(20)).to_json(),
+            kv.judge([kv.Sample(NOW + 5, {"a": 0.0}, {"a": 0.0})], NOW, kv.Bounds(20)).to_json()],
         "image_pulls_failed": [
             pulls.judge([(NOW, []), (NOW + 1, [pulls.PodAt("u", "p", False, "ErrImagePull")])], "m", NOW).to_json(),
             pulls.judge([(NOW, []), (NOW + 1, [pulls.PodAt("u", "p", True)])], "m", NOW).to_json(),

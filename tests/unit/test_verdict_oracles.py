@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from chaos import judgement, run, stop
-from probes import budget, device_taints, hung, incident, slo, tp_groups
+from probes import budget, device_taints, hung, incident, kv, slo, tp_groups
 from probes.hung import Figures, Progress
 from probes.pulls import PodAt
 from probes.slo import Recovery, Sample
@@ -331,7 +331,8 @@ def fleets(draw: st.DrawFn) -> ClusterSnapshot:
                                 {"kilocard.io/model": "m", "kilocard.io/group-size": str(size),
                                  "kilocard.io/layers": "32", "kilocard.io/kv-heads": "8", "kilocard.io/head-dim": "128",
                                  "kilocard.io/dtype": "bfloat16"},
-                                required_anti_affinity=required, hard_spread=spread))
+                                required_anti_affinity=required, hard_spread=spread,
+                                kv_cache_tokens=draw(st.sampled_from([None, None, 4096, 200_000]))))
     return ClusterSnapshot(tuple(pods), nodes)
 
 
@@ -345,15 +346,17 @@ def test_placement_holds_agrees_with_its_oracle(snapshot, key, skew, guaranteed)
 
 
 @EXAMPLES
-@given(fleets(), st.sampled_from([0.5, 5.0, 50.0]), st.sampled_from([0.0, 0.25]), st.sampled_from([(), ("n0",)]))
-def test_capacity_fits_agrees_with_its_oracle(snapshot, qps, headroom, losing):
+@given(fleets(), st.sampled_from([0.5, 5.0, 50.0]), st.sampled_from([0.0, 0.25]), st.sampled_from([(), ("n0",)]),
+       st.sampled_from([0, 1536]), st.sampled_from([frozenset(), frozenset({("ns", "g0-0")})]))
+def test_capacity_fits_agrees_with_its_oracle(snapshot, qps, headroom, losing, shared, without):
     from probes import capacity
 
-    demand = capacity.Demand(qps, 2048, 256, 8.0)
+    demand = capacity.Demand(qps, 2048, 256, 8.0, shared)
     per_card = 2**30
-    v = capacity.fits(snapshot, "m", demand, headroom, per_card, losing, "ns")
+    v = capacity.fits(snapshot, "m", demand, headroom, per_card, losing, "ns", without)
     per_token = capacity.kv_bytes_per_token(32, 8, 128, "bfloat16")
-    assert v.ok == oracles.capacity_ok(snapshot, "m", qps * 8.0 * (2048 + 256), per_token, headroom, per_card, losing)
+    assert v.ok == oracles.capacity_ok(snapshot, "m", qps * 8.0 * (2048 - shared + 256), per_token, headroom, per_card,
+                                       losing, shared, without)
 
 
 @EXAMPLES
@@ -553,3 +556,37 @@ def test_image_pulls_failed_agrees_with_its_oracle(moments):
         assert v.details["pulled"] == named
     if outcome == "failed_pulls":
         assert sorted(v.details["failed_pulls"]) == named
+
+
+# --- kv_cache_within ---------------------------------------------------------------------------------
+@st.composite
+def kv_cases(draw: st.DrawFn) -> tuple:
+    replicas = draw(st.lists(st.sampled_from(["r0", "r1", "r2"]), min_size=1, max_size=3, unique=True))
+    samples, counters = [], {r: draw(st.sampled_from([0.0, 0.0, 3.0])) for r in replicas}
+    for i in range(draw(st.integers(0, 10))):
+        counts, usage = {}, {}
+        for r in replicas:
+            if draw(st.integers(0, 9)) == 0:
+                continue  # silent here
+            step = draw(st.sampled_from([0.0, 0.0, 0.0, 0.5, 2.0, -1.0]))
+            counters[r] = 0.5 if step < 0 else counters[r] + step  # -1: a restart, counting from 0 again
+            counts[r] = counters[r]
+            usage[r] = draw(st.sampled_from([0.0, 0.005, 0.3, 0.97, 1.0]))
+        ready = draw(st.sampled_from([None, frozenset(replicas), frozenset(replicas[:1])]))
+        error = draw(st.sampled_from(["", "", "", "", "down"]))
+        samples.append(kv.Sample(T0 - 10 + 5 * i, counts, usage, ready, error))
+    bounds = kv.Bounds(draw(st.sampled_from([20.0, 40.0])), draw(st.sampled_from([0.0, 1.0])),
+                       draw(st.sampled_from([0.98, 1.0])), draw(st.sampled_from([0.0, 0.01, 0.5])))
+    return samples, bounds
+
+
+@EXAMPLES
+@given(kv_cases())
+def test_kv_cache_within_agrees_with_its_contract(case: tuple) -> None:
+    samples, b = case
+    v = kv.judge(samples, T0, b)
+    outcome, named = oracles.kv_outcome(samples, T0, b.duration, b.max_preemptions, b.max_usage, b.min_usage)
+    assert v.details["outcome"] == outcome, v.reason
+    assert v.ok == (outcome == "within")
+    if outcome in ("preempted", "over_usage"):
+        assert v.details["replica"] == named, v.reason
