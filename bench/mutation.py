@@ -5,7 +5,7 @@ the figures into docs/verdicts.md (its mutation section): mutants generated, kil
 and each survivor with why it is equivalent (bench/mutation-equivalents.yaml, keyed by function
 and the mutated line) or marked unexplained. Not part of the pass/fail run.
 
-    .venv/bin/python bench/mutation.py [--max-children 2] [--no-write]
+    .venv/bin/python bench/mutation.py [--max-children 2] [--no-write] [--only 'probes.kv.*']
 
 Configuration: [tool.mutmut] in pyproject.toml (the unit tests only, one process per mutant).
 mutmut keeps its work in mutants/ (ignored by git). Each run starts afresh: mutmut keeps which test
@@ -140,8 +140,13 @@ def main() -> int:
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print the section, leave docs/verdicts.md alone")
     parser.add_argument("--reuse", action="store_true", help="keep mutants/ from the last run (no test changed)")
+    parser.add_argument("--only", metavar="GLOB", help="only the deciding functions matching it (probes.kv.*): "
+                                                       "printed, never written (the page holds the whole run)")
     args = parser.parse_args()
-    patterns = globs()
+    patterns = {f: p for f, p in globs().items() if args.only is None or fnmatch.fnmatchcase(f, args.only)}
+    if not patterns:
+        parser.error(f"--only {args.only}: no deciding function matches (the contracts' `judge` names them)")
+    args.no_write = args.no_write or args.only is not None
     started = time.monotonic()
     if not args.reuse:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)

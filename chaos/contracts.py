@@ -13,6 +13,7 @@ from pathlib import Path
 from chaos import guards, judgement, landed, stop
 from probes import (
     capacity,
+    client_errors,
     device_taints,
     hung,
     incident,
@@ -26,8 +27,8 @@ from probes import (
 )
 from probes.verdict import Contract
 
-MODULES = (tp_groups, slo, placement, capacity, hung, remediation, device_taints, incident, straggler, pulls, kv, stop,
-           guards, judgement, landed)
+MODULES = (tp_groups, slo, placement, capacity, hung, remediation, device_taints, incident, straggler, pulls, kv,
+           client_errors, stop, guards, judgement, landed)
 MUTATION_MARK = "<!-- mutation figures: written by bench/mutation.py, kept as they are by chaos.contracts -->"
 
 INTRO = """# Verdicts: what each one means
@@ -69,12 +70,13 @@ gaps, NaN, vanishing series, pods' readiness, corroboration, failed queries, eve
 blind window and scrape), its early decisions against the deadline's, `slo_under`,
 `tp_groups_whole`, `tp_groups_recovered_within` and `remediated_within` (moments before and
 after time zero, budgets a probe reaches late), `no_hung_groups`, `devices_tainted_within`,
-`placement_holds`, `capacity_fits`, `straggler_named_within`, `image_pulls_failed`, `kv_cache_within`, the stop
+`placement_holds`, `capacity_fits`, `straggler_named_within`, `image_pulls_failed`, `kv_cache_within`,
+`client_errors_within`, the stop
 conditions, the guards, the run's verdict with its expectation, and the rule for faults nothing
 saw land. Every counter-example found is kept there as an explicit `@example`;
 `tests/unit/test_verdict_classes.py` holds the classes of wrong verdicts this page was written
-against, one test each (`tests/unit/test_straggler.py`, `test_pulls_verdict.py` and
-`test_kv_verdict.py` those of the newer verdicts).
+against, one test each (`tests/unit/test_straggler.py`, `test_pulls_verdict.py`,
+`test_kv_verdict.py` and `test_client_errors_verdict.py` those of the newer verdicts).
 """
 
 

@@ -16,12 +16,17 @@ into the client): it counts as an error, `client_saturated`. Latency counts from
 sent; how far sends fell behind the schedule is reported apart (`late_p99_seconds`), so a client
 starved of CPU shows as such instead of being blamed on the server.
 
+While it runs, `running()` gives a probe in the same process (probes.chaostoolkit.client_errors_within)
+what the clients have seen so far: each request's outcome, and when those still in flight were
+sent; a request whose stream had begun when it failed is `aborted` (cut short).
+
 A bearer token is read from an environment variable or a file, and never written anywhere.
 """
 
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import math
 import os
@@ -322,8 +327,12 @@ class Sample:
     late: float = 0.0  # how far behind its scheduled arrival it was sent
     status: int | None = None
     error: str | None = None
-    ttft: float | None = None
+    ttft: float | None = None  # with an error: its stream had begun, and was cut short
     tpot: float | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.error is not None and self.ttft is not None
 
 
 class Sender(Protocol):
@@ -353,6 +362,7 @@ class Client:
         started = time.monotonic()
         deadline = started + self.spec.timeout_seconds
         status = None
+        stream: Stream | None = None
         try:
             if conn.sock is not None:  # a reused connection: its last read's deadline is not this one's
                 conn.sock.settimeout(self.spec.timeout_seconds)
@@ -372,8 +382,8 @@ class Client:
                     raise http.client.RemoteDisconnected("the stream ended before [DONE]")
             response.read()  # the end of the chunked body, so the connection can be used again
         except (OSError, http.client.HTTPException, BadStream) as exc:
-            conn.close()
-            return Sample(status=status, error=_kind(exc))
+            conn.close()  # a stream that had begun was cut short: its first token's time says so
+            return Sample(status=status, error=_kind(exc), ttft=stream.first if stream is not None else None)
         if stream.first is None or stream.last is None:
             return Sample(status=status, error="no_tokens")
         return Sample(status=status, ttft=stream.first, tpot=tpot(stream.first, stream.last, stream.tokens))
@@ -432,13 +442,23 @@ class Load:
         self._slots = threading.BoundedSemaphore(spec.max_in_flight)
         self._pool = ThreadPoolExecutor(spec.max_in_flight, "kilocard-load", initializer=quiet_thread)
         self._samples: list[Sample] = []
+        self._in_flight: dict[int, float] = {}  # request number -> when it was sent
+        self._numbers = itertools.count()
         self._lock = threading.Lock()
         self._offering = threading.Thread(target=self._offer, name="kilocard-load", daemon=True)
 
     def start(self) -> Load:
         self.started_at, self._started = time.time(), time.monotonic()
         self._offering.start()
+        with _RUNNING_LOCK:
+            _RUNNING.append(self)
         return self
+
+    def seen(self) -> tuple[list[Sample], list[float]]:
+        """The requests answered or failed so far, and when those still in flight were sent (seconds
+        from the load's start): what a probe of the clients' view reads while the load runs."""
+        with self._lock:
+            return list(self._samples), list(self._in_flight.values())
 
     def wait(self) -> None:
         """Until the duration has passed, or `halted` is set."""
@@ -450,6 +470,9 @@ class Load:
         self.halted.set()
         self._offering.join()
         self._pool.shutdown(wait=True)
+        with _RUNNING_LOCK:
+            if self in _RUNNING:
+                _RUNNING.remove(self)
         self.client.close()
         seconds = self._ended - self._started
         samples = sorted(self._samples, key=lambda s: s.sent)
@@ -468,24 +491,41 @@ class Load:
                 break
             late = max(0.0, time.monotonic() - self._started - at)
             if self._slots.acquire(blocking=False):
-                self._pool.submit(self._one, at, late, text)
+                number = next(self._numbers)
+                with self._lock:
+                    self._in_flight[number] = at
+                self._pool.submit(self._one, number, at, late, text)
             else:
                 self._keep(Sample(at, late, error=SATURATED))
         else:  # the last arrival came: the load lasts its whole duration all the same
             self.halted.wait(max(0.0, self._started + (self.spec.duration_seconds or 0.0) - time.monotonic()))
         self._ended = time.monotonic()
 
-    def _one(self, at: float, late: float, text: str) -> None:
+    def _one(self, number: int, at: float, late: float, text: str) -> None:
         try:
-            self._keep(replace(self.client.send(text), sent=at, late=late))
+            sample = replace(self.client.send(text), sent=at, late=late)
         except Exception:  # noqa: BLE001 - a request the client itself botched still counts, and the load goes on
-            self._keep(Sample(at, late, error="client_error"))
+            sample = Sample(at, late, error="client_error")
         finally:
             self._slots.release()
+        self._keep(sample, number)
 
-    def _keep(self, sample: Sample) -> None:
+    def _keep(self, sample: Sample, number: int | None = None) -> None:
+        """A request's outcome, and (in one step, so a reader never misses it) no longer in flight."""
         with self._lock:
             self._samples.append(sample)
+            if number is not None:
+                self._in_flight.pop(number, None)
+
+
+_RUNNING: list[Load] = []  # the loads this process offers now, for probes of the clients' view
+_RUNNING_LOCK = threading.Lock()
+
+
+def running() -> Load | None:
+    """The load this process started last and has not stopped (an experiment's own, in its run)."""
+    with _RUNNING_LOCK:
+        return _RUNNING[-1] if _RUNNING else None
 
 
 # --- the record -----------------------------------------------------------------------------------

@@ -75,7 +75,8 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "budget": ("seconds from time zero (the fault: the probe's description says which)", 120, _POSITIVE),
     "driver": ("the DRA driver whose ResourceSlices carry the device taints", DRA_DRIVER, _NAMED),
     "deadline": ("the old name of budget (an experiment written before it may still say it)", 120, _POSITIVE),
-    "hold": ("seconds the state must last: the indicator under the threshold, or a straggler slow", 10,
+    "hold": ("seconds the state must last: the indicator under the threshold, a straggler slow, or every client "
+             "request answered", 10,
              _NOT_NEGATIVE),
     "ratio": ("how many times its peers' median inter-token latency a straggler's is, at least", 1.3,
               {"exclusiveMinimum": 1}),
@@ -111,6 +112,8 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "step": ("the ALERTS range query's step, seconds (the rules' evaluation interval)", 1.0, _POSITIVE),
     "first_at": ("the first fault's offset in the timeline: time zero is its apply less this", 0.0, _NOT_NEGATIVE),
     "duration": ("seconds from time zero judged: the probe waits for their end", 60, _POSITIVE),
+    "max_window": ("the clients' error window's longest span allowed, seconds (default: any)", 5, _NOT_NEGATIVE),
+    "min_requests": ("requests the load must have sent after the error window, at least", 5, {"minimum": 1}),
     "max_preemptions": ("requests a replica may preempt over the interval", 0, _NOT_NEGATIVE),
     "max_usage": ("a replica's highest KV-cache usage allowed (1: full)", 0.95, {"minimum": 0, "maximum": 1}),
     "min_usage": ("some replica's KV-cache usage must reach it: the load reached the model", 0.3,
@@ -127,6 +130,8 @@ _BUDGETED = (*BUDGET_KEYS, "impact_seen", "observed_from")  # probes.budget.firs
 _TP_GROUPS = ("model", "problems", "groups")
 PROBE_KEYS: dict[str, tuple[str, ...]] = {
     "capacity_fits": ("model", "kv_bytes_per_token", "need_bytes", "supply_bytes", "serving_replicas", "headroom"),
+    "client_errors_within": ("requests", "failed", "errors", "aborted_streams", "last_failure_seconds",
+                             "window_start_seconds", "window_end_seconds", "window_seconds", "in_flight"),
     "devices_tainted_within": (*BUDGET_KEYS, "cards"),
     "image_pulls_failed": ("model", "pulled", "replacements", "failed_pulls"),
     "incident_symptoms": ("expect", "symptoms", "impact_seen"),

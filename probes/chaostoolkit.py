@@ -29,6 +29,7 @@ from chaos.settings import Settings
 from chaos.vocabulary import DRA_DRIVER
 from probes import (
     capacity,
+    client_errors,
     device_taints,
     hung,
     incident,
@@ -49,6 +50,7 @@ _LOG = logging.getLogger(__name__)
 
 __all__ = [
     "capacity_fits",
+    "client_errors_within",
     "devices_tainted_within",
     "image_pulls_failed",
     "incident_symptoms",
@@ -355,6 +357,41 @@ def _ready_at(kube: Kube, model: str, namespace: Optional[str], times: List[floa
         i = _bisect(at, t)
         out.append(None if i < 0 else frozenset(lead for lead, since in states[i].leads.items() if since <= t - settle))
     return out
+
+
+def client_errors_within(budget: float, hold: float = 10.0, max_window: Optional[float] = None,
+                         min_requests: int = 5, fault_at: Optional[float] = None, since: Optional[float] = None,
+                         configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The requests the experiment's own load sent from time zero (`fault_at` if given, else the
+    run's last fault, else the end of the last action before this probe, else `since`) failed
+    only inside one error window that ended within `budget` s (and lasted at most `max_window` s),
+    then every request was answered for `hold` s: what the clients saw (probes/client_errors.py).
+    Waits for the interval's end and for the requests sent in it to finish."""
+    from chaos import load
+
+    offered = load.running()
+    if offered is None:
+        raise ProbeError("client_errors_within: no built-in load runs in this process: give the experiment a "
+                         "`kilocard` load (extensions: [{name: kilocard, load: {...}}])")
+    cfg = configuration or {}
+    kube = _kube(cfg)
+    try:
+        zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
+    finally:
+        kube.close()
+    end = zero + budget + hold
+    time.sleep(max(0.0, end - time.time()))
+    # The requests sent in the interval finish within the load's timeout (a hang is a timeout).
+    give_up = time.time() + offered.spec.timeout_seconds + 1.0
+    while True:
+        samples, pending = offered.seen()
+        waiting = tuple(offered.started_at + t for t in pending if offered.started_at + t <= end)
+        if not waiting or time.time() >= give_up:
+            break
+        time.sleep(0.2)
+    requests = [client_errors.Request(offered.started_at + s.sent, s.error, s.aborted) for s in samples]
+    rule = client_errors.Rule(budget, hold, max_window, min_requests)
+    return client_errors.judge(requests, zero, rule, waiting).to_json()
 
 
 @_unknown_without_data

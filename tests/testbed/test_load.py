@@ -1,6 +1,7 @@
 """Built-in load against the testbed's OpenAI-compatible endpoint: what `kilocard load` measures
-from the client is what the replicas' own TTFT histograms say through the real Prometheus, and an
-experiment's load block runs around the whole run and lands in its journal (kilocard.load)."""
+from the client is what the replicas' own TTFT histograms say through the real Prometheus, an
+experiment's load block runs around the whole run and lands in its journal (kilocard.load), and
+what its clients saw is judged (client_errors_within) with its negative twin."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.testbed.test_runner import kilocard_run
 
 pytestmark = pytest.mark.testbed
 BIG = "llama-3-70b"
-QPS = 10  # the fleet's own load: two replicas at a quarter of their 20 requests/s
+QPS = 10  # as much as the fleet's own load (two replicas at a quarter of their 20 requests/s), which it joins
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,36 @@ def test_an_experiment_s_load_runs_from_before_its_steady_state_until_after_its_
     assert record["started_at"] < epoch(before["start"])
     assert record["started_at"] + record["summary"]["seconds"] > epoch(journal["end"])
     assert "load" in journal["kilocard"]["runner_seconds"]
+
+
+def test_the_clients_error_window_closes_with_a_partition_and_a_budget_shorter_than_it_fails(testbed, kube,
+                                                                                            two_replicas, tmp_path):
+    # One cause changed between the two probes of one run: the budget against the partition's 12 s.
+    ns = two_replicas.namespace
+    (node, *_rest) = sorted({p.spec.node_name for p in kube.list_pods(ns, f"kilocard.io/model={BIG}").items})
+
+    def clients(name: str, budget: int) -> dict:
+        return {"type": "probe", "name": name, "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
+                "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "client_errors_within",
+                             "arguments": {"budget": budget, "hold": 6}}}
+
+    code, journal, _ = kilocard_run(testbed, tmp_path, {
+        "extensions": [{"name": "kilocard", "load": {
+            "url": f"{testbed.simulator_url}/namespaces/{ns}", "model": BIG, "qps": 8, "prompt_tokens": 64,
+            "output_tokens": 4}}],
+        "method": [
+            {"type": "action", "name": "partition-one-replica", "pauses": {"after": 12}, "provider": {
+                "type": "python", "module": "chaos.actions", "func": "apply_fault",
+                "arguments": {"fault": {"kind": "network-partition", "nodes": [node], "ttl_seconds": 120}}}},
+            {"type": "action", "name": "heal", "provider": {"type": "python", "module": "chaos.actions",
+                                                            "func": "revert_faults"}},
+            clients("clients-back-within-20s", 20), clients("clients-back-within-8s", 8)]})
+    outputs = {r["activity"]["name"]: r["output"] for r in journal["run"] if r["activity"]["type"] == "probe"}
+    within, short = outputs["clients-back-within-20s"], outputs["clients-back-within-8s"]
+    print(json.dumps({"within": within, "short": short}))
+    assert within["outcome"] == "recovered" and within["verdict"] == "ok", within
+    # Half the requests (those sent to the partitioned replica) failed, for the partition's 12 s.
+    assert within["errors"].get("http_503", 0) > 20 and 10 <= within["window_end_seconds"] <= 14, within
+    assert short["outcome"] == "not_recovered" and 8 < short["last_failure_seconds"] <= 14, short
+    assert code == 1 and journal["kilocard"]["reason"].startswith("probe 'clients-back-within-8s' failed: "), \
+        journal["kilocard"]["reason"]

@@ -621,3 +621,25 @@ def kv_outcome(samples: list[Any], zero: float, duration: float, max_preemptions
     if max(peaks.values(), default=0.0) < min_usage:
         return "idle", None
     return "within", max(sorted(peaks), key=lambda r: peaks[r]) if peaks else None
+
+
+# --- client_errors_within --------------------------------------------------------------------------
+def client_errors_outcome(requests: list[Any], zero: float, budget: float, hold: float, max_window: float | None,
+                          min_requests: int, in_flight: tuple[float, ...]) -> str:
+    """The outcome, read from the contract: the requests sent in [zero, zero + budget + hold]; a
+    failure sent after zero + budget fails it; then a window (first to last failure sent) over
+    max_window; then a request in flight sent in the interval, or too few answered after the last
+    failure (after zero, with none), is unknown."""
+    end = zero + budget + hold
+    sent = [r for r in requests if zero <= r.sent <= end]
+    failures = [r.sent for r in sent if r.error]
+    if any(t > zero + budget for t in failures):
+        return "not_recovered"
+    if failures and max_window is not None and max(failures) - min(failures) > max_window:
+        return "window_too_long"
+    if any(zero <= t <= end for t in in_flight):
+        return "unknown"
+    after = [r for r in sent if not failures or r.sent > max(failures)]
+    if len(after) < min_requests:
+        return "unknown"
+    return "recovered" if failures else "clean"

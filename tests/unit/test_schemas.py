@@ -447,6 +447,7 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
     from probes import (
         budget,
         capacity,
+        client_errors,
         device_taints,
         hung,
         incident,
@@ -510,6 +511,13 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
                             straggler.Rule()).to_json(),
             straggler.judge([straggler.Sample(NOW + t, {"a": 0.05}, frozenset("ab")) for t in range(61)], NOW,
                             straggler.Rule()).to_json()],
+        "client_errors_within": [
+            client_errors.judge([client_errors.Request(NOW + 1, "http_503", True)] + [
+                client_errors.Request(NOW + t) for t in range(2, 20)], NOW, client_errors.Rule(5)).to_json(),
+            client_errors.judge([client_errors.Request(NOW + 9, "timeout")], NOW, client_errors.Rule(5)).to_json(),
+            client_errors.judge([client_errors.Request(NOW + 1, "x"), client_errors.Request(NOW + 4, "x")], NOW,
+                                client_errors.Rule(5, max_window=1)).to_json(),
+            client_errors.judge([], NOW, client_errors.Rule(5), (NOW + 1,)).to_json()],
         "kv_cache_within": [
             kv.judge([kv.Sample(NOW + 5, {"a": 0.0}, {"a": 0.5})], NOW, kv.Bounds(20)).to_json(),
             kv.judge([kv.Sample(NOW + 5, {"a": 2.0}, {"a": 1.0})], NOW, kv.Bounds(20)).to_json(),

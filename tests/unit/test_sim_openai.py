@@ -138,3 +138,19 @@ def test_the_load_client_measures_what_the_latency_model_says(endpoint):
     # Two replicas at a quarter of their 20/s each: P95 ln(20)/15 = 0.2 s; gaps of 30 ms on average.
     assert found["ttft_seconds"]["p95"] == pytest.approx(math.log(20) / 15, rel=0.5)
     assert found["tpot_seconds"]["p50"] == pytest.approx(0.03, rel=0.25)
+
+
+def test_a_stream_cut_short_is_an_aborted_request_and_a_running_load_shows_what_is_in_flight(endpoint):
+    w, url, _srv = endpoint
+    running = load.Load(dataclasses.replace(spec(url), qps=5, output_tokens=100, duration_seconds=1.0, seed=3)).start()
+    assert load.running() is running
+    time.sleep(0.8)
+    answered, in_flight = running.seen()
+    assert not answered and in_flight and all(0 <= t <= 0.8 for t in in_flight)  # 100 tokens take 3 s
+    for node in ("n0", "n1"):  # both replicas cut off mid-stream
+        w.add_fault(node, {"kind": "partition", "ttl_seconds": 60})
+    running.stop()
+    assert load.running() is None
+    samples, in_flight = running.seen()
+    cut = [s for s in samples if s.aborted]
+    assert not in_flight and cut and all(s.error == "connection_reset" and s.ttft > 0 for s in cut), samples

@@ -590,3 +590,28 @@ def test_kv_cache_within_agrees_with_its_contract(case: tuple) -> None:
     assert v.ok == (outcome == "within")
     if outcome in ("preempted", "over_usage"):
         assert v.details["replica"] == named, v.reason
+
+
+# --- client_errors_within ----------------------------------------------------------------------------
+@st.composite
+def client_cases(draw: st.DrawFn) -> tuple:
+    from probes.client_errors import Request
+
+    requests = [Request(T0 + draw(st.floats(-5, 40, allow_nan=False)),
+                        draw(st.sampled_from([None, None, None, "http_503", "connection_reset", "timeout"])),
+                        draw(st.booleans())) for _ in range(draw(st.integers(0, 30)))]
+    in_flight = tuple(T0 + t for t in draw(st.lists(st.floats(-5, 40, allow_nan=False), max_size=2)))
+    return requests, in_flight, draw(st.sampled_from([5.0, 15.0])), draw(st.sampled_from([5.0, 10.0])), \
+        draw(st.sampled_from([None, 0.0, 3.0])), draw(st.sampled_from([1, 5]))
+
+
+@EXAMPLES
+@given(client_cases())
+def test_client_errors_within_agrees_with_its_contract(case: tuple) -> None:
+    from probes import client_errors
+
+    requests, in_flight, budget_, hold, max_window, least = case
+    v = client_errors.judge(requests, T0, client_errors.Rule(budget_, hold, max_window, least), in_flight)
+    outcome = oracles.client_errors_outcome(requests, T0, budget_, hold, max_window, least, in_flight)
+    assert v.details["outcome"] == outcome, v.reason
+    assert v.ok == (outcome in ("clean", "recovered"))
