@@ -140,10 +140,11 @@ def main() -> int:
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print the section, leave docs/verdicts.md alone")
     parser.add_argument("--reuse", action="store_true", help="keep mutants/ from the last run (no test changed)")
-    parser.add_argument("--only", metavar="GLOB", help="only the deciding functions matching it (probes.kv.*): "
-                                                       "printed, never written (the page holds the whole run)")
+    parser.add_argument("--only", metavar="GLOB[,GLOB]", help="only the deciding functions matching one "
+                        "(probes.kv.*): printed, never written (the page holds the whole run)")
     args = parser.parse_args()
-    patterns = {f: p for f, p in globs().items() if args.only is None or fnmatch.fnmatchcase(f, args.only)}
+    wanted = args.only.split(",") if args.only else ["*"]
+    patterns = {f: p for f, p in globs().items() if any(fnmatch.fnmatchcase(f, g) for g in wanted)}
     if not patterns:
         parser.error(f"--only {args.only}: no deciding function matches (the contracts' `judge` names them)")
     args.no_write = args.no_write or args.only is not None

@@ -76,28 +76,34 @@ def judge(requests: list[Request], zero: float, rule: Rule, in_flight: tuple[flo
         return failed(f"requests still failed {late[-1].sent - zero:.1f} s after time zero (budget {rule.budget:g} "
                       f"s): {len(late)} sent after the budget failed ({_kinds(late)})", outcome="not_recovered",
                       last_failure_seconds=round(late[-1].sent - zero, 3), **details)
-    first, last = (errors[0].sent, errors[-1].sent) if errors else (zero, zero)
-    window = {"window_start_seconds": round(first - zero, 3), "window_end_seconds": round(last - zero, 3),
-              "window_seconds": round(last - first, 3)} if errors else {}
-    if errors and rule.max_window is not None and last - first > rule.max_window:
-        return failed(f"the clients' error window lasted {last - first:.1f} s (at most {rule.max_window:g} s), "
-                      f"from {first - zero:.1f} s after time zero: {len(errors)} failed ({_kinds(errors)})",
-                      outcome="window_too_long", **window, **details)
+    if errors and rule.max_window is not None and errors[-1].sent - errors[0].sent > rule.max_window:
+        first = errors[0].sent
+        return failed(f"the clients' error window lasted {errors[-1].sent - first:.1f} s (at most "
+                      f"{rule.max_window:g} s), from {first - zero:.1f} s after time zero: {len(errors)} failed "
+                      f"({_kinds(errors)})", outcome="window_too_long", **_window(errors, zero), **details)
     pending = [t for t in in_flight if zero <= t <= end]
     if pending:
         return unknown(f"{len(pending)} requests sent in the interval still in flight: their outcome is not known",
-                       outcome="unknown", in_flight=len(pending), **details)
-    after = [r for r in sent if not errors or r.sent > last]
+                       in_flight=len(pending), **details)
+    after = [r for r in sent if not errors or r.sent > errors[-1].sent]
     if len(after) < rule.min_requests:
         since = "after the error window" if errors else "after time zero"
         return unknown(f"only {len(after)} requests sent {since} (at least {rule.min_requests} needed): a client "
-                       "that sent nothing saw nothing", outcome="unknown", **details)
+                       "that sent nothing saw nothing", **details)
     if not errors:
         return passed(f"none of the {len(sent)} requests sent from time zero to {rule.budget + rule.hold:g} s after "
                       "it failed", outcome="clean", **details)
+    window = _window(errors, zero)
     return passed(f"the clients' error window: {len(errors)} failed ({_kinds(errors)}) from "
                   f"{window['window_start_seconds']:g} to {window['window_end_seconds']:g} s after time zero, then "
                   f"{len(after)} answered in full", outcome="recovered", **window, **details)
+
+
+def _window(errors: list[Request], zero: float) -> dict[str, float]:
+    """When the failed requests (in the order sent) began and ended, from time zero, and how long."""
+    first, last = errors[0].sent, errors[-1].sent
+    return {"window_start_seconds": round(first - zero, 3), "window_end_seconds": round(last - zero, 3),
+            "window_seconds": round(last - first, 3)}
 
 
 def _kinds(errors: list[Request]) -> str:

@@ -102,7 +102,7 @@ def judge(samples: list[Sample], zero: float, bounds: Bounds) -> Verdict:
     kept = [s for s in samples if s.at <= end]
     judged = [s for s in kept if s.at >= zero]
     if not judged:
-        return unknown(f"no sample in the {bounds.duration:g} s after time zero", outcome="unknown")
+        return unknown(f"no sample in the {bounds.duration:g} s after time zero")
     counts = preempted(kept, zero)
     worst = max(sorted(counts), key=lambda r: counts[r][0], default=None)
     if worst is not None and counts[worst][0] > bounds.max_preemptions:
@@ -114,7 +114,7 @@ def judge(samples: list[Sample], zero: float, bounds: Bounds) -> Verdict:
     peaks: dict[str, tuple[float, float]] = {}
     for s in judged:
         for replica, value in s.usage.items():
-            if value > peaks.get(replica, (-1.0, 0.0))[0]:
+            if replica not in peaks or value > peaks[replica][0]:
                 peaks[replica] = (value, s.at)
     hottest = max(sorted(peaks), key=lambda r: peaks[r][0], default=None)
     if hottest is not None and peaks[hottest][0] > bounds.max_usage:
@@ -128,7 +128,7 @@ def judge(samples: list[Sample], zero: float, bounds: Bounds) -> Verdict:
         why = first.error or "silent: " + ", ".join(sorted(r for r in first.ready or () if r not in first.preemptions
                                                           or r not in first.usage))
         return unknown(f"no replica over a bound, but {len(unseen)} of {len(judged)} samples unseen, the first "
-                       f"{first.at - zero:.0f} s after time zero ({why})", outcome="unknown", unseen=len(unseen),
+                       f"{first.at - zero:.0f} s after time zero ({why})", unseen=len(unseen),
                        first_unseen={"at_seconds": round(first.at - zero, 3), "why": why})
     peak = peaks[hottest][0] if hottest is not None else 0.0
     if peak < bounds.min_usage:

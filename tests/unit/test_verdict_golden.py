@@ -20,7 +20,19 @@ import pytest
 from chaos import guards, judgement, stop
 from chaos.errors import Exit
 from chaos.vocabulary import TP_SIZE_LABEL
-from probes import budget, capacity, device_taints, hung, incident, placement, remediation, slo, tp_groups
+from probes import (
+    budget,
+    capacity,
+    client_errors,
+    device_taints,
+    hung,
+    incident,
+    kv,
+    placement,
+    remediation,
+    slo,
+    tp_groups,
+)
 from probes.errors import ProbeError
 from probes.hung import Figures, Progress
 from probes.slo import Recovery, Sample
@@ -686,6 +698,82 @@ def _() -> Any:
                                                                     for t in range(-3, 40))))),
             out(incident.fixed(symptoms, fix, [], [], 39.0, hushed)),
             out(incident.fixed(symptoms, {}, [], [], 39.0, silent))]
+
+
+# --- KV cache, the clients' view ---------------------------------------------------------------------------
+@case("capacity.fits a fixed cache, a shared prefix, pods gone")
+def _() -> Any:
+    fixed = [pod(f"r{i}", f"n{i}", cards=1, kv_cache_tokens=32_768) for i in range(3)]
+    demand = capacity.Demand(20, 3072, 64, 1.93, 1536)
+    return [out(capacity.fits(world(*fixed), "m", demand, namespace="ns")),
+            out(capacity.fits(world(*fixed), "m", demand, namespace="ns", without=frozenset({("ns", "r0")}))),
+            out(capacity.fits(world(*fixed), "m", capacity.Demand(20, 3072, 64, 1.93), namespace="ns"))]
+
+
+def kv_samples(counts: list[dict[str, float]], usage: list[dict[str, float]], ready: frozenset[str] | None = None,
+               start: int = -2) -> list[kv.Sample]:
+    # Off the whole second by 0.4 s: a time rounded to whole seconds instead of to 3 places shows.
+    return [kv.Sample(T0 + start + i + 0.4 + JIT, c, u, ready)
+            for i, (c, u) in enumerate(zip(counts, usage, strict=True))]
+
+
+@case("kv.judge every outcome")
+def _() -> Any:
+    calm = {"a": 0.43217, "b": 0.61234}
+    bounds = kv.Bounds(10.0)
+    return [out(kv.judge(kv_samples([{"a": 0.0, "b": 0.0}] * 13, [calm] * 13), T0, bounds)),
+            out(kv.judge(kv_samples([{"a": 2.0, "b": 0.0}] * 5 + [{"a": 4.25, "b": 1.5}] * 8, [calm] * 13), T0,
+                         bounds)),
+            out(kv.judge(kv_samples([{"a": 0.0, "b": 0.0}] * 13, [calm] * 6 + [{"a": 0.97654, "b": 0.5}] * 7), T0,
+                         kv.Bounds(10.0, max_usage=0.95))),
+            out(kv.judge(kv_samples([{"a": 0.0}] * 13, [{"a": 0.5}] * 13, frozenset({"a", "b"})), T0, bounds)),
+            out(kv.judge(kv_samples([{"a": 0.0, "b": 0.0}] * 13, [{"a": 0.00321, "b": 0.0}] * 13), T0,
+                         kv.Bounds(10.0, min_usage=0.3))),
+            out(kv.judge([], T0, bounds))]
+
+
+@case("kv.judge edges")
+def _() -> Any:
+    """A replica at its bound of preemptions exactly (allowed, not counted as preempting); a silent
+    replica that shows one of its two series; no usage series at all is idle, never within."""
+    at_bound = [{"a": 0.0, "b": 0.0}] * 3 + [{"a": 1.0, "b": 3.0}] * 10
+    calm = [{"a": 0.5, "b": 0.5}] * 13
+    return [out(kv.judge(kv_samples(at_bound, calm), T0, kv.Bounds(10.0, max_preemptions=1))),
+            out(kv.judge(kv_samples([{"a": 0.0, "b": 0.0}] * 13, [{"a": 0.5}] * 13, frozenset({"a", "b", "c"})), T0,
+                         kv.Bounds(10.0))),
+            out(kv.judge(kv_samples([{"a": 0.0}] * 13, [{}] * 13), T0, kv.Bounds(10.0)))]
+
+
+@case("client_errors.judge every outcome")
+def _() -> Any:
+    def sent(*spans: tuple[float, float, str | None, bool]) -> list[client_errors.Request]:
+        return [client_errors.Request(T0 + at + JIT, error, aborted) for start, end, error, aborted in spans
+                for at in [start + 0.5 * i for i in range(int((end - start) / 0.5))]]
+
+    rule = client_errors.Rule(5.0, 6.0)
+    return [out(client_errors.judge(sent((0, 11, None, False)), T0, rule)),
+            out(client_errors.judge(sent((0, 1, "connection_reset", True), (1, 3, "http_503", False),
+                                         (3, 11, None, False)), T0, rule)),
+            out(client_errors.judge(sent((0, 7, "http_503", False), (7, 11, None, False)), T0, rule)),
+            out(client_errors.judge(sent((0, 4, "timeout", False), (4, 11, None, False)), T0,
+                                    client_errors.Rule(5.0, 6.0, max_window=2.5))),
+            out(client_errors.judge(sent((0, 11, None, False)), T0, rule, (T0 + 4.2,))),
+            out(client_errors.judge(sent((0, 1, "http_503", False), (10.5, 11, None, False)), T0, rule)),
+            out(client_errors.judge(sent((0, 0.5, None, False)), T0, rule))]
+
+
+@case("client_errors.judge edges")
+def _() -> Any:
+    """Times on the interval's bounds exactly: a failure sent at the budget is inside the window, one
+    sent at the interval's end is judged, as is a request in flight sent then; a window whose ends
+    are off the whole second by different amounts."""
+    rule = client_errors.Rule(5.0, 6.0, min_requests=1)
+    answered = [client_errors.Request(T0 + 5.5 + i) for i in range(5)]
+    return [out(client_errors.judge([client_errors.Request(T0 + 5.0, "http_503"), *answered], T0, rule)),
+            out(client_errors.judge([*answered, client_errors.Request(T0 + 11.0, "http_503")], T0, rule)),
+            out(client_errors.judge(answered, T0, rule, (T0 + 11.0,))),
+            out(client_errors.judge([client_errors.Request(T0 + 0.1234, "timeout"),
+                                     client_errors.Request(T0 + 2.00049, "timeout"), *answered], T0, rule))]
 
 
 def _jsonable(value: Any) -> Any:
