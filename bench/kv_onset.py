@@ -47,15 +47,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", default="kilocard-fleet")
     parser.add_argument("--step-seconds", type=int, default=20)
-    parser.add_argument("--steps", default="8,10,12,14,15,16,17,18,19,20,22,24", help="QPS of each step")
+    parser.add_argument("--steps", default="10,12,13,14,15,16,17,18,19,20,22,24", help="QPS of each step")
+    parser.add_argument("--quiet", type=int, default=70, help="seconds without load first: a rate window clean")
     args = parser.parse_args()
     prom = slo.connect(LOCAL_TESTBED_PROMETHEUS)
     url = f"{LOCAL_TESTBED_OPENAI}/namespaces/{args.namespace}"
+    time.sleep(args.quiet)
     replicas = len(figures(prom, args.namespace, 30))
     # The fleet's own traffic to the model before the load, as its engines count it: it holds blocks too.
     own_rate = slo.value(prom, f'sum(rate(vllm:request_success_total{{model_name="{MODEL}",'
                                f'namespace="{args.namespace}"}}[1m]))') or 0.0
-    own_seconds = slo.request_seconds(prom, MODEL, args.namespace, 128) or 0.0
+    own_seconds = slo.request_seconds(prom, MODEL, args.namespace, 128, "1m") or 0.0
     print(f"{replicas} replicas of {MODEL}, {CACHE_TOKENS} tokens of KV cache each; the fleet's own traffic "
           f"{own_rate:.2f} requests/s of {own_seconds:.2f} s")
     seconds = None
@@ -63,9 +65,10 @@ def main() -> None:
         spec = LoadSpec(MODEL, qps, PROMPT, OUTPUT, url=url, duration_seconds=args.step_seconds, seed=int(qps))
         running = Load(spec).start()
         running.wait()
-        found = running.stop()["summary"]
-        time.sleep(2)  # a scrape, and the tick after the step
+        time.sleep(1.5)  # a scrape after the step's last second
+        # Read before stopping: stopping waits for the requests in flight, as long as their queue.
         seen = figures(prom, args.namespace, args.step_seconds - 4)
+        found = running.stop()["summary"]
         preempted = sum(f.get("preempted", 0.0) for f in seen.values())
         batch = sum(f.get("running", 0.0) for f in seen.values()) / max(len(seen), 1)
         peak = max((f.get("peak", 0.0) for f in seen.values()), default=0.0)
@@ -74,7 +77,8 @@ def main() -> None:
               f"preempted {preempted:.1f}")
         if preempted > 0:
             break
-        seconds = slo.request_seconds(prom, MODEL, args.namespace, OUTPUT)
+        # The request's time at this step, before the onset (a wider window would hold an earlier queue).
+        seconds = slo.request_seconds(prom, MODEL, args.namespace, OUTPUT, f"{args.step_seconds - 4}s")
     else:
         print("no preemption up to the last step")
         return

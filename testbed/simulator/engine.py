@@ -246,7 +246,9 @@ class Engine(State):
         s.preemptions += done * over
         s.kv_usage = min(1.0, held / capacity)
         in_flight = arrival * (ttft_mean + decode)  # Little's law
-        s.running = min(float(profile.max_num_seqs), in_flight) * (1 - over)  # the rest wait for blocks
+        s.running = min(float(profile.max_num_seqs), in_flight)
+        if over:  # the batch holds what fits in its blocks; the rest wait for them
+            s.running = min(s.running, s.batch) * (1 - over)
         s.waiting = s.backlog + max(0.0, in_flight - s.running)
         cards = [c for p in members for c in self.cards_of(p)]
         utilisation = min(1.0, arrival / service) if service > 0 else 1.0
