@@ -54,7 +54,9 @@ def test_prometheus_gives_calibrated_healthy_p95_for_every_model(kube, pool, pro
                                           for low, high in [bucket_bounds(truth)])
         return found if ok else None
 
-    found = eventually(calibrated, 30)
+    # The first replica Ready takes its model's whole demand until the others are: past its KV cache
+    # (a 7B at 54 % of it when all serve) it queues, and the 1 m rate window holds that for a minute.
+    found = eventually(calibrated, 75)
     assert found, query(prom, p95_by("model_name", p.namespace), "model_name")
     assert all(value < 0.5 for value, _truth in found.values()), found
     # The GPU side of the same fleet: every card of the pool is exported, busy ones with their pod.
