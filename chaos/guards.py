@@ -233,12 +233,13 @@ def summary(r: Radius, s: ClusterSnapshot) -> dict[str, Any]:
             "room": room, "models": [f"{ns}/{model}" for ns, model in sorted(hurt | r.models())]}
 
 
-def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str, s: ClusterSnapshot | None = None) -> dict[str, Any]:
+def check(ctx: Any, plan: planning.Plan, lim: Limits, where: str, s: ClusterSnapshot | None = None,
+          r: Radius | None = None) -> dict[str, Any]:
     """Resolve the plan's blast radius on the cluster (on `s`, a snapshot the caller already
-    read, or a fresh one); GuardRefused lists every breach, else the summary of what the run
-    would take away."""
+    read, or a fresh one; `r`, the radius the caller already resolved on it); GuardRefused lists
+    every breach, else the summary of what the run would take away."""
     s = s or snap.fetch(ctx.kube, ctx.card_resource)
-    r = radius(plan, s)
+    r = r or radius(plan, s)
     opted_in = {ns for ns in sorted({ns for ns, _ in r.pods}) if _opted_in(ctx.kube, ns)}
     problems = judge(r, s, lim, opted_in, ctx.kube.context)
     if problems:

@@ -442,10 +442,11 @@ def check(ctx: Any, experiment: Experiment, s: snapshot.ClusterSnapshot | None =
     (with `prom`, where the model's request time is read)."""
     s = s or snapshot.fetch(ctx.kube, ctx.card_resource)
     planned = plan.plan(ctx, experiment.faults)
+    taken = guards.radius(planned, s)  # once: the guards judge it, and the KV check reads its pods
     found = {"faults": planned.describe(),
-             "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s)}
+             "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s, taken)}
     if experiment.load is not None and prom is not None:
-        found["warnings"] = kv_left(experiment.load, s, frozenset(guards.radius(planned, s).pods), prom)
+        found["warnings"] = kv_left(experiment.load, s, frozenset(taken.pods), prom)
     return found
 
 

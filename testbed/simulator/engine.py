@@ -20,7 +20,7 @@ from probes.capacity import kv_bytes_per_token
 from testbed.simulator import model as m
 from testbed.simulator.effects import Net, net_of
 from testbed.simulator.state import Pod, Series, State
-from testbed.simulator.traffic import block_hashes, mix
+from testbed.simulator.traffic import block_hashes
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
 # Why a replica that looks Ready fails the requests sent to it (the gateway's failure reasons,
@@ -133,7 +133,8 @@ class Engine(State):
             if rate < 1e-3:
                 self.offered_rate.pop(service, None)
                 continue
-            self.offered_rate[service] = (rate, mix([(old_rate * (1 - keep), old_shape), (new_rate * keep, new_shape)]))
+            shape = m.mix([(old_rate * (1 - keep), old_shape), (new_rate * keep, new_shape)])
+            self.offered_rate[service] = (rate, shape)
         self.offered.clear()
 
     def kv_capacity(self, members: list[Pod]) -> float:
@@ -211,13 +212,15 @@ class Engine(State):
             return
         itl_mean = profile.itl_seconds / speed
         load = m.Load.of(profile, classes, speed)
-        decode = load.output_tokens * itl_mean
+        mean = load.shape
+        decode = mean.output_tokens * itl_mean
         # The batch its arrivals ask for (Little's law per class) and the KV blocks it would hold:
         # the share that meets a full cache is preempted, its prefill done again when readmitted,
         # and only the share that fits completes, so the rest of the arrivals queue.
         capacity = self.kv_capacity(members)
-        s.batch = min(float(profile.max_num_seqs), load.batch(itl_mean))
-        held = load.kv_held(itl_mean) * s.batch / max(load.batch(itl_mean), 1e-9)
+        asked = load.batch(itl_mean)
+        s.batch = min(float(profile.max_num_seqs), asked)
+        held = load.kv_held(itl_mean) * s.batch / max(asked, 1e-9)
         over = m.overflow(held, capacity)
         prefill = load.prefill
         service = min(prefill / (1 + over), arrival * (1 - over)) if over else prefill
@@ -230,7 +233,7 @@ class Engine(State):
             [m.ttft_cdf(x - delay, service, arrival, s.backlog) for x in s.engine.ttft_buckets]), strict=True)]
         s.ttft_count += done
         s.ttft_sum += done * ttft_mean
-        tokens = done * load.output_tokens
+        tokens = done * mean.output_tokens
         s.itl_buckets = [b + tokens * v for b, v in zip(s.itl_buckets, m.bucket_fractions(
             [m.itl_cdf(x, itl_mean) for x in s.engine.itl_buckets]), strict=True)]
         s.itl_count += tokens
@@ -241,7 +244,7 @@ class Engine(State):
         s.e2e_count += done
         s.e2e_sum += done * (ttft_mean + decode)
         s.success += done
-        s.prompt_tokens += done * load.prompt_tokens
+        s.prompt_tokens += done * mean.prompt_tokens
         s.generation_tokens += tokens
         s.preemptions += done * over
         s.kv_usage = min(1.0, held / capacity)

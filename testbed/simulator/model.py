@@ -156,6 +156,15 @@ class Shape:
     cached_tokens: float = 0.0  # of the prompt, a prefix other requests share (its blocks held once)
 
 
+def mix(parts: list[tuple[float, Shape]]) -> Shape:
+    """The mean request of traffic made of (rate, shape) parts."""
+    total = sum(rate for rate, _ in parts)
+    if total <= 0:
+        return parts[0][1]
+    return Shape(sum(r * s.prompt_tokens for r, s in parts) / total, sum(r * s.output_tokens for r, s in parts) / total,
+                 sum(r * s.cached_tokens for r, s in parts) / total)
+
+
 def blocks(tokens: float) -> int:
     return math.ceil(tokens / BLOCK_TOKENS) if tokens > 0 else 0
 
@@ -196,19 +205,10 @@ class Load:
     def of(cls, profile: Profile, classes: list[tuple[float, Shape]], speed: float) -> Load:
         return cls(tuple((rate, shape, prefill_rate(profile, shape, speed)) for rate, shape in classes))
 
-    def _mean(self, value: float, pick: str) -> float:
-        total = sum(rate for rate, _s, _p in self.classes)
-        if total <= 0:
-            return value
-        return sum(rate * getattr(shape, pick) for rate, shape, _p in self.classes) / total
-
     @property
-    def prompt_tokens(self) -> float:
-        return self._mean(self.classes[0][1].prompt_tokens, "prompt_tokens")
-
-    @property
-    def output_tokens(self) -> float:
-        return self._mean(self.classes[0][1].output_tokens, "output_tokens")
+    def shape(self) -> Shape:
+        """Its mean request."""
+        return mix([(rate, shape) for rate, shape, _p in self.classes])
 
     @property
     def prefill(self) -> float:

@@ -69,11 +69,3 @@ class Offered:
         n = max(self.requests, 1)
         return Shape(self.prompt / n, self.output / n, self.cached / n)
 
-
-def mix(parts: list[tuple[float, Shape]]) -> Shape:
-    """The mean shape of traffic made of (rate, shape) parts."""
-    total = sum(rate for rate, _ in parts)
-    if total <= 0:
-        return parts[0][1]
-    return Shape(sum(r * s.prompt_tokens for r, s in parts) / total, sum(r * s.output_tokens for r, s in parts) / total,
-                 sum(r * s.cached_tokens for r, s in parts) / total)
