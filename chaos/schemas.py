@@ -75,8 +75,8 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "budget": ("seconds from time zero (the fault: the probe's description says which)", 120, _POSITIVE),
     "driver": ("the DRA driver whose ResourceSlices carry the device taints", DRA_DRIVER, _NAMED),
     "deadline": ("the old name of budget (an experiment written before it may still say it)", 120, _POSITIVE),
-    "hold": ("seconds the state must last: the indicator under the threshold, a straggler slow, or every client "
-             "request answered", 10,
+    "hold": ("seconds the state must last: the indicator under the threshold, a straggler slow, every client "
+             "request answered, or the traffic spread", 10,
              _NOT_NEGATIVE),
     "ratio": ("how many times its peers' median inter-token latency a straggler's is, at least", 1.3,
               {"exclusiveMinimum": 1}),
@@ -114,6 +114,9 @@ _PROBE_ARGUMENTS: dict[str, tuple[str, Any, Schema]] = {
     "duration": ("seconds from time zero judged: the probe waits for their end", 60, _POSITIVE),
     "max_window": ("the clients' error window's longest span allowed, seconds (default: any)", 5, _NOT_NEGATIVE),
     "min_requests": ("requests the load must have sent after the error window, at least", 5, {"minimum": 1}),
+    "share_window": ("seconds each replica's share of the finished requests is counted over", 10, _POSITIVE),
+    "min_share": ("a replica's least share of the finished requests, as a fraction of an even share", 0.5,
+                  {"exclusiveMinimum": 0, "maximum": 1}),
     "max_preemptions": ("requests a replica may preempt over the interval", 0, _NOT_NEGATIVE),
     "max_usage": ("a replica's highest KV-cache usage allowed (1: full)", 0.95, {"minimum": 0, "maximum": 1}),
     "min_usage": ("some replica's KV-cache usage must reach it: the load reached the model", 0.3,
@@ -148,6 +151,8 @@ PROBE_KEYS: dict[str, tuple[str, ...]] = {
                                "slowest", "unseen", "indicator", "query"),
     "tp_groups_recovered_within": (*_TP_GROUPS, "present", "desired", "stuck", *_BUDGETED),
     "tp_groups_whole": _TP_GROUPS,
+    "traffic_spread_within": ("replica", "share", "at_seconds", "served", "unseen", "first_unseen",
+                              "uneven_until_seconds", "lowest_share", "replicas", "query"),
 }
 _SKIPPED = ("configuration", "secrets")
 
@@ -206,6 +211,11 @@ _PROBE_RULES = {"slo_recovered_within": (one_of("budget, or deadline (its old na
                                                  "deadline"),)}
 PROBES = {name: arguments_schema(func, _PROBE_ARGUMENTS, {}, _PROBE_RULES.get(name, ()))
           for name, func in _functions(chaostoolkit).items()}
+# The clients' budget may be 0: no failure allowed at all (every other budget is a time to wait).
+PROBES["client_errors_within"]["properties"]["budget"] = {
+    **{k: v for k, v in PROBES["client_errors_within"]["properties"]["budget"].items() if k != "exclusiveMinimum"},
+    **_NOT_NEGATIVE, "description": "seconds from time zero by which the clients' error window has ended (0: no "
+                                    "failure allowed)"}
 CALLS = {actions.__name__: ACTIONS, chaostoolkit.__name__: PROBES}
 
 

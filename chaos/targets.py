@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from chaos import routers
 from chaos.errors import KubeError, SpecError
 from chaos.kube import Kube
 from chaos.serving import Identity
@@ -50,6 +51,17 @@ def of_model(pods: list[dict[str, Any]], model: str | None) -> list[dict[str, An
         return pods
     found = snapshot.identities(pods)
     return [p for p in pods if snapshot.model_of(p, found) == model]
+
+
+def routers_of(kube: Kube, pods: list[dict[str, Any]], model: str | None) -> list[dict[str, Any]]:
+    """The routers among `pods`; with `model`, those whose discovery finds one of its replicas
+    (read from a listing of each namespace the routers look in)."""
+    found = [(p, r) for p in pods if (r := routers.router_of(p)) is not None]
+    if model is None:
+        return [p for p, _r in found]
+    replicas = {ns: of_model(kube.list_pods_raw(ns, None), model) for ns in {r.backends_namespace for _p, r in found}}
+    return [p for p, r in found if any(r.finds(x["metadata"]["namespace"], x["metadata"].get("labels") or {})
+                                       for x in replicas[r.backends_namespace])]
 
 
 def of_replica(pods: list[dict[str, Any]], replica: int | None, rank: int | None) -> list[dict[str, Any]]:
@@ -89,9 +101,10 @@ def refused_selector(exc: KubeError, where: str, field_name: str) -> KubeError |
 
 
 def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
-              field_selector: str | None, where: str = "fault", model: str | None = None) -> list[PodRef]:
+              field_selector: str | None, where: str = "fault", model: str | None = None,
+              router: bool = False) -> list[PodRef]:
     """Pods matching the selectors and serving `model` (if given), not terminating, sorted by
-    (namespace, name)."""
+    (namespace, name); with `router`, the routers among them (in front of `model`, if given)."""
     try:
         pods = kube.list_pods_raw(namespace, label_selector, field_selector)
     except KubeError as exc:
@@ -102,7 +115,7 @@ def live_pods(kube: Kube, namespace: str | None, label_selector: str | None,
         except KubeError:
             raise refused_selector(exc, where, "label_selector") from None
         raise refused_selector(exc, where, "field_selector") from None
-    pods = of_model(pods, model)
+    pods = routers_of(kube, pods, model) if router else of_model(pods, model)
     found = snapshot.identities(pods)
     alive = [pod_ref(p, found.get((p["metadata"]["namespace"], p["metadata"]["name"])))
              for p in pods if not p["metadata"].get("deletionTimestamp")

@@ -40,6 +40,7 @@ from probes import (
     remediation,
     slo,
     snapshot,
+    spread,
     straggler,
     tp_groups,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "straggler_named_within",
     "tp_groups_recovered_within",
     "tp_groups_whole",
+    "traffic_spread_within",
 ]
 
 
@@ -408,28 +410,69 @@ def kv_cache_within(model: str, duration: float, max_preemptions: float = 0.0, m
     prom = _prom(cfg)
     counter = metric_names.locate(prom, kv.PREEMPTION_NAMES, model, namespace)
     gauge = metric_names.locate(prom, kv.KV_USAGE_NAMES, model, namespace)
-    queries = [slo.indicator(prom, "promql", model, query=f"max by ({found.pod_label('per replica')}) "
-                                                          f"({found.name}{{{found.matchers}}})",
-                             by=found.pod_label("per replica")) for found in (counter, gauge)]
+    queries = [_by_replica(prom, model, "max", found) for found in (counter, gauge)]
     kube = _kube(cfg)
     try:
         zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
-        scrape = _scrape(cfg, lambda: _job(prom, slo.Indicator(model, "", "", None, counter.name)))
-        bounds = kv.Bounds(duration, max_preemptions, max_usage, min_usage)
-        step = min(scrape, 5.0)
         # The whole interval, even once a bound is passed: how many preempted, and for how long, is
         # the finding (the run waits as long for the scenario that holds).
-        with _recording(kube):
-            time.sleep(max(0.0, zero + duration + scrape - time.time()))
-            counts, usage = (slo.history(prom, q, zero - 2 * step, zero + duration, step) for q in queries)
-            # A replica's gauges land at the first scrape after its engine serves: expected from three on.
-            ready = _ready_at(kube, model, namespace, [s.at for s in counts], 3 * scrape)
+        (counts, usage), ready = _replica_histories(cfg, kube, prom, model, namespace, counter.name, queries,
+                                                    zero, zero + duration, 0.0)
         samples = [kv.Sample(c.at, c.values, u.values, r, c.error or u.error)
                    for c, u, r in zip(counts, usage, ready, strict=True)]
-        verdict = kv.judge(samples, zero, bounds)
+        verdict = kv.judge(samples, zero, kv.Bounds(duration, max_preemptions, max_usage, min_usage))
     finally:
         kube.close()
     return {**verdict.to_json(), "queries": [q.query for q in queries]}
+
+
+@_unknown_without_data
+def traffic_spread_within(model: str, budget: float, hold: float = 10.0, share_window: float = 10.0,
+                          min_share: float = 0.5, namespace: Optional[str] = None, fault_at: Optional[float] = None,
+                          since: Optional[float] = None,
+                          configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The model's traffic is spread over its replicas again within `budget` s of time zero
+    (`fault_at` if given, else the run's last fault, else the end of the last action before this
+    probe, else `since`) and stays so for `hold` s: each replica Ready through the trailing
+    `share_window` s finished at least `min_share` of an even share of the model's requests in it, each
+    on its own (probes/spread.py). Waits for the interval's end; a Ready replica without a series
+    is unseen, never an even share."""
+    cfg = configuration or {}
+    prom = _prom(cfg)
+    counter = metric_names.locate(prom, hung.FINISHED_NAMES, model, namespace)
+    query = _by_replica(prom, model, "sum", counter)
+    kube = _kube(cfg)
+    try:
+        zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
+        (history,), ready = _replica_histories(cfg, kube, prom, model, namespace, counter.name, [query], zero,
+                                               zero + budget + hold, share_window)
+        samples = [spread.Sample(h.at, h.values, r, h.error) for h, r in zip(history, ready, strict=True)]
+        verdict = spread.judge(samples, zero, spread.Rule(budget, hold, share_window, min_share))
+    finally:
+        kube.close()
+    return {**verdict.to_json(), "query": query.query}
+
+
+def _by_replica(prom: Any, model: str, how: str, found: metric_names.Stored) -> slo.Indicator:
+    """A series per replica (its lead pod) of a located metric, its label sets folded by `how`."""
+    by = found.pod_label("per replica")
+    return slo.indicator(prom, "promql", model, query=f"{how} by ({by}) ({found.name}{{{found.matchers}}})", by=by)
+
+
+def _replica_histories(cfg: Dict[str, Any], kube: Kube, prom: Any, model: str, namespace: Optional[str],
+                       name: str, queries: List[slo.Indicator], zero: float, end: float,
+                       before: float) -> Tuple[List[List[slo.Sample]], List[Optional[FrozenSet[str]]]]:
+    """Once `end` and a scrape have passed: each query's history from `before` s ahead of time
+    zero to `end`, and at each of its samples the replicas that must show a series there, those
+    Ready for three scrapes by the run's follower (an engine's series land at the first scrape
+    after it serves)."""
+    scrape = _scrape(cfg, lambda: _job(prom, slo.Indicator(model, "", "", None, name)))
+    step = min(scrape, 5.0)
+    with _recording(kube):
+        time.sleep(max(0.0, end + scrape - time.time()))
+        histories = [slo.history(prom, q, zero - before - 2 * step, end, step) for q in queries]
+        ready = _ready_at(kube, model, namespace, [s.at for s in histories[0]], 3 * scrape)
+    return histories, ready
 
 
 def _serving_at(cfg: Dict[str, Any], kube: Kube, model: str, namespace: Optional[str], zero: float) -> FrozenSet[str]:

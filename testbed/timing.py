@@ -103,10 +103,10 @@ def stamp(objects: list[dict[str, Any]], timing: str) -> list[dict[str, Any]]:
         return result
     factor = FACTORS[timing]
     for o in result:
-        if o["kind"] not in ("Deployment", "StatefulSet"):
-            continue
-        template = o["spec"]["template"]
-        labels = template["metadata"].get("labels", {})
+        template = o["spec"]["template"] if o["kind"] in ("Deployment", "StatefulSet") else None
+        labels = template["metadata"].get("labels", {}) if template else {}
+        if template is None or MODEL_LABEL not in labels:
+            continue  # not a model's (a router): no weights to load, ready in the moment kwok takes
         phases = startup(labels)
         grace = max(1, round(template["spec"].get("terminationGracePeriodSeconds", 30) / factor))
         template["metadata"].setdefault("annotations", {}).update({

@@ -50,6 +50,9 @@ POD_NAMESPACE = optional(text("the pods' namespace (default: every namespace)", 
 POD_SELECTOR = optional(selector("which pods", SELECTED))
 POD_MODEL = optional(text("the pods of this model (label kilocard.io/model, or the name its serving stack serves it "
                           "under: kilocard discover); with a label_selector, the pods both pick", example=MODEL))
+ROUTER = boolean("pick from the routing tier instead: the pods its stack's labels make routers (vLLM "
+                 "production-stack's router, SGLang's model gateway, an InferencePool's endpoint picker: "
+                 "chaos.routers); with model, the routers whose discovery finds that model's replicas", False)
 PODS = {
     "namespace": POD_NAMESPACE, "label_selector": POD_SELECTOR, "model": POD_MODEL,
     "field_selector": optional(text("a field selector on the pods", example="spec.nodeName=worker-1")),

@@ -11,13 +11,13 @@ from typing import Any
 from chaos.agent.protocol import CONFIRMED, MISMATCH
 from chaos.errors import Aborted, KilocardError, NotFound, TooManyRequests
 from chaos.faults import Context, Disruption, Look
-from chaos.faults._spec import PODS, PODS_RULES, SELECTED, kind
+from chaos.faults._spec import PODS, PODS_RULES, ROUTER, SELECTED, kind
 from chaos.fields import NAMESPACE
 from chaos.targets import how_many, live_pods, sample
 
 SCHEMAS = {"pod-kill": kind(
     "pod-kill", "Kill pods picked by selectors, by DELETE or through the Eviction API. Nothing to revert: the "
-    "workload's controller brings replacements.", PODS, rules=PODS_RULES,
+    "workload's controller brings replacements.", {**PODS, "router": ROUTER}, rules=PODS_RULES,
     example={"namespace": NAMESPACE, "label_selector": SELECTED, "count": 1})}
 REVERTIBLE = False
 
@@ -41,6 +41,7 @@ class Spec:
     eviction_deadline_seconds: float
     allow_empty: bool
     ttl_seconds: float = 0.0
+    router: bool = False
 
 
 def build(values: dict[str, Any], where: str) -> Spec:
@@ -48,7 +49,8 @@ def build(values: dict[str, Any], where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where, spec.model)
+    pods = live_pods(ctx.kube, spec.namespace, spec.label_selector, spec.field_selector, where, spec.model,
+                      spec.router)
     chosen = sample(pods, how_many(len(pods), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     return [{"namespace": p.namespace, "name": p.name, "uid": p.uid, "node": p.node} for p in chosen]
 

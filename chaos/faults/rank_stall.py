@@ -7,6 +7,9 @@ Groups are picked as rank-kill picks them (chaos.targets: `kilocard.io/tp-group`
 group-key, rank from the pod index). The engine container is `container` (default: the one that
 requests cards, else the first); its ID comes from the pod's status, so the agent freezes that
 container's cgroup, or the whole pod's where the runtime reports no ID.
+
+With `router: true` it freezes routers instead (chaos.routers: a proxy or an endpoint picker, each
+pod its own group of one, rank 0): the router that stays Ready while it answers nothing (S13).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from chaos.faults._spec import (
     POD_NAMESPACE,
     POD_SELECTOR,
     PODS_RULES,
+    ROUTER,
     SEED,
     SELECTED,
     TTL,
@@ -44,7 +48,7 @@ SCHEMAS = {"rank-stall": kind(
                                 example="engine")),
      "method": choice(rank_stall.METHODS, "the cgroup freezer (v2 cgroup.freeze, else v1 freezer.state), or SIGSTOP "
                       "to every process of the container", "freeze"),
-     "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY},
+     "ttl_seconds": TTL, "allow_empty": ALLOW_EMPTY, "router": ROUTER},
     ["ttl_seconds"], PODS_RULES, {"namespace": NAMESPACE, "label_selector": SELECTED, "rank": 3, "ttl_seconds": 60})}
 REVERTIBLE = True
 AGENT_KIND = rank_stall.NAME
@@ -64,6 +68,7 @@ class Spec:
     params: dict[str, Any]
     ttl_seconds: float
     allow_empty: bool
+    router: bool
 
 
 def build(values: dict[str, Any], where: str) -> Spec:
@@ -72,7 +77,7 @@ def build(values: dict[str, Any], where: str) -> Spec:
 
 
 def targets(ctx: Context, spec: Spec, where: str) -> list[dict[str, Any]]:
-    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, None, where, spec.model))
+    found = groups(live_pods(ctx.kube, spec.namespace, spec.label_selector, None, where, spec.model, spec.router))
     found = {k: v for k, v in found.items() if any(m.rank == spec.rank for m in v)}
     chosen = sample(sorted(found), how_many(len(found), spec.count, spec.percent, spec.kind), spec.seed, ctx.run_id)
     ranks = [m for key in sorted(chosen) for m in found[key] if m.rank == spec.rank]

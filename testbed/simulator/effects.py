@@ -356,10 +356,12 @@ class IoThrottle(Effect):
 
 
 class RankStall(Effect):
+    """A model's pod (its TP group's rank) or a router's: whichever process the pod runs is frozen."""
+
     def apply(self, world: State, f: Fault) -> None:
         uid = f.target["pod_uid"]
-        pod = world.pods.get(uid)
-        if pod is None or pod.node != f.node:
+        pod, router = world.pods.get(uid), world.routers.get(uid)
+        if (pod.node if pod else router.node if router else None) != f.node:
             raise FaultError("target", f"no cgroup for pod {uid} on this node", status=404)
         world.stalled.add(uid)
 
@@ -368,10 +370,13 @@ class RankStall(Effect):
 
     def observe(self, world: State, f: Fault) -> tuple[str, str]:
         uid = f.target["pod_uid"]
-        pod = world.pods.get(uid)
-        if pod is None:
+        pod, router = world.pods.get(uid), world.routers.get(uid)
+        if pod is not None:
+            name = f"pod {pod.namespace}/{pod.name} (rank {pod.rank} of {pod.group})"
+        elif router is not None:
+            name = f"router {router.router.namespace}/{router.router.pod} ({router.router.stack})"
+        else:
             return MISMATCH, f"pod {uid} is gone (the container ended or restarted)"
-        name = f"pod {pod.namespace}/{pod.name} (rank {pod.rank} of {pod.group})"
         return (CONFIRMED, f"{name} is frozen") if uid in world.stalled else (MISMATCH, f"{name} runs")
 
 

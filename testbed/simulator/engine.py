@@ -6,6 +6,11 @@ Replicas: a pod with a `kilocard.io/model` label is one replica, unless it belon
 (`kilocard.io/tp-group`, or LeaderWorkerSet's group key: chaos.vocabulary.group_of, as the
 toolkit reads it), in which case the pods of that group together are one replica (Ready when all
 its members are; metrics come from rank 0).
+
+Routers (chaos.routers) sit in front of the services their discovery finds (`Tier`): the share of
+a service's traffic that meets a router unable to answer is lost (a proxy, or a picker failing
+closed) as the gateway's router_unavailable failures, and a proxy that retries lets a request
+that met an unreachable replica try another.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from chaos import routers
 from chaos.vocabulary import KV_BYTES_PER_CARD
 from probes.capacity import kv_bytes_per_token
 from testbed.simulator import model as m
 from testbed.simulator.effects import Net, net_of
-from testbed.simulator.state import Pod, Series, State
+from testbed.simulator.state import Pod, RouterPod, Series, State
 from testbed.simulator.traffic import block_hashes
 
 TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth slows it
@@ -27,8 +33,11 @@ TP_LINK_MBIT = 100_000.0  # what a cross-node TP group needs before bandwidth sl
 # exported from zero so that a rate sees the first failures).
 FAILURES = ("replica_unreachable", "connection_reset")
 NO_READY_REPLICA = "no_ready_replica"
+# A routing tier that cannot route (chaos.routers): no router Ready, a frozen or unreachable
+# proxy, or an endpoint picker that does not answer a gateway set to FailClose.
+ROUTER_UNAVAILABLE = "router_unavailable"
 OFFERED_SECONDS = 2.0  # the endpoint's requests are taken as their rate over about this long
-FAILURE_REASONS = (*FAILURES, NO_READY_REPLICA)  # the gateway's failures counter, by reason
+FAILURE_REASONS = (*FAILURES, NO_READY_REPLICA, ROUTER_UNAVAILABLE)  # the gateway's failures counter, by reason
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,28 @@ class Route:
     delay: float  # added TTFT seconds (the network)
     failure: str | None  # why requests to it fail (FAILURES); None while it answers, or hangs
     hung: bool  # its collective waits for a frozen rank: requests queue, nothing completes
+
+
+@dataclass(frozen=True)
+class Tier:
+    """The routers in front of one service now: those the Service sends connections to (Ready,
+    not draining), each with whether it is stuck (frozen, or its node lost or partitioned)."""
+
+    shape: str  # routers.PROXY or routers.PICKER
+    failure_mode: str | None
+    attempts: int
+    routers: tuple[tuple[str, bool], ...]  # (uid, stuck)
+
+    @property
+    def unanswered(self) -> float:
+        """The share of requests that meet no router able to answer (the Service spreads them)."""
+        return sum(stuck for _uid, stuck in self.routers) / len(self.routers) if self.routers else 1.0
+
+    @property
+    def fails_unanswered(self) -> bool:
+        """Are the requests no router answers lost? A proxy holds them until the client gives up;
+        a gateway whose picker does not answer drops them unless it fails open."""
+        return self.shape == routers.PROXY or self.failure_mode != routers.FAIL_OPEN
 
 
 @dataclass(frozen=True)
@@ -171,6 +202,24 @@ class Engine(State):
             found.append(Route(key, members, 0.0 if hung else speed, delay, failure, hung))
         return found
 
+    def tier(self, service: tuple[str, str], groups: list[tuple[str, list[Pod]]]) -> Tier | None:
+        """The routing tier in front of a service (its routers' discovery finds one of its pods);
+        None where none ever was (the gateway routes on its own). Once a router fronted it, it
+        needs one: a tier whose every router is gone routes nothing."""
+        pods = [p for _key, members in groups for p in members]
+        mine = [r for r in self.routers.values() if any(r.router.finds(p.namespace, p.labels) for p in pods)]
+        if mine:
+            self.tiers_seen[service] = min(mine, key=lambda r: r.uid).router
+        last = self.tiers_seen.get(service)
+        if last is None:
+            return None
+        return Tier(last.shape, last.failure_mode, last.attempts,
+                    tuple(sorted((r.uid, self.router_stuck(r)) for r in mine if r.ready)))
+
+    def router_stuck(self, r: RouterPod) -> bool:
+        """Does the router answer nothing: its process frozen, its node lost or partitioned?"""
+        return r.uid in self.stalled or r.node in self.lost or self.net(r.node).partition
+
     def _advance(self, seconds: float, now: float) -> None:
         by_service = self.services()
         if seconds > 0:
@@ -185,6 +234,10 @@ class Engine(State):
             classes = self.demand(service, live, now)
             qps = sum(rate for rate, _shape in classes)
             self.requests[service] += qps * seconds
+            tier = self.tier(service, groups)
+            lost = tier.unanswered if tier is not None and tier.fails_unanswered else 0.0
+            self.failed[(*service, ROUTER_UNAVAILABLE)] += lost * qps * seconds
+            qps *= 1 - lost
             routes = self.routes(groups)
             serving = [r for r in routes if r.failure is None]
             failing = {reason: sum(1 for r in routes if r.failure == reason) for reason in FAILURES}
@@ -192,10 +245,13 @@ class Engine(State):
                 self.failed[(*service, NO_READY_REPLICA)] += qps * seconds
                 continue
             routed = len(serving) + sum(failing.values())
-            share = qps / routed
+            # A request meets a failing replica with this chance at each try, and a retrying proxy
+            # tries another (the gateway alone does not retry).
+            miss = (sum(failing.values()) / routed) ** (tier.attempts if tier is not None else 1)
             for reason, count in failing.items():
-                self.failed[(*service, reason)] += share * count * seconds
-            each = [(rate / routed, shape) for rate, shape in classes]
+                if count:
+                    self.failed[(*service, reason)] += qps * miss * count / sum(failing.values()) * seconds
+            each = [(rate * (1 - lost) * (1 - miss) / max(len(serving), 1), shape) for rate, shape in classes]
             for r in serving:
                 if r.key not in self.series:
                     self.series[r.key] = Series(m.ENGINES[r.members[0].engine])

@@ -12,6 +12,13 @@ whose pods are not all Ready, or one draining, gets nothing; with none Ready the
 replica that looks Ready but cannot answer fails the request as the gateway counts it: unreachable
 (a partition, a dead node) 503, reset (tcp-reset) a reset connection.
 
+A model with a routing tier in front of it (chaos.routers: routers whose discovery finds its pods)
+is reached through it first (`Endpoint._routed`, engine.Tier): a router picked as a Service spreads
+connections; a frozen or unreachable proxy holds the request until it answers again, and one that
+retries tries another replica when the first is unreachable; a gateway whose endpoint picker does
+not answer waits PICKER_TIMEOUT_SECONDS, then forwards the request (FailOpen) or answers 503
+(FailClose); no router Ready is a 503 from a proxy, and a picker's failure mode's answer.
+
 Latency: the first token after a TTFT drawn from the replica's current distribution (model.ttft_cdf
 at its service rate, its share of the arrivals and its backlog, after its network delay), then one
 token per gap drawn from model.itl_cdf at its current mean; both CDFs inverted numerically. A hung
@@ -41,15 +48,20 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
+from chaos import routers
 from chaos.agent.http import JsonHandler
 from testbed.simulator import model as m
-from testbed.simulator.engine import FAILURES
+from testbed.simulator.engine import FAILURES, Tier
+from testbed.simulator.state import Pod
 from testbed.simulator.world import World
 
 MAX_STREAMS = 256  # requests answered at once; more get 429, so the server's threads stay bounded
 MAX_BODY = 4 * 1024 * 1024
 MAX_TOKENS = 32_768
-POLL_SECONDS = 0.25  # how often a request held by a hung replica looks whether it thawed
+POLL_SECONDS = 0.25  # how often a request held by a hung replica (or router) looks whether it thawed
+# How long a gateway waits for an endpoint picker's answer before it fails open or closed: Envoy's
+# ext_proc message_timeout default (envoy/extensions/filters/http/ext_proc/v3/ext_proc.proto).
+PICKER_TIMEOUT_SECONDS = 0.2
 TOKEN = " tok"
 _PATH = re.compile(r"^(?:/namespaces/([a-z0-9][-a-z0-9]{0,62}))?(/v1/(?:completions|chat/completions|models))$")
 
@@ -77,12 +89,33 @@ class Replica:
     hung: bool
 
 
+def _services(world: World, model: str, namespace: str | None) -> dict[tuple[str, str], list[tuple[str, list[Pod]]]]:
+    """The services (namespace, model) that serve `model` (its label or its served name) in
+    `namespace` (any, for None), with their replicas; the caller holds the lock."""
+    return {service: groups for service, groups in world.services().items()
+            if model in (service[1], groups[0][1][0].served_name) and namespace in (None, service[0])}
+
+
+def tier_of(world: World, model: str, namespace: str | None) -> Tier | None:
+    """The routing tier in front of `model` (that of its first service), None where it has none."""
+    with world.lock:
+        services = _services(world, model, namespace)
+        first = min(services, default=None)
+        return world.tier(first, services[first]) if first is not None else None
+
+
+def router_answers(world: World, uid: str) -> bool | None:
+    """Does the router answer now? None when it is gone, or no longer Ready."""
+    with world.lock:
+        r = world.routers.get(uid)
+        return None if r is None or not r.ready else not world.router_stuck(r)
+
+
 def replicas(world: World, model: str, namespace: str | None) -> list[Replica] | None:
     """The replicas of `model` (its label or its served name) a request may go to now, as
     World._advance routes; None when no such model is known."""
     with world.lock:
-        services = {service: groups for service, groups in world.services().items()
-                    if model in (service[1], groups[0][1][0].served_name) and namespace in (None, service[0])}
+        services = _services(world, model, namespace)
         known = bool(services) or any(model in (label, world.served_names.get(label)) and namespace in (None, ns)
                                 for ns, label in world.replicas_seen)
         if not known:
@@ -243,14 +276,27 @@ class Endpoint:
             raise Refused(400, "the body is not valid JSON") from None
 
     def _complete(self, handler: JsonHandler, request: Asked, namespace: str | None) -> None:
-        found = replicas(self.world, request.model, namespace)
-        if found is None:
+        if replicas(self.world, request.model, namespace) is None:
             _refuse(handler, Refused(404, f"The model `{request.model}` does not exist.", "model"))
             return
+        tier = tier_of(self.world, request.model, namespace)
+        try:
+            if tier is not None and not self._routed(handler, tier, request.model):
+                return
+        except Left:
+            handler.close_connection = True
+            return
+        found = replicas(self.world, request.model, namespace) or []
         if not found:
             _refuse(handler, Refused(503, f"no Ready replica of {request.model}"))
             return
         replica = self.rng.choice(found)
+        for _retry in range(1, tier.attempts if tier is not None else 1):  # a retrying proxy tries another
+            others = [r for r in found if r.key != replica.key]
+            if replica.failure is None or not others:
+                break
+            found = others
+            replica = self.rng.choice(found)
         if replica.failure is None:  # it joins the replicas' queues and KV caches at the next tick
             with self.world.lock:
                 self.world.offer((replica.namespace, replica.model), list(request.words), request.max_tokens)
@@ -265,6 +311,33 @@ class Endpoint:
                 _reset(handler)
             except (Left, BrokenPipeError, ConnectionResetError):
                 handler.close_connection = True  # the client left
+
+    def _routed(self, handler: JsonHandler, tier: Tier, model: str) -> bool:
+        """Through the routing tier: False when the request was answered (refused, reset) there.
+        A router is picked as the Service spreads connections. A frozen or unreachable proxy
+        holds the request until it answers again (Left if the client gives up first); a gateway
+        waits for its picker's answer, then fails open (forwards it) or closed (503)."""
+        uid, stuck = self.rng.choice(tier.routers) if tier.routers else (None, True)
+        if not stuck:
+            return True
+        if tier.shape == routers.PICKER:
+            if uid is not None:
+                time.sleep(PICKER_TIMEOUT_SECONDS)
+            if tier.failure_mode == routers.FAIL_OPEN:
+                return True
+            _refuse(handler, Refused(503, f"{model}: the endpoint picker did not answer (failureMode FailClose)"))
+            return False
+        if uid is None:
+            _refuse(handler, Refused(503, f"{model}: no router Ready"))
+            return False
+        while (answers := router_answers(self.world, uid)) is False:
+            time.sleep(POLL_SECONDS)
+            if _closed(handler.connection):
+                raise Left
+        if answers is None:  # it went away holding the connection
+            _reset(handler)
+            return False
+        return True
 
     def _answer(self, handler: JsonHandler, request: Asked, replica: Replica) -> None:
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())

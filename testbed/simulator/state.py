@@ -16,11 +16,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos import mindx, serving
+from chaos import mindx, routers, serving
 from chaos.agent.kinds import throttle
 from chaos.agent.kinds.pull_block import registry_of
 from chaos.agent.protocol import Fault
 from chaos.vocabulary import ENGINE_LABEL, GROUP_SIZE_LABEL, MODEL_LABEL, group_of
+from chaos.vocabulary import ready as is_ready
 from probes import snapshot
 from testbed.simulator import model as m
 from testbed.simulator.pulls import Pulls
@@ -92,6 +93,17 @@ class Pod:
     kv_tokens: int | None = None  # its KV cache where its engine's arguments fix it (serving.kv_cache_tokens)
 
 
+@dataclass(frozen=True)
+class RouterPod:
+    """A pod of a routing tier (chaos.routers): where it runs, and whether the Service sends it
+    connections (Ready, not draining)."""
+
+    uid: str
+    node: str
+    ready: bool
+    router: routers.Router
+
+
 @dataclass
 class Series:
     """Cumulative histograms and counters of one replica, in the shape its engine exports them."""
@@ -155,6 +167,9 @@ class State:
         self.cards: dict[tuple[str, int], Card] = {}
         self.pods: dict[str, Pod] = {}
         self.stack_pods: dict[str, dict[str, Any]] = {}  # uid -> a serving stack's pod (no kilocard label), as listed
+        self.routers: dict[str, RouterPod] = {}  # uid -> a router pod, scheduled
+        # service -> a router that fronted it (it needs one from then on: the tier's settings kept)
+        self.tiers_seen: dict[tuple[str, str], routers.Router] = {}
         self.assignment: dict[str, dict[int, str]] = defaultdict(dict)  # node -> card index -> pod uid
         self.isolated: dict[str, set[int]] = defaultdict(set)
         self.separated: dict[str, set[int]] = defaultdict(set)  # Ascend: ManuallySeparateNPU, as the CM says
@@ -244,8 +259,12 @@ class State:
         meta, spec = obj["metadata"], obj.get("spec") or {}
         labels = meta.get("labels") or {}
         uid = meta["uid"]
+        router = routers.router_of(obj)
         if not spec.get("nodeName"):
             self.remove_pod(uid)
+        elif router is not None:
+            with self.lock:
+                self.routers[uid] = RouterPod(uid, spec["nodeName"], is_ready(obj), router)
         elif labels.get(MODEL_LABEL):
             model = labels[MODEL_LABEL]
             container = (spec.get("containers") or [{}])[0]
@@ -362,6 +381,7 @@ class State:
         with self.lock:
             self.pulls.gone(uid)
             self.stack_pods.pop(uid, None)
+            self.routers.pop(uid, None)
             pod = self.pods.pop(uid, None)
             if pod:
                 for i in [i for i, u in self.assignment[pod.node].items() if u == uid]:

@@ -16,6 +16,7 @@ import yaml
 from junitparser import Failure, JUnitXml
 from prometheus_api_client import PrometheusConnect
 
+from chaos import routers
 from chaos.kube import node_ready
 from chaos.report import browser
 from probes import chaostoolkit, slo
@@ -292,6 +293,51 @@ def test_s14_the_kv_cache_left_after_losing_half_carries_the_load_and_three_time
     # From the client, the preempted requests' first tokens came later.
     p99 = [r["kilocard"]["load"]["summary"]["ttft_seconds"]["p99"] for r in (journal, twin)]
     assert p99[1] > 2 * p99[0], p99
+
+
+@pytest.mark.long(75)
+def test_s13_a_frozen_endpoint_picker_failing_open_costs_no_request_and_failing_closed_every_one(
+        kube, pool, prom, testbed, tmp_path):
+    # The scenario and its twin side by side, the twin changing one cause: the InferencePool's
+    # failureMode. The picker's pod stays Ready all the while: Kubernetes replaces nothing.
+    s13 = experiment("s13-endpoint-picker-frozen.yaml")
+    pools = [pool(2) for _ in range(2)]
+
+    def deployed_and_run(p, mode: str) -> tuple[int, dict]:
+        epp = next(o for o in fleet.load("default", p.config.card_resource, namespace=p.namespace)
+                   if o["metadata"]["name"] == f"{LONG}-epp")
+        epp["spec"]["template"]["metadata"]["annotations"][routers.FAILURE_MODE_ANNOTATION] = mode
+        objects = timing.stamp([*p.fleet(LONG, replicas={LONG: 4}), *fleet.pinned([epp], p.name)], "default")
+        fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
+        serving(prom, p.namespace, {LONG: 4})
+        code, journal, _ = kilocard_run(testbed, tmp_path / p.name, s13, "--var", f"namespace={p.namespace}",
+                                        "--var", f"load_url={testbed.simulator_url}/namespaces/{p.namespace}")
+        return code, journal
+
+    with ThreadPoolExecutor(2) as runs:
+        (code, journal), (twin_code, twin) = runs.map(deployed_and_run, pools, (routers.FAIL_OPEN, routers.FAIL_CLOSE))
+    for name, run in (("FailOpen", journal), ("FailClose", twin)):
+        figures.record("router", {"run": name, "clients": probe(run, "clients-see-no-error"),
+                                  "spread": probe(run, "traffic-spread-again"),
+                                  "client": run["kilocard"]["load"]["summary"], "reason": run["kilocard"]["reason"]})
+    (stalled,) = journal["kilocard"]["faults"]
+    # The picker, found by its stack's label; frozen, as the agent read back.
+    assert stalled["target"]["name"].startswith(f"{LONG}-epp-") and stalled["landed"]["status"] == "confirmed", stalled
+    # Failing open: the gateway forwards every request after its wait for the picker; none fails.
+    assert code == 0, journal["kilocard"]["reason"]
+    clients = probe(journal, "clients-see-no-error")
+    assert clients["outcome"] == "clean" and clients["requests"] >= 100, clients
+    # The wait shows in the clients' TTFT: a quarter of the run's requests came during the freeze.
+    assert journal["kilocard"]["load"]["summary"]["ttft_seconds"]["p95"] >= 0.2, journal["kilocard"]["load"]
+    spread = probe(journal, "traffic-spread-again")
+    assert spread["outcome"] == "spread" and spread["replicas"] == 4, spread
+    # Failing closed: every request of the freeze is dropped (503), then the traffic spreads again.
+    reason = twin["kilocard"]["reason"]
+    assert twin_code == 1 and reason.startswith("probe 'clients-see-no-error' failed: "), reason
+    dropped = probe(twin, "clients-see-no-error")
+    assert dropped["outcome"] == "not_recovered" and set(dropped["errors"]) == {"http_503"}, dropped
+    assert 9 <= dropped["last_failure_seconds"] <= 11.5 and dropped["failed"] >= 60, dropped  # the freeze's 10 s
+    assert probe(twin, "traffic-spread-again")["outcome"] == "spread"
 
 
 @pytest.mark.long(170)

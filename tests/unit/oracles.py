@@ -643,3 +643,51 @@ def client_errors_outcome(requests: list[Any], zero: float, budget: float, hold:
     if len(after) < min_requests:
         return "unknown"
     return "recovered" if failures else "clean"
+
+
+# --- traffic_spread_within -------------------------------------------------------------------------
+def spread_outcome(samples: list[Any], zero: float, budget: float, hold: float, window: float,
+                   min_share: float) -> tuple[str, str | None]:
+    """(outcome, the replica named), read from the contract: each sample in [zero, zero + budget +
+    hold] against the latest sample at least `window` before it; an uneven one past the budget
+    fails (the replica finishing fewest requests against an even share, by name among equals);
+    else no sample past the budget, or an unseen one there, is unknown."""
+    ordered = sorted(samples, key=lambda s: s.at)
+    verdicts = []
+    for s in ordered:
+        if not zero <= s.at <= zero + budget + hold:
+            continue
+        starts = [b for b in ordered if b.at <= s.at - window]
+        b = starts[-1] if starts else None
+        if b is None or s.error or b.error or not s.finished or not b.finished:
+            verdicts.append((s.at, "unseen", None))
+            continue
+        if s.ready is not None and b.ready is not None:
+            judged = set(s.ready) & set(b.ready)
+        else:
+            judged = set(s.finished) & set(b.finished)
+        if not judged or any(r not in s.finished or r not in b.finished for r in judged):
+            verdicts.append((s.at, "unseen", None))
+            continue
+        done: dict[str, float] = {}
+        between = [x for x in ordered if b.at <= x.at <= s.at and not x.error]
+        for i, cur in enumerate(between[1:], start=1):
+            for r, value in cur.finished.items():
+                earlier = next((y.finished[r] for y in reversed(between[:i]) if r in y.finished), None)
+                rise = value - earlier if earlier is not None and earlier <= value else value
+                done[r] = done.get(r, 0.0) + rise
+        total = sum(done.values())
+        n = len(judged | {r for r, v in done.items() if v > 0})
+        # a replica's share below min_share of an even one: done * n < min_share * total
+        low = sorted((done[r] * n / total if total else 0.0, r) for r in judged)
+        if total <= 0 or (low and low[0][0] < min_share):
+            verdicts.append((s.at, "uneven", low[0][1] if total > 0 and low else None))
+        else:
+            verdicts.append((s.at, "even", None))
+    past = [v for v in verdicts if v[0] > zero + budget]
+    for _at, kind, replica in past:
+        if kind == "uneven":
+            return "not_spread", replica
+    if not past or any(kind == "unseen" for _at, kind, _r in past):
+        return "unknown", None
+    return "spread", None

@@ -16,7 +16,7 @@ CORPUS = sorted((ROOT / "tests" / "experiments" / "gamedays" / "invalid").glob("
 # S11 follows S3 (both end with a node quarantined and released), S12 (a replica killed) and S14
 # (two of another model's) follow them; S9 and S10 run before S7, which replaces every
 # llama-3-70b replica (S9 judges replicas Ready for its window).
-ORDER = (1, 2, 3, 11, 12, 14, 4, 5, 6, 9, 10, 7, 8)
+ORDER = (1, 2, 3, 11, 12, 14, 13, 4, 5, 6, 9, 10, 7, 8)
 CATALOG = [f"../{p.name}" for p in sorted((ROOT / "experiments").glob("s[0-9]*-*.yaml"),
                                           key=lambda p: ORDER.index(int(p.name[1:].split("-")[0])))]
 
@@ -61,7 +61,7 @@ def test_the_catalog_game_day_runs_s1_to_s14_unattended():
     assert all(isinstance(a, ExperimentStep) != isinstance(b, ExperimentStep) for a, b in zip(plan.steps, plan.steps[1:], strict=False))
     assert all(s.note and s.name for s in experiments)
     # S7, S8 and S9 declare the verdicts they expect, so the whole catalog passes.
-    assert [run.load(s.path).expect is not None for s in experiments] == [False] * 9 + [True, False, True, True]
+    assert [run.load(s.path).expect is not None for s in experiments] == [False] * 10 + [True, False, True, True]
 
 
 def test_the_weekly_example_has_a_window_both_gates_and_a_control():

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from chaos import routers
 from chaos.errors import SpecError
 from testbed import fleet, nodes
 from testbed.config import TestbedConfig
@@ -50,15 +51,22 @@ def test_default_fleet_shape():
                           g["spec"]["template"]["metadata"]["labels"]["kilocard.io/tp-size"] == "16" for g in groups)
     fragile = workload(objects, "llama-2-7b-fragile")
     assert "affinity" not in fragile["spec"]["template"]["spec"]
-    # Every replica carries the model shape the capacity probes need.
+    # Every replica carries the model shape the capacity probes need; the endpoint picker serves none.
     for o in objects:
-        if o["kind"] in ("Deployment", "StatefulSet"):
+        if o["kind"] in ("Deployment", "StatefulSet") and o["metadata"]["name"] != "llama-3-8b-long-epp":
             labels = o["spec"]["template"]["metadata"]["labels"]
             assert {"kilocard.io/model", "kilocard.io/layers", "kilocard.io/kv-heads", "kilocard.io/head-dim",
                     "kilocard.io/dtype", "kilocard.io/tp-size"} <= set(labels)
     long = workload(objects, "llama-3-8b-long")  # its KV cache fixed by its engine's arguments
     assert "--num-gpu-blocks-override" in long["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert fleet.expected_pods(objects) == 8 + 64 + 2 * 2 + 8 + 4
+    assert fleet.expected_pods(objects) == 8 + 64 + 2 * 2 + 8 + 4 + 1  # the last: llama-3-8b-long's endpoint picker
+    # The picker, as chaos.routers reads its pod: failing open, in front of llama-3-8b-long alone.
+    epp = next(o for o in objects if o["metadata"]["name"] == "llama-3-8b-long-epp")
+    picker = routers.router_of({"metadata": {**epp["spec"]["template"]["metadata"], "name": "epp-0",
+                                             "namespace": "kilocard-fleet"}, "spec": epp["spec"]["template"]["spec"]})
+    assert picker is not None and (picker.shape, picker.failure_mode) == (routers.PICKER, routers.FAIL_OPEN)
+    assert picker.finds("kilocard-fleet", long["spec"]["template"]["metadata"]["labels"])
+    assert not picker.finds("kilocard-fleet", fragile["spec"]["template"]["metadata"]["labels"])
 
 
 def test_fleet_follows_the_card_resource():

@@ -64,7 +64,7 @@ def test_installed_alone_it_validates_its_own_catalog_and_reports_without_figure
     done = run(kilocard, "validate", "-o", "json", catalog, catalog / "gamedays", catalog / "incidents", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads(done.stdout)
-    assert len(found) == 18 and all(f["valid"] for f in found), found
+    assert len(found) == 19 and all(f["valid"] for f in found), found
     assert [Path(f["file"]).name for f in found[:3]] == ["s1-kill-one-replica.yaml", "s2-isolate-one-card.yaml",
                                                          "s3-ecc-one-tp-member.yaml"]
     listed = run(kilocard, "catalog")

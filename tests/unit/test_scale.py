@@ -49,7 +49,8 @@ def test_the_large_fleet_is_the_default_resized():
     workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet")]
     per_model = {}
     for o in workloads:
-        per_model.setdefault(o["metadata"]["labels"][MODEL_LABEL], []).append(o)
+        if MODEL_LABEL in o["metadata"]["labels"]:  # not the endpoint picker
+            per_model.setdefault(o["metadata"]["labels"][MODEL_LABEL], []).append(o)
     assert per_model["llama-3-70b"][0]["spec"]["replicas"] >= 80
     assert per_model["llama-2-7b"][0]["spec"]["replicas"] >= 600
     groups = per_model["llama-3-405b"]

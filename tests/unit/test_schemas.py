@@ -296,12 +296,14 @@ BOUNDS = {  # argument: (the last value refused, the first accepted)
     "prompt_tokens": (0, 1), "output_tokens": (0, 1), "max_skew": (-1, 0), "since": (0, 1),
 }
 RENAMED = {"deadline": "budget"}  # an old name: given instead of the new one, never beside it
+# Probes whose bound differs: the clients' budget may be 0 (no failure allowed at all).
+BOUNDS_OF = {"client_errors_within": {"budget": (-0.001, 0)}}
 
 
 def test_every_probe_argument_with_a_bound_refuses_what_cannot_mean_anything():
     seen = set()
     for name, schema in schemas.PROBES.items():
-        for arg, (refused, accepted) in BOUNDS.items():
+        for arg, (refused, accepted) in {**BOUNDS, **BOUNDS_OF.get(name, {})}.items():
             if arg in schema["properties"]:
                 seen.add(arg)
                 example = {k: v for k, v in schema["examples"][0].items() if k != RENAMED.get(arg)}
@@ -438,7 +440,7 @@ class _Prometheus:
 
 # What probes.chaostoolkit's wrappers add to their pure judge's verdict.
 WRAPPERS = {"slo_recovered_within": ("indicator", "query", "per"), "straggler_named_within": ("indicator", "query"),
-            "kv_cache_within": ("queries",)}
+            "kv_cache_within": ("queries",), "traffic_spread_within": ("query",)}
 
 
 def _returned() -> dict[str, list[dict[str, Any]]]:
@@ -456,6 +458,7 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
         pulls,
         remediation,
         slo,
+        spread,
         straggler,
         tp_groups,
     )
@@ -518,6 +521,16 @@ def _returned() -> dict[str, list[dict[str, Any]]]:
             client_errors.judge([client_errors.Request(NOW + 1, "x"), client_errors.Request(NOW + 4, "x")], NOW,
                                 client_errors.Rule(5, max_window=1)).to_json(),
             client_errors.judge([], NOW, client_errors.Rule(5), (NOW + 1,)).to_json()],
+        "traffic_spread_within": [
+            spread.judge([spread.Sample(NOW + t, {"a": 5.0 * t, "b": 5.0 * t}) for t in range(-10, 30)], NOW,
+                         spread.Rule(10)).to_json(),
+            spread.judge([spread.Sample(NOW + t, {"a": 5.0 * t, "b": 1.0}) for t in range(-10, 30)], NOW,
+                         spread.Rule(10)).to_json(),
+            spread.judge([spread.Sample(NOW + t, {"a": 1.0, "b": 1.0}) for t in range(-10, 30)], NOW,
+                         spread.Rule(10)).to_json(),
+            spread.judge([spread.Sample(NOW + t, {"a": 5.0 * t}, frozenset("ab")) for t in range(-10, 30)], NOW,
+                         spread.Rule(10)).to_json(),
+            spread.judge([], NOW, spread.Rule(10)).to_json()],
         "kv_cache_within": [
             kv.judge([kv.Sample(NOW + 5, {"a": 0.0}, {"a": 0.5})], NOW, kv.Bounds(20)).to_json(),
             kv.judge([kv.Sample(NOW + 5, {"a": 2.0}, {"a": 1.0})], NOW, kv.Bounds(20)).to_json(),

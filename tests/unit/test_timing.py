@@ -7,7 +7,9 @@ from testbed import fleet, timing
 
 
 def workloads(objects):
-    return {o["metadata"]["name"]: o["spec"]["template"] for o in objects if o["kind"] in ("Deployment", "StatefulSet")}
+    """The models' pod templates by workload (the endpoint picker, which loads nothing, apart)."""
+    return {o["metadata"]["name"]: o["spec"]["template"] for o in objects if o["kind"] in ("Deployment", "StatefulSet")
+            and "kilocard.io/model" in o["spec"]["template"]["metadata"]["labels"]}
 
 
 def seconds(template, annotation):
@@ -47,6 +49,9 @@ def test_default_is_production_compressed_and_fast_writes_nothing():
     assert seconds(big, timing.PULL_ANNOTATION) + seconds(big, timing.READY_ANNOTATION) == pytest.approx(
         timing.ready_after(big["metadata"]["labels"], "production"), abs=0.01)
     assert "annotations" not in workloads(objects)["llama-3-70b"]["metadata"]  # stamp copies
+    # A router has no weights to load: Ready as soon as kwok takes it, on every profile.
+    (epp,) = [o for o in timing.stamp(objects, "production") if o["metadata"]["name"] == "llama-3-8b-long-epp"]
+    assert timing.PULL_ANNOTATION not in epp["spec"]["template"]["metadata"]["annotations"]
 
 
 def test_a_drain_longer_than_the_grace_period_is_cut_at_the_grace_period():

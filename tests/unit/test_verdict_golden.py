@@ -31,6 +31,7 @@ from probes import (
     placement,
     remediation,
     slo,
+    spread,
     tp_groups,
 )
 from probes.errors import ProbeError
@@ -774,6 +775,99 @@ def _() -> Any:
             out(client_errors.judge(answered, T0, rule, (T0 + 11.0,))),
             out(client_errors.judge([client_errors.Request(T0 + 0.1234, "timeout"),
                                      client_errors.Request(T0 + 2.00049, "timeout"), *answered], T0, rule))]
+
+
+def finished(rates: list[dict[str, float]], ready: frozenset[str] | None = None, start: float = -10.0,
+             error_at: float | None = None) -> list[spread.Sample]:
+    """A sample every 2 s from `start` s, each replica's counter rising by its rate a second (one
+    dict per sample; a replica absent from a dict shows no series there)."""
+    counters: dict[str, float] = {}
+    out_: list[spread.Sample] = []
+    for i, rate in enumerate(rates):
+        at = start + 2 * i
+        for r, per_second in rate.items():
+            counters[r] = counters.get(r, 0.0) + per_second * 2
+        out_.append(spread.Sample(T0 + at + JIT, {r: v for r, v in counters.items() if r in rate}, ready,
+                                  "timeout" if error_at == at else ""))
+    return out_
+
+
+@case("spread.judge every outcome")
+def _() -> Any:
+    even, rule = {"a": 4.0, "b": 4.0, "c": 3.0}, spread.Rule(10.0, 10.0, 10.0, 0.5)
+    return [out(spread.judge(finished([even] * 21), T0, rule)),
+            out(spread.judge(finished([even] * 5 + [{"a": 4.0, "b": 4.0, "c": 0.0}] * 3 + [even] * 18), T0,
+                             spread.Rule(20.0, 10.0, 10.0, 0.5))),
+            out(spread.judge(finished([even] * 8 + [{"a": 4.0, "b": 4.0, "c": 0.0}] * 4 + [even] * 9), T0, rule)),
+            out(spread.judge(finished([{"a": 4.0, "b": 4.0, "c": 1.123}] * 21), T0, rule)),
+            out(spread.judge(finished([{"a": 0.0, "b": 0.0, "c": 0.0}] * 21), T0, rule)),
+            out(spread.judge(finished([even] * 12 + [{"a": 4.0, "b": 4.0}] * 9, frozenset("abc")), T0, rule)),
+            out(spread.judge(finished([even] * 21, error_at=16.0), T0, rule)),
+            out(spread.judge(finished([even] * 8), T0, rule))]
+
+
+@case("spread.judge edges")
+def _() -> Any:
+    """A share at the bound exactly (even); a sample at the budget exactly (before it: may be
+    uneven); a replica Ready through only part of a window (not judged there); a restart."""
+    rule = spread.Rule(10.0, 10.0, 10.0, 0.5)
+    at_bound = finished([{"a": 4.0, "b": 4.0, "c": 2.0}] * 21)
+    ready = [spread.Sample(s.at, s.finished, frozenset("ab") if s.at < T0 + 4 else frozenset("abc"))
+             for s in finished([{"a": 4.0, "b": 4.0, "c": 4.0}] * 21)]
+    restarted = [spread.Sample(s.at, {**s.finished, "c": s.finished["c"] - 80 if s.at > T0 + 8 else s.finished["c"]})
+                 for s in finished([{"a": 4.0, "b": 4.0, "c": 4.0}] * 21)]
+    return [out(spread.judge([spread.Sample(s.at, s.finished) for s in at_bound], T0,
+                             spread.Rule(10.0, 10.0, 10.0, 0.6))),
+            out(spread.judge(finished([{"a": 4.0, "b": 4.0, "c": 0.0}] * 11 + [{"a": 4.0, "b": 4.0, "c": 40.0}]
+                                      + [{"a": 4.0, "b": 4.0, "c": 4.0}] * 9, start=-10.0 - JIT), T0, rule)),
+            out(spread.judge(ready, T0, rule)),
+            out(spread.judge(restarted, T0, rule))]
+
+
+@case("spread.judge what is unseen, and times off the second")
+def _() -> Any:
+    """Each reason a sample is unseen (no sample a window before it, no series, nobody Ready through
+    its window); a trickle of requests (under one in the window) is still a spread; an uneven
+    sample at time zero exactly; times half a second off, so a figure's rounding shows."""
+    rule, even = spread.Rule(5.0, 10.0, 10.0, 0.5), {"a": 4.0, "b": 4.0}
+    late = [spread.Sample(s.at, s.finished) for s in finished([even] * 11, start=0.0)]
+    empty = [s if s.at < T0 + 8 else spread.Sample(s.at, {}) for s in finished([even] * 16)]
+    moved = [spread.Sample(s.at, s.finished, frozenset("ab") if s.at < T0 + 2 else frozenset("cd"))
+             for s in finished([{"a": 4.0, "b": 4.0, "c": 4.0, "d": 4.0}] * 16)]
+    # c serves nothing in the window up to time zero, then its share: uneven at zero exactly, then even.
+    at_zero = [spread.Sample(T0 + t, {"a": 4.0 * (t + 20), "b": 4.0 * (t + 20), "c": max(0.0, 4.0 * t)})
+               for t in (-20, -10, 0, 10, 12, 14, 16, 18, 20)]
+    half = [spread.Sample(s.at + 0.5, s.finished, s.ready, s.error) for s in finished(
+        [even] * 8 + [{"a": 4.0, "b": 0.0}] * 13, error_at=None)]
+    return [out(spread.judge(late, T0, rule)), out(spread.judge(empty, T0, rule)),
+            out(spread.judge(moved, T0, rule)),
+            out(spread.judge(finished([{"a": 0.01, "b": 0.01, "c": 0.01}] * 16), T0, rule)),
+            out(spread.judge(at_zero, T0, spread.Rule(10.0, 10.0, 10.0, 0.5))),
+            out(spread.judge(half, T0, rule)),
+            out(spread.judge(finished([even] * 6 + [{"a": 4.0, "b": 0.5}] * 4 + [even] * 10, start=-10.5), T0,
+                             spread.Rule(15.0, 5.0, 10.0, 0.5))),
+            out(spread.judge(finished([even] * 21, error_at=13.5, start=-10.5), T0, rule)),
+            out(spread.judge(finished([even] * 8 + [{"a": 0.0, "b": 0.0}] * 13, start=-10.5), T0, rule))]
+
+
+@case("spread.judge who counts in an even share")
+def _() -> Any:
+    """Replicas not Ready through the window still count in the even share once they served (even
+    a fraction of a request), never when they served nothing; two silent replicas named; a served
+    figure off the third place."""
+    rule = spread.Rule(5.0, 10.0, 10.0, 0.5)
+    ab = frozenset("ab")
+    idle_c = finished([{"a": 4.0, "b": 2.2, "c": 0.0}] * 16, ab)  # b at 55 % of two, 37 % of three
+    trickle_c = finished([{"a": 4.0, "b": 2.6, "c": 0.05}] * 16, ab)  # c's 1 a window counts: b at 64 % of three
+    silent = [spread.Sample(s.at, {"a": s.finished["a"]}, frozenset("abc")) for s in finished([{"a": 4.0}] * 16)]
+    odd = finished([{"a": 4.12345, "b": 0.5}] * 16, start=-10.5)
+    # No readiness record: the replicas judged are those with a series at both ends of the window (a
+    # newcomer, d from 4 s, is not judged until it has been seen a whole window).
+    newcomer = [spread.Sample(s.at, {**s.finished, **({"d": s.finished["a"]} if s.at >= T0 + 4 else {})})
+                for s in finished([{"a": 4.0, "b": 4.0}] * 16)]
+    return [out(spread.judge(idle_c, T0, rule)), out(spread.judge(trickle_c, T0, spread.Rule(5.0, 10.0, 10.0, 0.7))),
+            out(spread.judge(silent, T0, rule)), out(spread.judge(odd, T0, rule)),
+            out(spread.judge(newcomer, T0, rule))]
 
 
 def _jsonable(value: Any) -> Any:

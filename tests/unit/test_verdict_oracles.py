@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from chaos import judgement, run, stop
-from probes import budget, device_taints, hung, incident, kv, slo, tp_groups
+from probes import budget, device_taints, hung, incident, kv, slo, spread, tp_groups
 from probes.hung import Figures, Progress
 from probes.pulls import PodAt
 from probes.slo import Recovery, Sample
@@ -615,3 +615,40 @@ def test_client_errors_within_agrees_with_its_contract(case: tuple) -> None:
     outcome = oracles.client_errors_outcome(requests, T0, budget_, hold, max_window, least, in_flight)
     assert v.details["outcome"] == outcome, v.reason
     assert v.ok == (outcome in ("clean", "recovered"))
+
+
+# --- traffic_spread_within ---------------------------------------------------------------------------
+@st.composite
+def spread_cases(draw: st.DrawFn) -> tuple:
+    from probes.spread import Sample
+
+    samples, counters = [], {n: draw(st.floats(0, 50, allow_nan=False)) for n in NAMES}
+    noisy = draw(st.booleans())  # silent series and failed queries, or none (most cases would be unknown)
+    steps = [0.0, 1.0, 5.0, 10.0, 10.0, -100.0, *([None] if noisy else [])]  # -100: a restart; None: silent
+    for t in sorted(draw(st.lists(st.sampled_from(range(-12, 40, 2)), min_size=1, max_size=26, unique=True))):
+        shown = {}
+        for n in NAMES:
+            step = draw(st.sampled_from(steps))
+            if step is None:
+                continue
+            counters[n] = max(0.0, counters[n] + step)
+            shown[n] = counters[n]
+        ready = draw(st.sampled_from([None, frozenset(NAMES), frozenset("ab")]))
+        samples.append(Sample(T0 + t, shown, ready, draw(st.sampled_from(["", "", "", "", "timeout"])) if noisy else ""))
+    return samples, draw(st.sampled_from([0.0, 10.0, 20.0])), draw(st.sampled_from([4.0, 10.0])), \
+        draw(st.sampled_from([2.0, 10.0])), draw(st.sampled_from([0.25, 0.5, 0.9]))
+
+
+@EXAMPLES
+@given(spread_cases())
+@example(([spread.Sample(T0 - 12, {"a": 0.0, "b": 0.0, "c": 0.0}),
+           spread.Sample(T0 + 14, {"a": 5.0, "b": 5.0, "c": 10.0}),
+           spread.Sample(T0 + 22, {"a": 15.0, "b": 15.0, "c": 20.0})], 20.0, 4.0, 10.0, 0.9))  # a share of 0.9 exactly, against a bound of 0.9: met
+def test_traffic_spread_within_agrees_with_its_contract(case: tuple) -> None:
+    samples, budget_, hold, window, least = case
+    v = spread.judge(samples, T0, spread.Rule(budget_, hold, window, least))
+    outcome, named = oracles.spread_outcome(samples, T0, budget_, hold, window, least)
+    assert v.details["outcome"] == outcome, v.reason
+    assert v.ok == (outcome == "spread")
+    if named is not None:
+        assert v.details["replica"] == named, v.reason
