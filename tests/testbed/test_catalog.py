@@ -303,6 +303,12 @@ def test_s13_a_frozen_endpoint_picker_failing_open_costs_no_request_and_failing_
     s13 = experiment("s13-endpoint-picker-frozen.yaml")
     pools = [pool(2) for _ in range(2)]
 
+    # The twin also judges the spread against a budget shorter than the freeze (one cause changed:
+    # the budget): the same record, read after the fact, fails for the reason the freeze gives.
+    (spread_probe,) = [a for a in s13["method"] if a["name"] == "traffic-spread-again"]
+    short = {**spread_probe, "name": "traffic-spread-within-5s", "provider": {
+        **spread_probe["provider"], "arguments": {**spread_probe["provider"]["arguments"], "budget": 5}}}
+
     def deployed_and_run(p, mode: str) -> tuple[int, dict]:
         epp = next(o for o in fleet.load("default", p.config.card_resource, namespace=p.namespace)
                    if o["metadata"]["name"] == f"{LONG}-epp")
@@ -310,7 +316,8 @@ def test_s13_a_frozen_endpoint_picker_failing_open_costs_no_request_and_failing_
         objects = timing.stamp([*p.fleet(LONG, replicas={LONG: 4}), *fleet.pinned([epp], p.name)], "default")
         fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
         serving(prom, p.namespace, {LONG: 4})
-        code, journal, _ = kilocard_run(testbed, tmp_path / p.name, s13, "--var", f"namespace={p.namespace}",
+        run = s13 if mode == routers.FAIL_OPEN else {**s13, "method": [*s13["method"], short]}
+        code, journal, _ = kilocard_run(testbed, tmp_path / p.name, run, "--var", f"namespace={p.namespace}",
                                         "--var", f"load_url={testbed.simulator_url}/namespaces/{p.namespace}")
         return code, journal
 
@@ -338,6 +345,8 @@ def test_s13_a_frozen_endpoint_picker_failing_open_costs_no_request_and_failing_
     assert dropped["outcome"] == "not_recovered" and set(dropped["errors"]) == {"http_503"}, dropped
     assert 9 <= dropped["last_failure_seconds"] <= 11.5 and dropped["failed"] >= 60, dropped  # the freeze's 10 s
     assert probe(twin, "traffic-spread-again")["outcome"] == "spread"
+    too_soon = probe(twin, "traffic-spread-within-5s")
+    assert too_soon["outcome"] == "not_spread" and "no replica finished a request" in too_soon["reason"], too_soon
 
 
 @pytest.mark.long(170)
