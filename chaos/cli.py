@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
@@ -42,6 +43,50 @@ def _ledger_dir(given: str) -> Path:
     """argparse converts a string default only for the command parsed: $KILOCARD_LEDGER or ~ are
     looked up (and an unusable one said) by the commands that keep a ledger, never by validate."""
     return Path(given) if given else ledger.default_dir()
+
+
+def _positive_float(given: str) -> float:
+    try:
+        value = float(given)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {given!r}")
+    return value
+
+
+def _positive_int(given: str) -> int:
+    if not given.isdigit() or int(given) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1, got {given!r}")
+    return int(given)
+
+
+def _availability(given: str) -> float:
+    value = _positive_float(given)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a share below 1 (0.999), got {given!r}")
+    return value
+
+
+def _fleet_flags(p: argparse.ArgumentParser) -> None:
+    """What hunt and rehearse read the fleet with: the cluster, and its loads from Prometheus."""
+    p.add_argument("-n", "--namespace", help="the models of one namespace (default: every namespace's); the "
+                                             "nodes and the room are the whole cluster's")
+    p.add_argument("--slo-ttft", type=_positive_float, default=0.5, metavar="SECONDS",
+                   help="the P95 TTFT every model must keep (default 0.5, the chat SLO)")
+    p.add_argument("--peak", type=_positive_float, default=1.0, metavar="FACTOR",
+                   help="plan for this multiple of the load of the last --window (default 1)")
+    p.add_argument("--window", default="5m", help="the trailing window the load and service rates are read over")
+    p.add_argument("--prometheus-url", default=os.environ.get("KILOCARD_PROMETHEUS_URL"),
+                   help="the Prometheus the loads are read from (else $KILOCARD_PROMETHEUS_URL, else the local "
+                        "testbed's when it is the cluster); none: the SLO is not predicted")
+    output_flag(p)
+    p.add_argument("--page", type=Path, metavar="FOLDER",
+                   help="also write the page (an HTML file) and its JSON into FOLDER")
+    p.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--card-resource", help="extended resource of a card; default: the one the nodes' capacity offers")
+    _testbed_flag(p)
 
 
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -118,6 +163,56 @@ def build_parser(with_testbed: bool = False) -> Parser:
     d.add_argument("--kubeconfig", help="default: $KUBECONFIG, ~/.kube/config, in-cluster, else the local testbed's")
     d.add_argument("--context", help="kubeconfig context")
     d.set_defaults(handler=cmd_discover)
+
+    h = commands.add_parser("hunt", help="the fleet's weakest points: each single card, TP group, node, rack, "
+                                         "switch and zone lost in turn on one snapshot, what that does to every "
+                                         "model predicted (replicas lost, room to place them again, KV cache, "
+                                         "P95 TTFT) and ranked worst first; changes nothing")
+    h.add_argument("--top", type=_positive_int, default=10, help="how many of the worst domains to print (text)")
+    h.add_argument("--kinds", help="the kinds of domain to lose, comma-separated (default: every kind: card, "
+                                   "tp-group, node, rack, switch, zone)")
+    h.add_argument("--confirm", type=int, default=0, metavar="N",
+                   help="confirm the N weakest on a twin of the cluster (a fresh local testbed for each): the "
+                        "real fault, the catalog's probes, predicted against observed (default 0)")
+    h.add_argument("--confirm-budget", type=_positive_float, default=120.0, metavar="SECONDS",
+                   help="how long each confirmation watches the models come back (on the twin's timing)")
+    h.add_argument("--twin-port-base", type=int, default=36443, help="the twins' apiserver port")
+    h.add_argument("--twin-timing", choices=("fast", "default", "production"), default="default",
+                   help="how fast the twins' replicas start (the local testbed's --timing)")
+    h.add_argument("--topology-label", action="append", default=[], metavar="KEY=KIND",
+                   help="a node label whose values name failure domains, and their kind (rack, switch, zone); "
+                        "added to kilocard's rack, the zone and topograph's leaf and spine switches")
+    _fleet_flags(h)
+    h.set_defaults(handler=cmd_hunt)
+
+    rh = commands.add_parser("rehearse", help="a month of failures before it happens: field failure rates and "
+                                              "measured recoveries drawn over the fleet one snapshot shows, many "
+                                              "months over; per model the SLO-minutes lost, availability, worst "
+                                              "day and time with no spare, and the spares that meet a target; "
+                                              "changes nothing")
+    rh.add_argument("--horizon", default="30d", help="how long a month is (Prometheus duration: 30d, 720h)")
+    rh.add_argument("--seeds", type=_positive_int, default=20, help="how many months are simulated (seeds 0..N-1)")
+    rh.add_argument("--recoveries", type=Path,
+                    help="measured recovery samples (JSON: detection seconds per class of failure, start-up "
+                         "seconds per model; bench/recovery_phases.py writes them); default: the testbed's, "
+                         "measured on production timing")
+    rh.add_argument("--startup", action="append", default=[], metavar="MODEL=SECONDS",
+                    help="a model's start-up, where none was measured")
+    rh.add_argument("--rate", action="append", default=[], metavar="CLASS.FIELD=VALUE",
+                    help="change a class of failure: gpu, host, network, engine; per_day (per card or node), "
+                         "repair_hours, effect (node, card, replica)")
+    rh.add_argument("--crews", type=_positive_int, help="repairs done at a time (default: every failed part at once)")
+    rh.add_argument("--target", type=_availability, default=0.999,
+                    help="the SLO availability each model must keep in 9 months of 10 (default 0.999)")
+    rh.add_argument("--max-spares", type=_positive_int, default=8, help="the most spare replicas tried per model")
+    rh.add_argument("--no-spares", action="store_true", help="skip the search over spares")
+    rh.add_argument("--worst-hour", type=Path, metavar="FILE",
+                    help="write the worst hour as an incident timeline for `kilocard replay` (its failures as "
+                         "faults, its SLO breaches as the symptoms), every time divided by --compress")
+    rh.add_argument("--compress", type=_positive_float, default=10.0,
+                    help="how much faster than production the replay runs (the testbed's default timing: 10)")
+    _fleet_flags(rh)
+    rh.set_defaults(handler=cmd_rehearse)
 
     run = commands.add_parser("run", help="run Chaos Toolkit experiments strictly (exit 0 passed, 1 failed, "
                                           "2 invalid, 3 aborted, 4 revert incomplete)")
@@ -1308,11 +1403,7 @@ def _rehearse_on_twin(args: argparse.Namespace, experiment: Any, models: list[st
     finally:
         real.close()
     try:
-        on_twin = {key("kubeconfig"): str(twin.paths.kubeconfig), key("prometheus_url"): twin.prometheus_url,
-                   key("ledger_dir"): str(twin.paths.root / "ledger")}
-        for configuration in (experiment.data.setdefault("configuration", {}), experiment.config_vars):
-            configuration.pop(key("context"), None)
-            configuration.update(on_twin)
+        _on_twin(experiment, twin)
         result = run.execute(experiment, actions.session, view=timeline.Timeline(console))
     finally:
         testbed_cli.twin_down(twin)
@@ -1381,6 +1472,152 @@ def cmd_load(args: argparse.Namespace) -> int:
     return Exit.PASSED if found["ok"] else Exit.FAILED
 
 
+def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any, Any, str]:
+    """The snapshot, the loads (chaos.hunt.Figures read from Prometheus: by model, and why a
+    model has none) and where the cluster was read, once every flag is checked (SpecError)."""
+    from chaos import hunt
+    from chaos.kube import Kube, cluster_named
+    from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+    from probes import slo
+    from probes import snapshot as snap
+
+    try:
+        slo.seconds(args.window)
+    except KilocardError as exc:
+        problems.append(f"--window: {exc}")
+    if getattr(args, "confirm", 0) < 0:
+        problems.append(f"--confirm: expected how many domains, from 0, got {args.confirm}")
+    if problems:
+        raise SpecError("\n".join(problems))
+    _embedded_default(args)
+    url = args.prometheus_url or (None if cluster_named(args.kubeconfig) else LOCAL_TESTBED_PROMETHEUS)
+    kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+    try:
+        snapshot = snap.fetch(kube, args.card_resource)
+    finally:
+        kube.close()
+    figures = hunt.Figures(args.window, args.peak, args.slo_ttft)
+    if url is None:
+        return snapshot, {}, {"*": "no Prometheus named"}, kube.source
+    loads, missing = hunt.loads(slo.connect(url), snapshot, figures, args.namespace)
+    return snapshot, loads, missing, kube.source
+
+
+def cmd_hunt(args: argparse.Namespace) -> int:
+    from chaos import hunt
+    from probes import domains
+
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) if args.kinds else domains.KINDS
+    labels = dict(domains.TOPOLOGY)
+    problems = [f"--kinds: {k!r} is not a kind of domain; expected some of {', '.join(domains.KINDS)}"
+                for k in kinds if k not in domains.KINDS]
+    for given in args.topology_label:
+        label, _, kind = given.partition("=")
+        if not label or kind not in ("rack", "switch", "zone"):
+            problems.append(f"--topology-label {given!r}: expected KEY=KIND, KIND one of rack, switch, zone")
+        labels[label] = kind
+    snapshot, loads, missing, source = _fleet_now(args, problems)
+    found = hunt.hunt(snapshot, loads, missing, hunt.Figures(args.window, args.peak, args.slo_ttft), labels, kinds,
+                      args.namespace)
+    if args.confirm:
+        _confirm_on_twins(args, found, {f"{p.namespace}/{p.name}": p.group for p in snapshot.pods})
+    if args.page:
+        from chaos.report import planning
+
+        print(f"page {planning.hunt_page(found, args.page)}", file=sys.stderr)
+    if emit(found, args.output):
+        return Exit.PASSED
+    print(f"cluster: {source}")
+    print("\n".join(hunt.text(found, args.top)))
+    return Exit.PASSED
+
+
+def _confirm_on_twins(args: argparse.Namespace, found: dict[str, Any], groups: dict[str, str]) -> None:
+    """hunt --confirm: each of the weakest domains lost on a fresh twin of the cluster, its
+    experiment's verdict and journal kept, predicted against observed (chaos.confirm), written
+    into `found` as the domain's `confirmed`. The real cluster is only read."""
+    from chaos import actions, confirm, run, timeline
+    from chaos.kube import Kube
+    from chaos.vocabulary import local_testbed_kubeconfig
+    from testbed import cli as testbed_cli
+
+    folder = args.page or Path(tempfile.mkdtemp(prefix="kilocard-hunt-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    chosen = [d for d in found["ranked"] if d["severity"] != "none"][:args.confirm]
+    for i, domain in enumerate(chosen, 1):
+        path = folder / f"confirm-{i}.yaml"
+        path.write_text(yaml.safe_dump(confirm.experiment(domain, args.confirm_budget, args.slo_ttft, "10s"),
+                                       sort_keys=False))
+        experiment = run.load(path)
+        namespaces = sorted({m["namespace"] for m in domain["models"]})
+        real = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
+        try:
+            with timeline.progress(f"twin {i} of {len(chosen)}: copying the cluster to lose {domain['domain']}") as say:
+                twin = testbed_cli.twin_up(real, namespaces, args.card_resource, args.twin_port_base,
+                                           args.twin_timing, say)
+        finally:
+            real.close()
+        try:
+            _on_twin(experiment, twin)
+            result = run.execute(experiment, actions.session)
+        finally:
+            testbed_cli.twin_down(twin)
+        journal = folder / f"confirm-{i}.json"
+        journal.write_text(json.dumps(result.journal, indent=1, default=str))
+        domain["confirmed"] = {**confirm.compare(domain, confirm.observed(domain, result.journal, groups),
+                                                 int(result.exit)),
+                               "verdict": result.reason, "journal": str(journal), "experiment": str(path)}
+        print(f"{domain['domain']}: {domain['confirmed']['summary']}", file=sys.stderr)
+
+
+def _on_twin(experiment: Any, twin: Any) -> None:
+    """Point a loaded experiment at a twin: its cluster, Prometheus and ledger."""
+    on_twin = {key("kubeconfig"): str(twin.paths.kubeconfig), key("prometheus_url"): twin.prometheus_url,
+               key("ledger_dir"): str(twin.paths.root / "ledger")}
+    for configuration in (experiment.data.setdefault("configuration", {}), experiment.config_vars):
+        configuration.pop(key("context"), None)
+        configuration.update(on_twin)
+
+
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    from chaos.rehearsal import month, rates, recoveries
+    from probes import slo
+
+    problems: list[str] = []
+    try:
+        horizon = slo.seconds(args.horizon) / 86_400
+    except KilocardError as exc:
+        problems.append(f"--horizon: {exc}")
+    try:
+        classes = rates.adjusted(rates.DEFAULTS, args.rate)
+    except SpecError as exc:
+        problems.append(str(exc))
+    try:
+        measured = recoveries.Recoveries.read(args.recoveries or recoveries.MEASURED).with_startup(args.startup)
+    except SpecError as exc:
+        problems.append(str(exc))
+    snapshot, loads, missing, source = _fleet_now(args, problems)
+    plan = month.Plan(horizon, args.seeds, args.crews, args.target, args.max_spares, not args.no_spares)
+    found = month.rehearse(snapshot, loads, classes, measured, plan, args.namespace)
+    found["inputs"]["no_load"] = missing
+    if args.worst_hour and found["worst_hour"]:
+        from chaos.rehearsal import replay
+
+        timeline = replay.incident(found["worst_hour"], {c.name: c.effect for c in classes},
+                                   {f"{ns}/{m}": v.slo_seconds for (ns, m), v in loads.items()}, args.compress)
+        args.worst_hour.write_text(yaml.safe_dump(timeline, sort_keys=False))
+        print(f"worst hour {args.worst_hour}: kilocard replay {args.worst_hour}", file=sys.stderr)
+    if args.page:
+        from chaos.report import planning
+
+        print(f"page {planning.rehearse_page(found, args.page)}", file=sys.stderr)
+    if emit(found, args.output):
+        return Exit.PASSED
+    print(f"cluster: {source}")
+    print("\n".join(month.text(found)))
+    return Exit.PASSED
+
+
 def cmd_discover(args: argparse.Namespace) -> int:
     from chaos import serving
     from chaos.kube import Kube
@@ -1445,7 +1682,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 # The third-party modules of the extras (pyproject.toml), and which extra brings each.
-EXTRAS = {"matplotlib": "report", "prometheus_client": "testbed", "cryptography": "testbed"}
+EXTRAS = {"matplotlib": "report", "prometheus_client": "testbed", "cryptography": "testbed", "simpy": "plan"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

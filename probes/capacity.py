@@ -148,7 +148,7 @@ def _unfit(pod: PodView, node: NodeView) -> str | None:
     return f"taint {taint}" if taint else None
 
 
-class _Fit:
+class Fit:
     """The scenario-independent part of placement, worked out once per room() call: each node's
     free cards, and for each kind of pod (nodeSelector and tolerations) why a node cannot take it.
     At 10,000 cards an N+1 check is a hundred scenarios over 1,250 nodes; this keeps each scenario
@@ -189,7 +189,7 @@ def room(snapshot: ClusterSnapshot, model: str, losing_nodes: tuple[str, ...] | 
         return failed(f"{model}: no replica at all", model=model)
     scenarios = [tuple(losing_nodes)] if losing_nodes is not None else [()] + [
         (n,) for n in sorted({p.node for p in replicas if p.node})]
-    verdicts, fit = [], _Fit(snapshot)
+    verdicts, fit = [], Fit(snapshot)
     for lost in scenarios:
         verdict = _place(fit, model, replicas, lost)
         if not verdict.ok:
@@ -202,7 +202,60 @@ def room(snapshot: ClusterSnapshot, model: str, losing_nodes: tuple[str, ...] | 
     return worst
 
 
-def _place(fit: _Fit, model: str, replicas: list[PodView], lost: tuple[str, ...]) -> Verdict:
+def _first_node(fit: Fit, pod: PodView, free: dict[str, int], avoid: set[tuple[str, str]]) -> str | None:
+    """The first node, in the snapshot's order, the scheduler could put `pod` on, or None."""
+    return next((n.name for n in fit.snapshot.nodes if n.name in free and free[n.name] >= pod.cards
+                 and fit.why_not(pod, n, avoid) is None), None)
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """Where the pods a loss displaces would go: the moves made, and the pods that fit nowhere."""
+
+    moves: dict[str, str]  # namespace/name -> node
+    nowhere: tuple[PodView, ...]
+
+
+def replace(snapshot: ClusterSnapshot, displaced: frozenset[tuple[str, str]],
+            lost_nodes: frozenset[str] = frozenset(), cards_out: dict[str, int] | None = None,
+            fit: Fit | None = None) -> Replaced:
+    """Where the scheduler would put the replica pods that lose their place: those `displaced`
+    (namespace, name), those on `lost_nodes` and those Pending, with `cards_out` cards per node
+    taken out of service. First fit, largest first, as `room` places one model's, but every
+    model's at once (they compete for the same free cards) and going on past a pod that fits
+    nowhere, so every one is counted. A displaced pod's cards are free again on a node that stays
+    (it may come back there); a lost node takes its own with it."""
+    fit = fit or Fit(snapshot)
+    free = {name: cards for name, cards in fit.free.items() if name not in lost_nodes}
+    live = [p for p in snapshot.pods if p.model and not p.deleting]
+    homeless = sorted((p for p in live if not p.node or p.node in lost_nodes or (p.namespace, p.name) in displaced),
+                      key=lambda p: -p.cards)
+    for p in homeless:
+        if p.node in free:
+            free[p.node] += p.cards
+    for name, cards in (cards_out or {}).items():
+        if name in free:
+            free[name] = max(0, free[name] - cards)
+    gone = {(p.namespace, p.name) for p in homeless}
+    placed: dict[tuple[str, str], list[str]] = {}
+    for p in live:
+        if p.node and (p.namespace, p.name) not in gone:
+            placed.setdefault((p.namespace, p.model), []).append(p.node)
+    moves: dict[str, str] = {}
+    nowhere: list[PodView] = []
+    for pod in homeless:
+        siblings = placed.setdefault((pod.namespace, pod.model), [])
+        target = _first_node(fit, pod, free, _domains(snapshot, pod, siblings))
+        if target is None:
+            nowhere.append(pod)
+            continue
+        free[target] -= pod.cards
+        siblings.append(target)
+        moves[f"{pod.namespace}/{pod.name}"] = target
+    return Replaced(moves, tuple(nowhere))
+
+
+def _place(fit: Fit, model: str, replicas: list[PodView], lost: tuple[str, ...]) -> Verdict:
     """First-fit placement of the pods without a node, or on a `lost` one."""
     snapshot = fit.snapshot
     homeless = sorted((p for p in replicas if not p.node or p.node in lost), key=lambda p: -p.cards)
@@ -216,8 +269,7 @@ def _place(fit: _Fit, model: str, replicas: list[PodView], lost: tuple[str, ...]
     moves: dict[str, str] = {}
     for pod in homeless:
         avoid = _domains(snapshot, pod, placed)
-        target = next((n.name for n in snapshot.nodes if n.name in free and free[n.name] >= pod.cards
-                       and fit.why_not(pod, n, avoid) is None), None)
+        target = _first_node(fit, pod, free, avoid)
         if target is None:
             unfit = {n.name: fit.why_not(pod, n, avoid) for n in snapshot.nodes if n.name in free}
             eligible = [name for name, reason in unfit.items() if reason is None]

@@ -251,3 +251,29 @@ def timeline(run: Run) -> str | None:
     ax.legend(handles=[Patch(color=FAULT_SHADE, label="fault in place"), Patch(color="#2d6a4f", label="check passed"),
                        Patch(color=WORST, label="check failed")], fontsize=7, loc="lower right")
     return _svg(fig)
+
+
+def spares_curve(found: dict[str, Any]) -> str | None:
+    """Per model, SLO-minutes lost a month against the replicas added (mean, 95 % CI), and the target."""
+    points: dict[str, list[tuple[int, float, float, float]]] = {}
+    for name, search in found.get("spares", {}).items():
+        for c in search["curve"]:
+            if "slo_minutes" in c:
+                s = c["slo_minutes"]
+                low, high = s["ci95"] if s["ci95"] else (s["mean"], s["mean"])
+                points.setdefault(name, []).append((c["spares"], s["mean"], low, high))
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for i, (name, rows) in enumerate(sorted(points.items())):
+        colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
+        xs = [r[0] for r in rows]
+        ax.plot(xs, [r[1] for r in rows], marker="o", color=colour, lw=1.3, label=name)
+        ax.fill_between(xs, [r[2] for r in rows], [r[3] for r in rows], color=colour, alpha=0.15, lw=0)
+    ax.axhline(found["inputs"]["allowed_slo_minutes"], color=WORST, ls="--", lw=1, label="target")
+    ax.set_xlabel("spare replicas added")
+    ax.set_ylabel("SLO-minutes lost a month")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.25)
+    return _svg(fig)

@@ -1,0 +1,1 @@
+"""`kilocard rehearse`: a month of failures on a model of the fleet, before it happens."""
