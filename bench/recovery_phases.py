@@ -7,7 +7,8 @@ recovery recorder's deleted, gone, created, scheduled, started and Ready times, 
     gpu       gpu-ecc (double-bit) on one card: the testbed's llama-3-70b
               remediator quarantines and drains the node
     host      node-kubelet-stop: the node is lost; the taint  llama-2-7b (its node's
-              manager evicts its pods after its toleration    7B pods)
+              manager evicts its pods after the testbed's     7B pods)
+              15 s toleration (upstream's default: 300 s)
     engine    pod-kill of one replica pod                     every other model
 Each model's start-up comes from every run that replaced one of its replicas. No two runs of a
 wave touch one model's pods (a run's recorder follows all of its model's pods; the 70B's
@@ -150,8 +151,10 @@ def main() -> int:
     out = {"measured": time.strftime("%Y-%m-%d"), "command": "bench/recovery_phases.py "
            f"--waves {args.waves}", "timing": "production", "seconds": round(time.monotonic() - started),
            "testbed": {"node_monitor_grace_seconds": tb.config.tuning.node_monitor_grace_seconds,
-                       "note": "node loss: the testbed's grace period, then the default 300 s not-ready/unreachable "
-                               "toleration; network reads the host's samples"},
+                       "note": f"node loss: the testbed's {tb.config.tuning.node_monitor_grace_seconds} s node-monitor "
+                               "grace period, then its 15 s not-ready and unreachable tolerations (kube-apiserver "
+                               "--default-*-toleration-seconds; upstream's defaults are 40 s and 300 s); network "
+                               "reads the host's samples"},
            "detection": detection, "startup": startup, "samples": samples}
     MEASURED.write_text(json.dumps(out, indent=1) + "\n")
     for part in ("detection", "startup"):

@@ -1,10 +1,12 @@
 """`kilocard rehearse` on the testbed at 1,024 or 10,000 cards: the month's figures, the spares
 curve, and the simulation's worst hour replayed on the testbed (`kilocard replay`, ten times
 faster, the testbed's timing) with the observed SLO-minutes set beside the simulated ones; the
-wall time of each part.
+wall time of each part. The testbed's fleet runs at `--utilisation` of each replica's service
+rate (the peak planned for), so the loads read, the months simulated and the replay all carry
+the same traffic.
 
-    .venv/bin/python bench/rehearse.py [--nodes 128 | --nodes 1250] [--peak 2.5] [--seeds 20]
-        [--port-base 30443] [--out reports/examples/rehearse-1k]
+    .venv/bin/python bench/rehearse.py [--nodes 128 | --nodes 1250] [--utilisation 0.5] [--seeds 20]
+        [--target 0.9999] [--port-base 30443] [--out reports/examples/rehearse-1k]
 
 Not a test: about 10 minutes at 1,024 cards, 20 at 10,000.
 """
@@ -40,7 +42,8 @@ def kilocard(tb: Testbed, *args: str) -> subprocess.CompletedProcess[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=128)
-    parser.add_argument("--peak", type=float, default=2.5)
+    parser.add_argument("--utilisation", type=float, default=0.5)
+    parser.add_argument("--target", default="0.9999")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--port-base", type=int, default=30443)
     parser.add_argument("--out", type=Path, default=Path("reports/examples/rehearse-1k"))
@@ -48,7 +51,8 @@ def main() -> int:
     walls: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
-        config = TestbedConfig(nodes=args.nodes, port_base=args.port_base, state_dir=folder / "testbed").validate()
+        config = TestbedConfig(nodes=args.nodes, port_base=args.port_base, state_dir=folder / "testbed",
+                               utilisation=args.utilisation).validate()
         tb = Testbed(config)
         started = time.monotonic()
         tb.up(say=lambda _m: None, timeout=600)
@@ -63,7 +67,7 @@ def main() -> int:
             hour_file = args.out / "worst-hour.yaml"
             args.out.mkdir(parents=True, exist_ok=True)
             started = time.monotonic()
-            done = kilocard(tb, "rehearse", "--peak", str(args.peak), "--seeds", str(args.seeds), "--window", "1m",
+            done = kilocard(tb, "rehearse", "--target", args.target, "--seeds", str(args.seeds), "--window", "1m",
                             "--page", str(args.out), "--worst-hour", str(hour_file), "-o", "json")
             walls["rehearse"] = time.monotonic() - started
             if done.returncode != 0:

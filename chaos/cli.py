@@ -9,6 +9,7 @@ so the in-cluster reaper and a runner Job carry nothing of the local testbed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -1520,7 +1521,8 @@ def cmd_hunt(args: argparse.Namespace) -> int:
     found = hunt.hunt(snapshot, loads, missing, hunt.Figures(args.window, args.peak, args.slo_ttft), labels, kinds,
                       args.namespace)
     if args.confirm:
-        _confirm_on_twins(args, found, {f"{p.namespace}/{p.name}": p.group for p in snapshot.pods})
+        with contextlib.redirect_stdout(sys.stderr):  # the twins' progress; stdout is for -o json
+            _confirm_on_twins(args, found)
     if args.page:
         from chaos.report import planning
 
@@ -1532,11 +1534,11 @@ def cmd_hunt(args: argparse.Namespace) -> int:
     return Exit.PASSED
 
 
-def _confirm_on_twins(args: argparse.Namespace, found: dict[str, Any], groups: dict[str, str]) -> None:
+def _confirm_on_twins(args: argparse.Namespace, found: dict[str, Any]) -> None:
     """hunt --confirm: each of the weakest domains lost on a fresh twin of the cluster, its
     experiment's verdict and journal kept, predicted against observed (chaos.confirm), written
     into `found` as the domain's `confirmed`. The real cluster is only read."""
-    from chaos import actions, confirm, run, timeline
+    from chaos import actions, confirm, run, timeline, written
     from chaos.kube import Kube
     from chaos.vocabulary import local_testbed_kubeconfig
     from testbed import cli as testbed_cli
@@ -1562,10 +1564,10 @@ def _confirm_on_twins(args: argparse.Namespace, found: dict[str, Any], groups: d
             result = run.execute(experiment, actions.session)
         finally:
             testbed_cli.twin_down(twin)
+            written.forget()  # the next twin has the same node names: this one's writes are not its
         journal = folder / f"confirm-{i}.json"
         journal.write_text(json.dumps(result.journal, indent=1, default=str))
-        domain["confirmed"] = {**confirm.compare(domain, confirm.observed(domain, result.journal, groups),
-                                                 int(result.exit)),
+        domain["confirmed"] = {**confirm.compare(domain, confirm.observed(domain, result.journal), int(result.exit)),
                                "verdict": result.reason, "journal": str(journal), "experiment": str(path)}
         print(f"{domain['domain']}: {domain['confirmed']['summary']}", file=sys.stderr)
 
@@ -1605,8 +1607,12 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 
         timeline = replay.incident(found["worst_hour"], {c.name: c.effect for c in classes},
                                    {f"{ns}/{m}": v.slo_seconds for (ns, m), v in loads.items()}, args.compress)
-        args.worst_hour.write_text(yaml.safe_dump(timeline, sort_keys=False))
-        print(f"worst hour {args.worst_hour}: kilocard replay {args.worst_hour}", file=sys.stderr)
+        if timeline["faults"]:
+            args.worst_hour.write_text(yaml.safe_dump(timeline, sort_keys=False))
+            print(f"worst hour {args.worst_hour}: kilocard replay {args.worst_hour}", file=sys.stderr)
+        else:
+            print("worst hour: no failure began in it (its breaches came from earlier ones): nothing to replay",
+                  file=sys.stderr)
     if args.page:
         from chaos.report import planning
 

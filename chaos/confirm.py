@@ -49,12 +49,16 @@ def experiment(domain: dict[str, Any], budget: float, slo_seconds: float, window
         {"type": "action", "name": f"lose-{i}", "provider": {"type": "python", "module": "chaos.actions",
                                                             "func": "apply_fault", "arguments": {"fault": fault}}}
         for i, fault in enumerate(faults(domain, budget + 120))]
+    # Each model's replicas first (the first probe waits, the others judge the run's record),
+    # then each one's SLO over the whole budget (from Prometheus's record).
     for m in domain["models"]:
-        where = {"model": m["model"], "namespace": m["namespace"]}
         method.append({"type": "probe", "name": f"whole-{m['namespace']}-{m['model']}",
                        "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
                        "provider": {"type": "python", "module": "probes.chaostoolkit",
-                                    "func": "tp_groups_recovered_within", "arguments": {**where, "budget": budget}}})
+                                    "func": "tp_groups_recovered_within",
+                                    "arguments": {"model": m["model"], "namespace": m["namespace"], "budget": budget}}})
+    for m in domain["models"]:
+        where = {"model": m["model"], "namespace": m["namespace"]}
         method.append({"type": "probe", "name": f"slo-{m['namespace']}-{m['model']}",
                        "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
                        "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "slo_recovered_within",
@@ -74,19 +78,24 @@ def _probe(journal: dict[str, Any], name: str) -> dict[str, Any]:
     return output if isinstance(output, dict) else {"verdict": "not run", "reason": (run or {}).get("exception")}
 
 
-def observed(domain: dict[str, Any], journal: dict[str, Any], groups: dict[str, str]) -> dict[str, Any]:
-    """Per model (namespace/model), what the run saw; `groups` maps each pod the hunt knew
-    (namespace/name) to its replica."""
-    ended = [r["pod"] for r in (journal.get("kilocard") or {}).get("recovery") or []]
+def observed(domain: dict[str, Any], journal: dict[str, Any]) -> dict[str, Any]:
+    """Per model (namespace/model), what the run saw. Which model and replica each pod was is read
+    from the journal's placement before the method (the twin starts from the real placement,
+    names and all)."""
+    section = journal.get("kilocard") or {}
+    was = {f"{p['namespace']}/{p['name']}": (p["model"], p["group"])
+           for n in (section.get("placement") or {}).get("before") or [] for p in n["pods"]}
+    ended = [r["pod"] for r in section.get("recovery") or []]
     out = {}
     for m in domain["models"]:
         name = f"{m['namespace']}/{m['model']}"
         whole = _probe(journal, f"whole-{name.replace('/', '-')}")
         slo = _probe(journal, f"slo-{name.replace('/', '-')}")
-        lost = len({groups[f"{m['namespace']}/{pod}"] for pod in ended if f"{m['namespace']}/{pod}" in groups})
-        outcome = slo.get("outcome")
-        breached = {"recovered": True, "held": False}.get(str(outcome), None if slo.get("verdict") != "failed"
-                                                         else True)
+        lost = len({was[key][1] for pod in ended if (key := f"{m['namespace']}/{pod}") in was
+                    and was[key][0] == m["model"]})
+        # Held, or breached (and back, or not): a probe that could not judge says neither.
+        breached = None if slo.get("judgement") == "unknown" or slo.get("verdict") == "not run" else (
+            slo.get("outcome") != "held")
         out[name] = {"lost": lost, "back_in_budget": whole.get("verdict") == "ok", "whole": whole.get("reason"),
                      "slo_breached": breached, "slo": slo.get("reason")}
     return out

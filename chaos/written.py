@@ -75,3 +75,10 @@ def since(seq: int) -> list[Write]:
                 break
             newer.append(write)
     return newer[::-1]
+
+
+def forget() -> None:
+    """Drop every write noted: the cluster they were made to is gone (a twin torn down), so no
+    view of another cluster can ever show them (nodes of twins of one cluster share names)."""
+    with _lock:
+        _log.clear()

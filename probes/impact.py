@@ -185,7 +185,9 @@ def _model(snapshot: ClusterSnapshot, domain: Domain, namespace: str, model: str
                                     namespace=namespace, without=domain.pods)
             kv = "fits" if verdict.ok else "short"
             if not verdict.ok:
-                reasons.append(verdict.reason)
+                d = verdict.details
+                reasons.append(f"KV demand {d['need_bytes'] / 2**30:.1f} GiB (with {d['headroom']:.0%} headroom) over "
+                               f"the {d['supply_bytes'] / 2**30:.1f} GiB of {d['serving_replicas']} replicas left")
         except ProbeError as exc:
             kv = "unknown"
             reasons.append(f"KV not checked: {exc}")

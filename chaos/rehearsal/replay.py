@@ -10,9 +10,11 @@ observed SLO-minutes of the replay read back to set beside the simulated ones.
     any (card)                 card-isolate of the card drawn
     engine (replica)           pod-kill of the replica's pods, at once
 
-A failure in force when the hour begins starts at 0; one repaired after it ends lasts the hour.
-The replay starts from the cluster as it is, not as the month had left it by that hour: the
-failures of the days before are not replayed, only those still in force.
+The failures that begin in the hour are replayed (one repaired after it ends lasts the hour).
+The replay starts from the cluster as it is, not as the month had left it by that hour: a part
+that failed before the hour and is still under repair is not replayed (on the cluster, its
+fault would drive off the replicas the month had moved away long before), and is named in the
+description.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ def incident(hour: dict[str, Any], effects: dict[str, str], thresholds: dict[str
     """The timeline file (as plain data) that replays `hour` (outcome.worst_hour's) compressed;
     `effects` by class, `thresholds` (the SLO's P95 TTFT) by namespace/model."""
     faults = []
-    for f in hour["faults"]:
+    before = [f for f in hour["faults"] if f["at"] < 0]
+    for f in (f for f in hour["faults"] if f["at"] >= 0):
         at = f["from"] / compress
         span = max(MIN_FAULT_SECONDS, (f["to"] - f["from"]) / compress)
-        for fault in fault_of(f, effects[f["class"]], span + 300):
+        for fault in fault_of(f, effects[f["class"]], round(span + 300, 1)):
             entry: dict[str, Any] = {"at": round(at, 1), "fault": fault,
                                      "note": f"{f['class']} on {f['node']}, {f['at'] / 60:+.1f} min into the hour"}
             if fault["kind"] != "pod-kill":
@@ -62,7 +65,9 @@ def incident(hour: dict[str, Any], effects: dict[str, str], thresholds: dict[str
     return {"title": f"kilocard rehearse: the worst hour (month {hour['month']}, from hour "
                      f"{hour['start_seconds'] / 3600:.0f}), {compress:g}x compressed",
             "description": f"{hour['slo_minutes']:g} SLO-minutes in the simulation "
-                           f"({', '.join(f'{k} {v:g}' for k, v in hour['models'].items())}).",
+                           f"({', '.join(f'{k} {v:g}' for k, v in hour['models'].items())}). Not replayed, failed "
+                           f"before the hour and still under repair: "
+                           f"{', '.join(f['class'] + ' on ' + f['node'] for f in before) or 'none'}.",
             "source": {"from": "kilocard rehearse"},
             "faults": faults, "observe": round(3600 / compress - first, 1),
             "symptoms": {"tolerance": tolerance, "slo": symptoms}}

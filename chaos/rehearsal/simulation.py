@@ -183,18 +183,18 @@ class Fleet:
             return
         if not all(p.node for p in r.pods):
             while not self.place(r):
-                self.month.events.append(Event(self.env.now, "waiting", f"{r.namespace}/{r.group}", "no room"))
+                self.month.events.append(Event(self.env.now, "waiting", r.group, "no room"))
                 yield self.room
                 if r.generation != generation:
                     return
-            self.month.events.append(Event(self.env.now, "placed", f"{r.namespace}/{r.group}",
+            self.month.events.append(Event(self.env.now, "placed", r.group,
                                            ",".join(sorted({p.node or "" for p in r.pods}))))
         yield self.env.timeout(startup)
         if r.generation != generation:
             return
         r.serving = True
         self.record(r)
-        self.month.events.append(Event(self.env.now, "ready", f"{r.namespace}/{r.group}"))
+        self.month.events.append(Event(self.env.now, "ready", r.group))
 
     def repair(self, cls: FailureClass, node: str, cards: int) -> Any:
         if self.crews is not None:

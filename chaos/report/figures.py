@@ -274,6 +274,7 @@ def spares_curve(found: dict[str, Any]) -> str | None:
     ax.set_xlabel("spare replicas added")
     ax.set_ylabel("SLO-minutes lost a month")
     ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.25)
     return _svg(fig)

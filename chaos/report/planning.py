@@ -71,7 +71,8 @@ def hunt_page(found: dict[str, Any], folder: Path, top: int = 25) -> Path:
     rows = []
     for i, d in enumerate(shown, 1):
         models = "<br>".join(_model_line(m) for m in d["models"])
-        rows.append([str(i), escape(d["domain"]), f'{_swatch(d["severity"])} {escape(d["severity"])}', str(d["cards"]),
+        rows.append([str(i), f'<span class="nw">{escape(d["domain"])}</span>',
+                     f'<span class="nw">{_swatch(d["severity"])} {escape(d["severity"])}</span>', str(d["cards"]),
                      models, _confirmed(d.get("confirmed"))])
     body = [GRID_STYLE, "<h1>The fleet's weakest points</h1>",
             f'<p class="muted">{inputs["nodes"]} nodes, {inputs["cards"]} cards; '
@@ -109,7 +110,9 @@ def rehearse_page(found: dict[str, Any], folder: Path) -> Path:
             continue
         s = m["slo_minutes"]
         ci = f"[{s['ci95'][0]:g}, {s['ci95'][1]:g}]" if s["ci95"] else ""
-        models.append([escape(name), f"{m['replicas']} (SLO from {m['fewest_replicas_for_slo']})",
+        short = ' <span class="bad">over its SLO with every replica serving</span>' if m["short_before_failures"] \
+            else ""
+        models.append([escape(name), f"{m['replicas']} (SLO from {m['fewest_replicas_for_slo']}){short}",
                        f"{s['mean']:g} {ci}", f"{s['p90']:g}", f"{m['availability']:.5f}",
                        f"{m['worst_day']['minutes']['mean']:g} (worst month: {m['worst_day']['worst_month_minutes']:g} "
                        f"on day {m['worst_day']['worst_month_day']})", f"{m['no_spare_minutes']['mean']:g}",
@@ -151,7 +154,9 @@ def rehearse_page(found: dict[str, Any], folder: Path) -> Path:
                     "the field account's 20-30 % rule"), spares),
             "<h2>The worst hour</h2>", worst,
             "<h2>Inputs: failure rates</h2>", classes,
-            f"<h2>Inputs: recoveries measured ({escape(str(rec.get('source', '')))})</h2>", samples,
+            f"<h2>Inputs: recoveries measured ({escape(Path(str(rec.get('source', ''))).name)}"
+            f"{', ' + escape(str(rec['command'])) if rec.get('command') else ''}"
+            f"{', ' + escape(str(rec['measured'])) if rec.get('measured') else ''})</h2>", samples,
             "<h2>Loads</h2>", _table(("model", "QPS", "service rate per replica", "SLO P95 TTFT"),
                                      ([escape(k), f"{v['qps']:g}", f"{v['service_rate']:g}",
                                        f"{v['slo_ttft_seconds']:g} s"] for k, v in i["loads"].items()))]

@@ -12,7 +12,10 @@ DOMAIN = {"domain": "node/n1", "kind": "node", "nodes": ["n1"], "pods": [], "sev
 
 
 def journal(ended: list[str], whole: str, outcome: str) -> dict:
-    return {"kilocard": {"recovery": [{"pod": p, "deleted": 1.0} for p in ended]},
+    pods = [{"namespace": "ns", "name": f"p{i}", "model": "m", "group": f"g{i}"} for i in range(2)]
+    pods.append({"namespace": "ns", "name": "x0", "model": "other", "group": "gx"})
+    return {"kilocard": {"recovery": [{"pod": p, "deleted": 1.0} for p in ended],
+                         "placement": {"before": [{"name": "n1", "pods": pods}]}},
             "run": [{"activity": {"name": "whole-ns-m"}, "output": {"verdict": whole, "reason": "w"}},
                     {"activity": {"name": "slo-ns-m"},
                      "output": {"verdict": "ok" if outcome != "not_recovered" else "failed", "reason": "s",
@@ -38,11 +41,18 @@ def test_each_kind_of_domain_has_its_real_fault(tmp_path):
 
 
 def test_as_predicted_and_not():
-    groups = {"ns/p0": "g0", "ns/p1": "g1"}
-    seen = confirm.observed(DOMAIN, journal(["p0"], "ok", "recovered"), groups)
+    seen = confirm.observed(DOMAIN, journal(["p0", "x0"], "ok", "recovered"))  # x0: another model's
     assert seen["ns/m"]["lost"] == 1 and seen["ns/m"]["back_in_budget"] and seen["ns/m"]["slo_breached"]
     agreed = confirm.compare(DOMAIN, seen, 0)
     assert agreed["agree"] and agreed["summary"].startswith("as predicted: ns/m: lost 1 (predicted 1), all back")
-    held = confirm.compare(DOMAIN, confirm.observed(DOMAIN, journal(["p0", "p1"], "failed", "held"), groups), 1)
+    held = confirm.compare(DOMAIN, confirm.observed(DOMAIN, journal(["p0", "p1"], "failed", "held")), 1)
     assert not held["agree"] and held["models"]["ns/m"]["agree"] == {"lost": False, "for_good": False, "slo": False}
     assert held["summary"].startswith("NOT as predicted")
+
+
+def test_a_probe_that_could_not_judge_says_neither_held_nor_breached():
+    unknown = journal(["p0"], "ok", "held")
+    unknown["run"][1]["output"].update(verdict="failed", judgement="unknown", outcome=None)
+    seen = confirm.observed(DOMAIN, unknown)
+    assert seen["ns/m"]["slo_breached"] is None
+    assert "slo" not in confirm.compare(DOMAIN, seen, 1)["models"]["ns/m"]["agree"]

@@ -142,7 +142,8 @@ def test_the_kv_cache_left_is_checked_against_the_demand():
     i = impact.predict(s, next(d for d in domains.of(s) if d.key == "node/b"),
                        {("ns", "good"): impact.Load(40, 20, 0.5, demand)})
     (good,) = i.models
-    assert good.kv == "short" and good.severity == "capacity" and "exceeds" in good.reasons[0]
+    assert good.kv == "short" and good.severity == "capacity" and good.reasons[0].startswith("KV demand ")
+    assert "GiB of 3 replicas left" in good.reasons[0]
 
 
 @settings(max_examples=200, deadline=None)
