@@ -1473,9 +1473,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     return Exit.PASSED if found["ok"] else Exit.FAILED
 
 
-def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any, Any, str]:
-    """The snapshot, the loads (chaos.hunt.Figures read from Prometheus: by model, and why a
-    model has none) and where the cluster was read, once every flag is checked (SpecError)."""
+def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any, Any, Any, str]:
+    """The snapshot, how the loads are read (chaos.hunt.Figures), the loads read from Prometheus
+    (by model, and why a model has none) and where the cluster was read, once every flag is
+    checked (SpecError)."""
     from chaos import hunt
     from chaos.kube import Kube, cluster_named
     from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
@@ -1486,8 +1487,6 @@ def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any,
         slo.seconds(args.window)
     except KilocardError as exc:
         problems.append(f"--window: {exc}")
-    if getattr(args, "confirm", 0) < 0:
-        problems.append(f"--confirm: expected how many domains, from 0, got {args.confirm}")
     if problems:
         raise SpecError("\n".join(problems))
     _embedded_default(args)
@@ -1499,9 +1498,9 @@ def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any,
         kube.close()
     figures = hunt.Figures(args.window, args.peak, args.slo_ttft)
     if url is None:
-        return snapshot, {}, {"*": "no Prometheus named"}, kube.source
+        return snapshot, figures, {}, {"*": "no Prometheus named"}, kube.source
     loads, missing = hunt.loads(slo.connect(url), snapshot, figures, args.namespace)
-    return snapshot, loads, missing, kube.source
+    return snapshot, figures, loads, missing, kube.source
 
 
 def cmd_hunt(args: argparse.Namespace) -> int:
@@ -1517,9 +1516,10 @@ def cmd_hunt(args: argparse.Namespace) -> int:
         if not label or kind not in ("rack", "switch", "zone"):
             problems.append(f"--topology-label {given!r}: expected KEY=KIND, KIND one of rack, switch, zone")
         labels[label] = kind
-    snapshot, loads, missing, source = _fleet_now(args, problems)
-    found = hunt.hunt(snapshot, loads, missing, hunt.Figures(args.window, args.peak, args.slo_ttft), labels, kinds,
-                      args.namespace)
+    if args.confirm < 0:
+        problems.append(f"--confirm: expected how many domains, from 0, got {args.confirm}")
+    snapshot, figures, loads, missing, source = _fleet_now(args, problems)
+    found = hunt.hunt(snapshot, loads, missing, figures, labels, kinds, args.namespace)
     if args.confirm:
         with contextlib.redirect_stdout(sys.stderr):  # the twins' progress; stdout is for -o json
             _confirm_on_twins(args, found)
@@ -1598,7 +1598,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
         measured = recoveries.Recoveries.read(args.recoveries or recoveries.MEASURED).with_startup(args.startup)
     except SpecError as exc:
         problems.append(str(exc))
-    snapshot, loads, missing, source = _fleet_now(args, problems)
+    snapshot, _figures, loads, missing, source = _fleet_now(args, problems)
     plan = month.Plan(horizon, args.seeds, args.crews, args.target, args.max_spares, not args.no_spares)
     found = month.rehearse(snapshot, loads, classes, measured, plan, args.namespace)
     found["inputs"]["no_load"] = missing

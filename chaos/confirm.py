@@ -29,6 +29,11 @@ GUARDS = {"max_pods": 100_000, "max_nodes": 100_000, "max_cards": 1_000_000, "mi
 NODE_KINDS = ("node", "rack", "switch", "zone")
 
 
+def probe_name(check: str, model: dict[str, Any]) -> str:
+    """The experiment's name for a model's probe (`whole`, `slo`), which `observed` reads back."""
+    return f"{check}-{model['namespace']}-{model['model']}"
+
+
 def faults(domain: dict[str, Any], ttl: float) -> list[dict[str, Any]]:
     """The faults that lose `domain` (an entry of the hunt's ranking) on a cluster."""
     if domain["kind"] in NODE_KINDS:
@@ -52,14 +57,14 @@ def experiment(domain: dict[str, Any], budget: float, slo_seconds: float, window
     # Each model's replicas first (the first probe waits, the others judge the run's record),
     # then each one's SLO over the whole budget (from Prometheus's record).
     for m in domain["models"]:
-        method.append({"type": "probe", "name": f"whole-{m['namespace']}-{m['model']}",
+        method.append({"type": "probe", "name": probe_name("whole", m),
                        "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
                        "provider": {"type": "python", "module": "probes.chaostoolkit",
                                     "func": "tp_groups_recovered_within",
                                     "arguments": {"model": m["model"], "namespace": m["namespace"], "budget": budget}}})
     for m in domain["models"]:
         where = {"model": m["model"], "namespace": m["namespace"]}
-        method.append({"type": "probe", "name": f"slo-{m['namespace']}-{m['model']}",
+        method.append({"type": "probe", "name": probe_name("slo", m),
                        "tolerance": {"type": "regex", "target": "verdict", "pattern": "^ok$"},
                        "provider": {"type": "python", "module": "probes.chaostoolkit", "func": "slo_recovered_within",
                                     "arguments": {**where, "budget": budget, "threshold": slo_seconds, "hold": 10,
@@ -89,8 +94,7 @@ def observed(domain: dict[str, Any], journal: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for m in domain["models"]:
         name = f"{m['namespace']}/{m['model']}"
-        whole = _probe(journal, f"whole-{name.replace('/', '-')}")
-        slo = _probe(journal, f"slo-{name.replace('/', '-')}")
+        whole, slo = _probe(journal, probe_name("whole", m)), _probe(journal, probe_name("slo", m))
         lost = len({was[key][1] for pod in ended if (key := f"{m['namespace']}/{pod}") in was
                     and was[key][0] == m["model"]})
         # Held, or breached (and back, or not): a probe that could not judge says neither.

@@ -155,7 +155,8 @@ def predict(snapshot: ClusterSnapshot, domain: Domain, loads: dict[tuple[str, st
         return p.node in domain.nodes or (p.namespace, p.name) in domain.pods
 
     touched = {key for key, groups in serving.items() if any(hit(p) for members in groups.values() for p in members)}
-    displaced = frozenset((p.namespace, p.name) for p in snapshot.pods if p.model and not p.deleting and hit(p))
+    ended = [p for p in snapshot.pods if p.model and not p.deleting and hit(p)]
+    displaced = frozenset((p.namespace, p.name) for p in ended)
     placed = capacity.replace(snapshot, displaced, domain.nodes, dict(domain.cards_out), fit) if displaced \
         else capacity.Replaced({}, ())
     stranded = {(p.namespace, p.group) for p in placed.nowhere}
@@ -166,7 +167,6 @@ def predict(snapshot: ClusterSnapshot, domain: Domain, loads: dict[tuple[str, st
         lost = sum(1 for members in groups.values() if any(hit(p) for p in members))
         nowhere = sum(1 for g in groups if (namespace, g) in stranded)
         models.append(_model(snapshot, domain, namespace, model, len(groups), lost, nowhere, loads.get(key)))
-    ended = [p for p in snapshot.pods if (p.namespace, p.name) in displaced]
     # A card taken from a pod it ends is among that pod's cards; a free one is counted on its own.
     cards = (sum(p.cards for p in ended) + sum(n.cards_free for n in snapshot.nodes if n.name in domain.nodes)
              + sum(c for node, c in domain.cards_out if node not in {p.node for p in ended}))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,18 +95,19 @@ def of_month(month: Month, key: tuple[str, str], load: Load | None) -> ModelMont
     for (at, serving), (until, _) in spans:
         if least is None or serving <= least:
             no_spare += until - at
-        if load.p95(serving) > load.slo_seconds:
-            _spread(days, at, until)
+    for at, until in breaches(timeline, month.horizon, load):
+        for day, minutes in _split(at, until, DAY):
+            days[min(day, len(days) - 1)] += minutes
     worst = max(range(len(days)), key=lambda d: days[d])
     return ModelMonth(sum(days), worst, days[worst], no_spare / 60, down_hours, tuple(days))
 
 
-def _spread(days: list[float], start: float, end: float) -> None:
-    """Add the minutes of [start, end) to the days they fall in."""
+def _split(start: float, end: float, width: float) -> Iterator[tuple[int, float]]:
+    """(bin, minutes) of [start, end) in the bins of `width` seconds it falls in (days, hours)."""
     while start < end:
-        day = int(start // DAY)
-        upto = min(end, (day + 1) * DAY)
-        days[min(day, len(days) - 1)] += (upto - start) / 60
+        index = int(start // width)
+        upto = min(end, (index + 1) * width)
+        yield index, (upto - start) / 60
         start = upto
 
 
@@ -124,14 +126,11 @@ def worst_hour(months: list[Month], loads: dict[tuple[str, str], Load]) -> dict[
         hours: dict[int, dict[str, float]] = {}
         for key, load in loads.items():
             spans = breaches(month.serving[key], month.horizon, load) if key in month.serving else []
+            name = f"{key[0]}/{key[1]}"
             for at, until in spans:
-                t = at
-                while t < until:
-                    hour = int(t // 3600)
-                    upto = min(until, (hour + 1) * 3600)
+                for hour, minutes in _split(at, until, 3600):
                     per = hours.setdefault(hour, {})
-                    per[f"{key[0]}/{key[1]}"] = per.get(f"{key[0]}/{key[1]}", 0.0) + (upto - t) / 60
-                    t = upto
+                    per[name] = per.get(name, 0.0) + minutes
         for hour, per in hours.items():
             total = sum(per.values())
             if best is None or total > best[0]:

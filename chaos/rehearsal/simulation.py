@@ -33,8 +33,8 @@ import simpy
 from chaos.rehearsal.rates import FailureClass
 from chaos.rehearsal.recoveries import Recoveries
 from probes import capacity
-from probes.impact import Load
-from probes.snapshot import ClusterSnapshot, PodView, whole_and_ready
+from probes.impact import replicas_serving
+from probes.snapshot import ClusterSnapshot, PodView
 
 DAY = 86_400.0
 
@@ -82,20 +82,16 @@ class Fleet:
         self.down: set[str] = set()
         self.cards_out: dict[str, int] = defaultdict(int)
         self.others = [p for p in snapshot.pods if not p.model and not p.deleting and p.node]  # hold cards only
-        groups: dict[tuple[str, str], list[PodView]] = defaultdict(list)
-        for p in snapshot.pods:
-            if p.model and not p.deleting:
-                groups[(p.namespace, p.group)].append(p)
         # Only whole, Ready replicas serve at the start; the rest are not the fleet's to lose.
-        self.replicas = {key: Replica(members[0].namespace, members[0].model, key[1], members)
-                         for key, members in groups.items()
-                         if whole_and_ready(members) and all(m.node for m in members)}
+        self.replicas = {(namespace, group): Replica(namespace, model, group, members)
+                         for (namespace, model), groups in replicas_serving(snapshot).items()
+                         for group, members in groups.items() if all(m.node for m in members)}
         self.month = Month(0.0, {key: [(0.0, self.count(key))]
                                  for key in sorted({(r.namespace, r.model) for r in self.replicas.values()})})
         self.room = env.event()  # triggered whenever room may have freed (a repair)
         self.changed = env.event()  # triggered whenever a unit stops or starts serving
         self.crews = simpy.Resource(env, crews) if crews else None
-        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("recovery", "repair", "pick")}
+        self.rng = {name: random.Random(f"{seed}:{name}") for name in ("recovery", "repair")}
 
     # --- the state ---------------------------------------------------------------------------
     def count(self, key: tuple[str, str]) -> int:
@@ -114,14 +110,10 @@ class Fleet:
         """The fleet as the scheduler sees it: every replica placed, and `pending`'s pods unbound."""
         pods = [p for r in self.replicas.values() for p in r.pods if p.node] + self.others
         pods += [dataclasses.replace(p, node=None) for r in pending for p in r.pods]
-        used: dict[str, int] = defaultdict(int)
-        for p in pods:
-            if p.node:
-                used[p.node] += p.cards
         nodes = tuple(dataclasses.replace(n, ready=n.ready and n.name not in self.down,
-                                          cards_allocatable=max(0, n.cards_allocatable - self.cards_out[n.name]),
-                                          cards_in_use=used[n.name]) for n in self.nodes.values())
-        return ClusterSnapshot(tuple(pods), nodes)
+                                          cards_allocatable=max(0, n.cards_allocatable - self.cards_out[n.name]))
+                      for n in self.nodes.values())
+        return _bound(ClusterSnapshot(tuple(pods), nodes))
 
     def place(self, r: Replica) -> bool:
         """Place one replica's pods where the scheduler would; False (nothing moved) where any
@@ -245,12 +237,9 @@ def spares(snapshot: ClusterSnapshot,
     placed where the scheduler would put them), and how many of them found no room."""
     pods = list(snapshot.pods)
     unplaced: dict[tuple[str, str], int] = {}
+    serving = replicas_serving(snapshot)
     for (namespace, model), count in sorted(extra.items()):
-        groups: dict[str, list[PodView]] = defaultdict(list)
-        for p in snapshot.pods:
-            if p.namespace == namespace and p.model == model and not p.deleting:
-                groups[p.group].append(p)
-        template = next((members for members in groups.values() if whole_and_ready(members)), None)
+        template = next(iter(serving.get((namespace, model), {}).values()), None)
         if template is None:
             unplaced[(namespace, model)] = count
             continue
@@ -258,9 +247,8 @@ def spares(snapshot: ClusterSnapshot,
             group = f"{template[0].group}~spare{i}"
             new = [dataclasses.replace(p, name=f"{p.name}~spare{i}", uid=f"{p.uid}~spare{i}", node=None, group=group)
                    for p in template]
-            trial = ClusterSnapshot(tuple(pods + new), snapshot.nodes, snapshot.card_resource)
-            trial = _bound(trial)
-            found = capacity.replace(trial, frozenset())
+            found = capacity.replace(_bound(ClusterSnapshot(tuple(pods + new), snapshot.nodes, snapshot.card_resource)),
+                                     frozenset())
             if any(f"{p.namespace}/{p.name}" not in found.moves for p in new):
                 unplaced[(namespace, model)] = count - i
                 break
@@ -290,11 +278,3 @@ def simulate(snapshot: ClusterSnapshot, classes: tuple[FailureClass, ...], recov
     fleet.month.horizon = horizon
     return fleet.month
 
-
-def minutes_broken(timeline: list[tuple[float, int]], horizon: float, load: Load) -> float:
-    """Minutes the model's P95 TTFT was over its SLO, from its serving replicas over time."""
-    total = 0.0
-    for (at, serving), (until, _) in zip(timeline, [*timeline[1:], (horizon, 0)], strict=True):
-        if load.p95(serving) > load.slo_seconds:
-            total += until - at
-    return total / 60
