@@ -119,7 +119,7 @@ def main() -> None:
         try:
             objects = timing.stamp(fleet.load("default", tb.config.card_resource), "default")
             kube = tb.kube()
-            fleet.deploy(kube, objects, say=lambda _m: None)
+            fleet.deploy(kube, objects, say=lambda _m: None, prometheus=tb.prometheus_url)  # serving, as README's
             kube.close()
             expected = fleet.expected_pods(objects)
             config = ["--prometheus-url", tb.prometheus_url]

@@ -82,7 +82,7 @@ def main() -> int:
         try:
             kube = tb.kube()
             objects = timing.stamp(fleet.load("default", tb.config.card_resource), "default")
-            fleet.deploy(kube, objects, timeout=300, say=print)
+            fleet.deploy(kube, objects, timeout=300, say=print, prometheus=tb.prometheus_url)
             if not args.skip_default:
                 time.sleep(70)  # a rate window of served requests before the loads are read
                 show("default testbed", hunt(tb, args.out / "default", args.confirm, args.port_base + 1000))

@@ -21,7 +21,7 @@ import argparse
 import time
 
 from chaos.load import Load, LoadSpec
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI, LOCAL_TESTBED_PROMETHEUS
+from chaos.vocabulary import local_testbed_openai, local_testbed_prometheus
 from probes import slo
 from probes.capacity import Demand
 
@@ -50,8 +50,8 @@ def main() -> None:
     parser.add_argument("--steps", default="10,12,13,14,15,16,17,18,19,20,22,24", help="QPS of each step")
     parser.add_argument("--quiet", type=int, default=70, help="seconds without load first: a rate window clean")
     args = parser.parse_args()
-    prom = slo.connect(LOCAL_TESTBED_PROMETHEUS)
-    url = f"{LOCAL_TESTBED_OPENAI}/namespaces/{args.namespace}"
+    prom = slo.connect(local_testbed_prometheus())
+    url = f"{local_testbed_openai()}/namespaces/{args.namespace}"
     time.sleep(args.quiet)
     replicas = len(figures(prom, args.namespace, 30))
     # The fleet's own traffic to the model before the load, as its engines count it: it holds blocks too.

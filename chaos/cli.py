@@ -29,7 +29,7 @@ from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
 from chaos.settings import Settings, key
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI, clipped, describe_target, natural_key
+from chaos.vocabulary import CATALOG, DEFAULT_PORT_BASE, clipped, describe_target, natural_key
 
 
 class Parser(argparse.ArgumentParser):
@@ -319,7 +319,8 @@ def build_parser(with_testbed: bool = False) -> Parser:
     ld = commands.add_parser("load", help="drive an OpenAI-compatible endpoint at a rate (open loop) and measure "
                                           "TTFT, TPOT and errors from the client (exit 0; 1 when no request was "
                                           "answered)")
-    ld.add_argument("--url", help=f"the API's root, without /v1 (default: the local testbed's, {LOCAL_TESTBED_OPENAI})")
+    ld.add_argument("--url", help="the API's root, without /v1 (default: the local testbed's simulator, port base + 6: "
+                                     f"http://127.0.0.1:{DEFAULT_PORT_BASE + 6} on the default ports)")
     ld.add_argument("--model", required=True, help="the model's served name")
     ld.add_argument("--qps", type=float, required=True, help="requests per second offered (Poisson arrivals)")
     ld.add_argument("--prompt-tokens", type=int, required=True, help="about this many prompt tokens a request")
@@ -593,7 +594,6 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return Exit.PASSED
 
 
-CATALOG = (Path(__file__).parent / "catalog").resolve()  # in a checkout, a link to experiments/
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -1479,7 +1479,7 @@ def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any,
     checked (SpecError)."""
     from chaos import hunt
     from chaos.kube import Kube, cluster_named
-    from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+    from chaos.vocabulary import local_testbed_kubeconfig, local_testbed_prometheus
     from probes import slo
     from probes import snapshot as snap
 
@@ -1490,7 +1490,7 @@ def _fleet_now(args: argparse.Namespace, problems: list[str]) -> tuple[Any, Any,
     if problems:
         raise SpecError("\n".join(problems))
     _embedded_default(args)
-    url = args.prometheus_url or (None if cluster_named(args.kubeconfig) else LOCAL_TESTBED_PROMETHEUS)
+    url = args.prometheus_url or (None if cluster_named(args.kubeconfig) else local_testbed_prometheus())
     kube = Kube.connect(args.kubeconfig, args.context, fallback=local_testbed_kubeconfig())
     try:
         snapshot = snap.fetch(kube, args.card_resource)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from chaos import guards, judgement, landed, stop
+from chaos import guards, judgement, landed, settle, stop
 from probes import (
     capacity,
     client_errors,
@@ -29,7 +29,7 @@ from probes import (
 from probes.verdict import Contract
 
 MODULES = (tp_groups, slo, placement, capacity, hung, remediation, device_taints, incident, straggler, pulls, kv,
-           client_errors, spread, stop, guards, judgement, landed)
+           client_errors, spread, stop, guards, judgement, settle, landed)
 MUTATION_MARK = "<!-- mutation figures: written by bench/mutation.py, kept as they are by chaos.contracts -->"
 
 INTRO = """# Verdicts: what each one means
@@ -73,8 +73,9 @@ blind window and scrape), its early decisions against the deadline's, `slo_under
 after time zero, budgets a probe reaches late), `no_hung_groups`, `devices_tainted_within`,
 `placement_holds`, `capacity_fits`, `straggler_named_within`, `image_pulls_failed`, `kv_cache_within`,
 `client_errors_within`, `traffic_spread_within`, the stop
-conditions, the guards, the run's verdict with its expectation, and the rule for faults nothing
-saw land. Every counter-example found is kept there as an explicit `@example`;
+conditions, the guards, the run's verdict with its expectation, the rule for faults nothing
+saw land, and the wait for a fleet still starting before the method. Every counter-example found
+is kept there as an explicit `@example`;
 `tests/unit/test_verdict_classes.py` holds the classes of wrong verdicts this page was written
 against, one test each (`tests/unit/test_straggler.py`, `test_pulls_verdict.py`,
 `test_kv_verdict.py`, `test_client_errors_verdict.py` and `test_spread_verdict.py` those of the

@@ -30,6 +30,7 @@ EXPECTABLE = (Exit.PASSED, Exit.FAILED, Exit.ABORTED)
 # What a run's verdict rests on: a judgement of the cluster; a probe that could not look or a
 # stop condition that fired blind (unknown); an activity that raised or overran (error).
 JUDGED, UNKNOWN, ERROR = "judged", "unknown", "error"
+STEADY_NOT_MET = "steady state not met before the method"
 
 
 class Judgement(NamedTuple):
@@ -73,6 +74,7 @@ class KilocardSection(Refused):
     api_retries: dict[str, int]  # the run's retries by cause
     parsed: dict[str, int]  # by where each fault is: how often this process parsed it (once: chaos.plan)
     grafana: dict[str, Any] | None  # the annotations sent to Grafana and those that failed (chaos.grafana)
+    settle: dict[str, Any]  # the steady state looked at before the method while the fleet started (chaos.settle)
     events: dict[str, Any]  # the Events recorded on the faults' targets and those that failed (chaos.fault_events)
 
 
@@ -148,7 +150,7 @@ def verdict(journal: dict[str, Any]) -> Judgement:
     before = (journal.get("steady_states") or {}).get("before")
     if before is not None and before.get("steady_state_met") is False:
         said, basis = _probe_failures(before)
-        return Judgement(Exit.FAILED, f"steady state not met before the method: {said}", basis)
+        return Judgement(Exit.FAILED, f"{STEADY_NOT_MET}: {said}", basis)
     for run in journal.get("run") or []:
         activity = run.get("activity") or {}
         name, kind, timeout = activity.get("name", "?"), activity.get("type", "activity"), activity.get("timeout")

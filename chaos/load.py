@@ -59,7 +59,7 @@ from chaos.fields import (
     optional,
     text,
 )
-from chaos.vocabulary import LOCAL_TESTBED_OPENAI, quiet_thread
+from chaos.vocabulary import DEFAULT_PORT_BASE, local_testbed_openai, quiet_thread
 
 APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 SATURATED = "client_saturated"
@@ -82,7 +82,7 @@ class LoadSpec:
     qps: float
     prompt_tokens: int
     output_tokens: int
-    url: str = LOCAL_TESTBED_OPENAI  # the API's root, without /v1
+    url: str = field(default_factory=local_testbed_openai)  # the API's root, without /v1
     api: str = "completions"
     duration_seconds: float | None = None  # None: until stopped (an experiment's load: its whole run)
     seed: int = 0
@@ -120,7 +120,8 @@ SCHEMA = mapping(
     "and TPOT, errors by kind, achieved QPS) and a series per second under `kilocard.load`. `kilocard load` "
     "offers the same from the command line.",
     {"url": described({"type": "string", "pattern": API_ROOT}, "the API's root, without /v1 (default: the local "
-                      "testbed's)", LoadSpec.url, "http://vllm.inference:8000"),
+                      "testbed's simulator, its port base + 6)", f"http://127.0.0.1:{DEFAULT_PORT_BASE + 6}",
+                      "http://vllm.inference:8000"),
      "model": text("the model's served name", example=MODEL),
      "qps": number(0, MAX_QPS, "requests per second offered", example=10, above=True),
      "prompt_tokens": integer(1, MAX_TOKENS, "about this many prompt tokens a request", example=1024),

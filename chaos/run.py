@@ -55,8 +55,9 @@ from chaoslib import convert_vars, merge_vars, substitute
 from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
+from chaoslib.hypothesis import run_steady_state_hypothesis
 from chaoslib.loader import load_experiment
-from chaoslib.run import RunEventHandler
+from chaoslib.run import EventHandlerRegistry, RunEventHandler
 from chaoslib.secret import load_secrets
 
 from chaos import (
@@ -73,13 +74,25 @@ from chaos import (
     release,
     revert,
     schemas,
+    settle,
     stop,
     timezero,
 )
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError
 from chaos.follower import Follower
-from chaos.judgement import EXPECTABLE, UNKNOWN, Expectation, KilocardSection, judged, refused, unseen, verdict
+from chaos.judgement import (
+    EXPECTABLE,
+    STEADY_NOT_MET,
+    UNKNOWN,
+    Expectation,
+    KilocardSection,
+    judged,
+    refused,
+    unseen,
+    verdict,
+    why,
+)
 from chaos.settings import Settings, key
 from probes import capacity, placement, recovery, slo, snapshot
 from probes.errors import ProbeError
@@ -173,7 +186,8 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         problems.extend(_missing_controls(data))
         problems.extend(timeouts)
         problems.extend(_pauses(data, configuration, secrets, texts))
-        try:  # the controls' arguments are input too, and so are the expected verdict and the load
+        try:  # the controls' arguments are input too, and so are the expected verdict, the load, the settings
+            Settings.of(configuration)
             experiment.expect = _expectation(data)
             experiment.load = _load(data, configuration, secrets)
             if not argued:
@@ -545,6 +559,7 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         annotator = _annotator(data, run_id)
         told = fault_events.FaultEvents(ctx.kube, run_id).start()
         try:
+            settling = spent("settle", _settle, data, experiment, ctx)
             if view is not None:
                 view.start()
             with _refused_here(_EXIT_SIGNAL):
@@ -570,6 +585,8 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         blind = unseen([r.landed for r in records if r.applied_at], journal) if outcome == Exit.PASSED else None
         if blind is not None:
             outcome, reason, basis = Exit.FAILED, blind, UNKNOWN
+        if reason.startswith(STEADY_NOT_MET) and settling.said():
+            reason = f"{reason} ({settling.said()})"
         code, reason = judged(experiment.expect, outcome, reason, basis)
         if left:
             outcome = code = Exit.REVERT_INCOMPLETE
@@ -610,8 +627,46 @@ def execute(experiment: Experiment, session: Callable[[dict[str, Any]], tuple[An
         parsed={where: plan.parses(raw) for raw, where in experiment.faults},
         grafana=annotations,
         events=events_told,
+        settle=settling.to_json(),
     )
     return Result(experiment.path, run_id, code, reason, journal)
+
+
+def _settle(data: dict[str, Any], experiment: Experiment, ctx: Any) -> settle.Settling:
+    """The steady state looked at before the method, again while a model it names is still
+    starting (chaos.settle.before); chaoslib then judges it as always."""
+    configuration = load_configuration(data.get("configuration") or {}, experiment.config_vars)
+    secrets = load_secrets(data.get("secrets") or {}, configuration, experiment.secret_vars)
+    timeout = Settings.of(configuration).settle_seconds
+    if not data.get("steady-state-hypothesis") or timeout <= 0:
+        return settle.Settling(True, 0.0, 0, (), "")
+    # The hypothesis alone: the experiment's controls (guards, stop conditions) act on its run.
+    hypothesis = {k: v for k, v in data.items() if k != "controls"}
+
+    def look() -> settle.Look:
+        chaoslib_log = logging.getLogger("chaostoolkit")
+        was, chaoslib_log.disabled = chaoslib_log.disabled, True  # its lines are the judged look's to say
+        try:
+            state = run_steady_state_hypothesis(hypothesis, configuration, secrets, None, EventHandlerRegistry())
+        finally:
+            chaoslib_log.disabled = was
+        if state is None or state.get("steady_state_met"):
+            return settle.Look(True)
+        failing = [r for r in state.get("probes") or [] if not r.get("tolerance_met")]
+        models = set()
+        for r in failing:
+            provider = (r.get("activity") or {}).get("provider") or {}
+            arguments = substitute(dict(provider.get("arguments") or {}), configuration, secrets)
+            if isinstance(arguments.get("model"), str):
+                namespace = arguments.get("namespace")
+                models.add((namespace if isinstance(namespace, str) else None, arguments["model"]))
+        said = "; ".join(f"{(r.get('activity') or {}).get('name', '?')}: {why(r) or 'out of tolerance'}"
+                         for r in failing)
+        return settle.Look(False, tuple(sorted(models, key=lambda m: (m[0] or "", m[1]))),
+                           any(r.get("status") == "failed" for r in failing), said)
+
+    return settle.before(look, lambda: snapshot.fetch(ctx.kube, ctx.card_resource), timeout,
+                         say=lambda message: _LOG.warning("%s", message))
 
 
 def _annotator(data: dict[str, Any], run_id: str) -> grafana.Annotator | None:

@@ -5,12 +5,12 @@ which cluster, where the ledger is, which Prometheus. The strict runner and the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.errors import SpecError
-from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS, local_testbed_kubeconfig
+from chaos.vocabulary import local_testbed_kubeconfig, local_testbed_prometheus
 
 if TYPE_CHECKING:
     from chaos.kube import Kube
@@ -34,12 +34,14 @@ class Settings:
     context: str | None = None
     ledger_dir: Path | None = None  # else the default ledger directory
     card_resource: str | None = None  # else the nodes' own (vocabulary.card_resource_of)
-    prometheus_url: str = LOCAL_TESTBED_PROMETHEUS
+    prometheus_url: str = field(default_factory=local_testbed_prometheus)
     scrape_interval: float | None = None  # seconds; else read from Prometheus
     # The labels naming a series' pod and namespace (kubernetes_pod_name, exported_pod, ...); else probed.
     prometheus_pod_label: str | None = None
     prometheus_namespace_label: str | None = None
     grafana_url: str | None = None  # each fault as an annotation region there (chaos.grafana)
+    # Seconds a run looks again at a steady state not met while a model it names starts (chaos.settle.before); 0: never.
+    settle_seconds: float = 120.0
 
     @classmethod
     def of(cls, configuration: dict[str, Any] | None) -> Settings:
@@ -48,12 +50,12 @@ class Settings:
         given = {f.name: cfg[PREFIX + f.name] for f in fields(cls) if cfg.get(PREFIX + f.name) not in (None, "")}
         if "ledger_dir" in given:
             given["ledger_dir"] = Path(given["ledger_dir"])
-        if "scrape_interval" in given:
-            try:
-                given["scrape_interval"] = float(given["scrape_interval"])
-            except (TypeError, ValueError):
-                raise SpecError(f"configuration.{key('scrape_interval')}: expected seconds, got "
-                                f"{given['scrape_interval']!r}") from None
+        for name in ("scrape_interval", "settle_seconds"):
+            if name in given:
+                try:
+                    given[name] = float(given[name])
+                except (TypeError, ValueError):
+                    raise SpecError(f"configuration.{key(name)}: expected seconds, got {given[name]!r}") from None
         for name in ("prometheus_pod_label", "prometheus_namespace_label"):
             if name in given and not _LABEL.fullmatch(str(given[name])):
                 raise SpecError(f"configuration.{key(name)}: expected a Prometheus label name (letters, digits, "

@@ -21,6 +21,9 @@ from typing import Any
 
 from chaos.errors import SpecError
 
+# The shipped catalog of experiments (S1-S14, game days, incidents); in a checkout, a link to experiments/.
+CATALOG = (Path(__file__).parent / "catalog").resolve()
+
 # --- the inference fleet --------------------------------------------------------------------
 MODEL_LABEL = "kilocard.io/model"
 RACK_LABEL = "kilocard.io/rack"  # the testbed's rack of a node; a report groups nodes by it
@@ -128,12 +131,41 @@ def local_testbed_state() -> Path:
     return state_path("KILOCARD_STATE", "testbed")
 
 
-# The default testbed's Prometheus (port base 6443 + 7): what probes and stop conditions ask when
-# no kilocard_prometheus_url is configured.
-LOCAL_TESTBED_PROMETHEUS = "http://127.0.0.1:6450"
-# The default testbed's fleet simulator (port base + 6), whose replicas answer an OpenAI-compatible
-# API: where built-in load (chaos.load) is sent when no url is given.
-LOCAL_TESTBED_OPENAI = "http://127.0.0.1:6449"
+# The local testbed's first port (its apiserver's): $KILOCARD_PORT_BASE, else 6443. A running
+# testbed's own, from its state, wins: one started with `--port-base` is still the local testbed.
+PORT_BASE_VARIABLE = "KILOCARD_PORT_BASE"
+DEFAULT_PORT_BASE = 6443
+
+
+def local_testbed_port_base() -> int:
+    """The local testbed's port base: the running one's (its state.json), else the configured one."""
+    try:
+        return int(json.loads((local_testbed_state() / "state.json").read_text())["config"]["port_base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return configured_port_base()
+
+
+def configured_port_base() -> int:
+    """$KILOCARD_PORT_BASE, else 6443: where a local testbed starts its ports."""
+    given = os.environ.get(PORT_BASE_VARIABLE, "")
+    if not given:
+        return DEFAULT_PORT_BASE
+    if not given.isdigit() or not 1024 <= int(given) <= 65535 - 16:
+        raise SpecError(f"${PORT_BASE_VARIABLE}={clipped(given)!r}: expected a port from 1024 to {65535 - 16} "
+                        "(the local testbed's first port)")
+    return int(given)
+
+
+def local_testbed_prometheus() -> str:
+    """The local testbed's Prometheus (port base + 7): what probes and stop conditions ask when no
+    kilocard_prometheus_url is configured."""
+    return f"http://127.0.0.1:{local_testbed_port_base() + 7}"
+
+
+def local_testbed_openai() -> str:
+    """The local testbed's fleet simulator (port base + 6), whose replicas answer an
+    OpenAI-compatible API: where built-in load (chaos.load) is sent when no url is given."""
+    return f"http://127.0.0.1:{local_testbed_port_base() + 6}"
 
 
 def local_testbed_kubeconfig() -> Path | None:

@@ -8,6 +8,7 @@ looks complete; `build.json` beside the binaries records how long it took.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -87,6 +88,14 @@ def kwok_stage_dir() -> Path:
 
 def is_built(component: Component) -> bool:
     return all((bin_dir(component) / b).is_file() for b in component.binaries)
+
+
+def ensure(component: Component, say: Callable[[str], None] = print) -> Path:
+    """The component's folder, built first if it is not (a tool the testbed itself does not need,
+    built the first time a test or a command asks for it); the build is one at a time per cache."""
+    if not is_built(component):
+        build((component,), say=say)
+    return bin_dir(component)
 
 
 def missing_binaries() -> list[str]:
@@ -298,7 +307,17 @@ def build(
     force: bool = False,
     say: Callable[[str], None] = print,
 ) -> dict[str, float]:
-    """Build what is missing; return seconds spent per component (0 for cached ones)."""
+    """Build what is missing; return seconds spent per component (0 for cached ones). One build at
+    a time per cache (a file lock): the test workers that first need a tool wait for one build of
+    it, and find it built."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(components, force, say)
+
+
+def _build(components: tuple[Component, ...], force: bool, say: Callable[[str], None]) -> dict[str, float]:
     spent: dict[str, float] = {}
     todo = [c for c in components if force or not is_built(c)]
     for c in components:

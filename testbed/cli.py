@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from chaos.output import emit, output_flag
+from chaos.vocabulary import DEFAULT_PORT_BASE, PORT_BASE_VARIABLE, configured_port_base
 from testbed import accelerators, build, fleet, timing
 from testbed.cluster import Testbed
 from testbed.config import (
@@ -47,8 +48,11 @@ def _int_in(low: int, high: int) -> Any:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="testbed_command", required=True, parser_class=type(parser))
 
-    b = sub.add_parser("build", help="build the control-plane binaries and helm from Go modules (cached)")
+    b = sub.add_parser("build", help="build the testbed's binaries (etcd, Kubernetes, kwok) from Go modules (cached)")
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
+    b.add_argument("--all", action="store_true",
+                   help="also the tools only the tests use (helm, LeaderWorkerSet, prom-label-proxy, KServe), "
+                        "which are otherwise built the first time a test needs one")
     b.set_defaults(handler=cmd_build)
 
     up = sub.add_parser("up", help="start the testbed (no-op when running)")
@@ -61,8 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "MindX DL's device-info ConfigMaps, ClusterD's public faults, npu-exporter)")
     up.add_argument("--card-resource", help="extended resource of a card (default: the accelerator's)")
     up.add_argument("--card-product", help="card product label value (default: the accelerator's)")
-    up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=6443,
-                    help="apiserver port; etcd, controllers and kwok take the next five")
+    up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=configured_port_base(),
+                    help="apiserver port; etcd, controllers, kwok, the simulator and Prometheus take the next "
+                         f"seven (default ${PORT_BASE_VARIABLE}, else {DEFAULT_PORT_BASE})")
     up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
     up.add_argument("--timing", choices=timing.NAMES, default="default",
                     help="how long the --fleet's replicas take to start and stop: fast (at once), default "
@@ -105,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    build.build(build.COMPONENTS + build.TOOLS, force=args.force, say=_say)
+    build.build(build.COMPONENTS + (build.TOOLS if args.all else ()), force=args.force, say=_say)
     _say(f"binaries ready in {build.cache_dir() / 'bin'} ({time.monotonic() - started:.0f} s)")
     return 0
 
@@ -147,7 +152,8 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
         kube = testbed.kube()
         try:
             # --timeout is the wait beyond the replicas' own start-up time.
-            fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=say)
+            fleet.deploy(kube, objects, timeout=args.timeout + timing.slowest_start(objects, args.timing), say=say,
+                         prometheus=testbed.prometheus_url)
         finally:
             kube.close()
     say(f"export KUBECONFIG={testbed.paths.kubeconfig}")

@@ -92,9 +92,7 @@ class Controller:
         return build.bin_dir(self.component) / name
 
     def start(self, timeout: float = 90.0) -> Controller:
-        binary = build.binary(self.binary_name)
-        if not binary.is_file():
-            raise TestbedError(f"{binary} is not built: kilocard testbed build")
+        binary = build.ensure(self.component, say=lambda _m: None) / self.binary_name
         self.dir.mkdir(parents=True, exist_ok=True)
         crds = self.crds()
         for crd in crds:

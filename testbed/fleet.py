@@ -20,6 +20,7 @@ import yaml
 from chaos.errors import KilocardError, SpecError
 from chaos.kube import Kube
 from chaos.vocabulary import MODEL_LABEL, ready
+from testbed import steady
 
 MANIFESTS = Path(__file__).parent / "manifests" / "fleet"
 DEFAULT_NAMESPACE = "kilocard-fleet"
@@ -116,8 +117,11 @@ def apply(kube: Kube, objects: list[Manifest]) -> None:
 
 
 def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
-           say: Callable[[str], None] = print) -> float:
-    """Apply the fleet (idempotent) and wait until every replica pod is Ready; return seconds."""
+           say: Callable[[str], None] = print, prometheus: str | None = None,
+           serving_timeout: float = steady.TIMEOUT) -> float:
+    """Apply the fleet (idempotent) and wait until every replica pod is Ready and, given the
+    testbed's Prometheus, until the fleet serves at its steady state (testbed.steady: what the
+    catalog's steady states ask, held for their window); return seconds."""
     started = time.monotonic()
     apply(kube, objects)
     want = expected_pods(objects)
@@ -134,6 +138,7 @@ def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
         raise KilocardError(
             f"fleet not Ready within {timeout:.0f} s: {len(pods) - len(pending)}/{want} Ready; "
             f"not Ready: {', '.join(pending[:5])}{' ...' if len(pending) > 5 else ''}") from None
-    seconds = time.monotonic() - started
-    say(f"fleet Ready in {seconds:.1f} s: {want} pods in namespace {namespace}")
-    return seconds
+    say(f"fleet Ready in {time.monotonic() - started:.1f} s: {want} pods in namespace {namespace}")
+    if prometheus is not None:
+        steady.wait(kube, prometheus, [namespace], serving_timeout, say)
+    return time.monotonic() - started

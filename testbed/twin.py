@@ -33,9 +33,7 @@ from chaos import serving
 from chaos.errors import NotFound, SpecError
 from chaos.kube import Kube
 from chaos.vocabulary import AGENT_ENDPOINT_ANNOTATION, card_resource_of
-from probes import slo, snapshot
-from probes.errors import ProbeError
-from testbed import timing
+from testbed import steady, timing
 from testbed.accelerators import for_resource
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
@@ -45,7 +43,6 @@ WORKLOADS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("policy/v1"
 LWS = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")  # copied where served; its controller runs on the twin
 BALLAST_NAMESPACE = "kilocard-twin-ballast"
 SCRATCH_NAMESPACE = "kilocard-twin-revisions"
-WINDOW = "10s"  # the catalog's rate window on the testbed
 _KEPT_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision")
 
@@ -204,30 +201,6 @@ def _template_labels(o: dict[str, Any]) -> dict[str, str]:
     return dict(((o["spec"].get("template") or {}).get("metadata") or {}).get("labels") or {})
 
 
-def _serving(tb: Testbed, kube: Kube, namespaces: list[str], timeout: float) -> None:
-    """Until the twin's Prometheus has every model's P95 TTFT, one rate window past its first
-    series: a steady-state SLO probe must not meet an empty twin. The models are those the pods
-    serve, by kilocard's label or as their serving stack says (chaos.serving)."""
-    prom = slo.connect(tb.prometheus_url)
-    models = set()
-    for ns in namespaces:
-        pods = kube.list_pods_raw(ns)
-        found = snapshot.identities(pods)
-        models |= {(ns, model) for pod in pods if (model := snapshot.model_of(pod, found))}
-    deadline = time.monotonic() + timeout
-    for ns, model in sorted(models):
-        while True:
-            try:
-                if slo.values(prom, slo.indicator(prom, "ttft_p95", model, ns, WINDOW)):
-                    break
-            except ProbeError:
-                pass  # no series yet: the metric is not known until a replica serves
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"twin: no P95 TTFT for {ns}/{model} within {timeout:.0f} s")
-            time.sleep(1.0)
-    time.sleep(slo.seconds(WINDOW))
-
-
 def expected_pods(objects: list[dict[str, Any]]) -> int:
     def pods(o: dict[str, Any]) -> int:
         if o["kind"] == LWS[1]:
@@ -266,7 +239,7 @@ def start(captured: dict[str, Any], state_dir: Path, port_base: int, card_resour
         for ns in captured["namespaces"]:
             n = expected_pods([o for o in objects if o["metadata"].get("namespace") == ns])
             kube.wait_ready("pods", n, timeout=wait, namespace=ns)
-        _serving(tb, kube, list(captured["namespaces"]), wait)
+        steady.wait(kube, tb.prometheus_url, list(captured["namespaces"]), steady.TIMEOUT, say)
         say(f"twin ready in {time.monotonic() - started:.1f} s: {len(captured['nodes'])} nodes, "
             f"{expected_pods(objects)} pods of {len(objects)} workloads, {len(captured['ballast'])} ballast pods")
     except BaseException:

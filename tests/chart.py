@@ -1,4 +1,4 @@
-"""kilocard's Helm chart rendered by the real helm (`kilocard testbed build` builds it), for the
+"""kilocard's Helm chart rendered by the real helm (built the first time a test asks for it), for the
 chart's unit tests and for the testbed tests that install it."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ NAMESPACE = "kilocard-system"
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = build.binary("helm")
-    assert binary.is_file(), f"{binary} is not built: `kilocard testbed build` (./bootstrap runs it) builds helm"
+    binary = build.ensure(build.HELM, say=lambda _m: None) / "helm"
     return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=120)
 
 

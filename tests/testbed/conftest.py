@@ -53,6 +53,11 @@ class Pool:
     node_names: list[str]
     config: TestbedConfig
 
+    @property
+    def prometheus(self) -> str:
+        """The testbed's Prometheus, for fleet.deploy's wait until the pool's fleet serves."""
+        return f"http://127.0.0.1:{self.config.ports.prometheus}"
+
     def fleet(self, *models: str, replicas: dict[str, int] | None = None) -> list[dict[str, Any]]:
         """Fleet manifests for `models`, in this pool's namespace, confined to its nodes."""
         objects = fleet.only(fleet.load("default", self.config.card_resource, namespace=self.namespace), *models)
@@ -115,11 +120,10 @@ def prom(testbed: Testbed) -> Any:
 
 
 @pytest.fixture
-def two_tp8(kube: Kube, pool: Callable[[int], Pool], prom: Any) -> Pool:
-    """Two llama-3-70b replicas on a three-node pool (one node spare), serving."""
-    from tests.testbed.helpers import deploy, serving
+def two_tp8(kube: Kube, pool: Callable[[int], Pool]) -> Pool:
+    """Two llama-3-70b replicas on a three-node pool (one node spare), serving at their steady state."""
+    from tests.testbed.helpers import deploy
 
     p = pool(3)
     deploy(kube, p, {"llama-3-70b": 2})
-    serving(prom, p.namespace, {"llama-3-70b": 2})
     return p

@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,29 +179,9 @@ def install_chart(kube: Kube, *sets: str, values: dict[str, Any] | None = None) 
 
 
 def deploy(kube: Kube, p: Any, models: dict[str, int]) -> None:
-    """`models` (replicas each) on pool `p`, on the default timing the catalog assumes."""
+    """`models` (replicas each) on pool `p`, on the default timing the catalog assumes, serving at
+    their steady state (testbed.steady)."""
     from testbed import fleet, timing
 
     objects = timing.stamp(p.fleet(*models, replicas=models), "default")
-    fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
-
-
-def serving(prom: Any, namespace: str, models: dict[str, int]) -> None:
-    """Until Prometheus has every replica's P95 (a new replica needs a few scrapes for a rate)."""
-    from probes import slo
-
-    def every_replica() -> bool:
-        try:
-            return all(len(slo.values(prom, slo.indicator(prom, "ttft_p95", m, namespace, "10s", by="pod")))
-                       >= n for m, n in models.items())
-        except slo.metric_names.MetricNotFound:
-            return False
-
-    assert eventually(every_replica, 30)
-
-
-def controller_running(kind: Any, testbed: Any, kube: Any) -> Iterator[Any]:
-    """A stack's real controller (testbed.controllers) for the life of a fixture."""
-    running = kind(testbed, kube).start()
-    yield running
-    running.stop()
+    fleet.deploy(kube, objects, timeout=90, say=lambda _m: None, prometheus=p.prometheus)

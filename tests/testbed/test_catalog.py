@@ -24,7 +24,7 @@ from testbed import audit, fleet, timing
 from testbed.remediator import OPT_OUT_LABEL
 from tests import figures
 from tests.testbed.conftest import PORT_BASE
-from tests.testbed.helpers import deploy, eventually, per_node, serving, wait_ready
+from tests.testbed.helpers import deploy, eventually, per_node, wait_ready
 from tests.testbed.test_runner import KILOCARD, kilocard_run
 
 pytestmark = pytest.mark.testbed
@@ -257,7 +257,6 @@ def test_s14_the_kv_cache_left_after_losing_half_carries_the_load_and_three_time
 
     def deployed_and_run(p, qps: int) -> tuple[int, dict, str]:
         deploy(kube, p, {LONG: 4})
-        serving(prom, p.namespace, {LONG: 4})
         given = ("--var", f"namespace={p.namespace}", "--var", f"load_url={testbed.simulator_url}/namespaces/"
                  f"{p.namespace}", "--var", f"qps:int={qps}")
         (tmp_path / p.name).mkdir()
@@ -314,8 +313,7 @@ def test_s13_a_frozen_endpoint_picker_failing_open_costs_no_request_and_failing_
                    if o["metadata"]["name"] == f"{LONG}-epp")
         epp["spec"]["template"]["metadata"]["annotations"][routers.FAILURE_MODE_ANNOTATION] = mode
         objects = timing.stamp([*p.fleet(LONG, replicas={LONG: 4}), *fleet.pinned([epp], p.name)], "default")
-        fleet.deploy(kube, objects, timeout=90, say=lambda _m: None)
-        serving(prom, p.namespace, {LONG: 4})
+        fleet.deploy(kube, objects, timeout=90, say=lambda _m: None, prometheus=p.prometheus)
         run = s13 if mode == routers.FAIL_OPEN else {**s13, "method": [*s13["method"], short]}
         code, journal, _ = kilocard_run(testbed, tmp_path / p.name, run, "--var", f"namespace={p.namespace}",
                                         "--var", f"load_url={testbed.simulator_url}/namespaces/{p.namespace}")
@@ -620,7 +618,6 @@ def rack_fleet(kube, pool, prom):
     for n in p.node_names:
         kube.patch_node(n, {"metadata": {"labels": {"kilocard.io/rack": f"rack-{p.name}"}}})
     deploy(kube, p, {BIG: 4, TP8: 2})
-    serving(prom, p.namespace, {BIG: 2, TP8: 2})  # a group serves (and is measured) as one replica
     return p
 
 

@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from prometheus_api_client import PrometheusConnect
 
 from chaos import ledger
 from chaos.agent.client import AgentClient
 from chaos.kube import Kube, node_ready
 from chaos.vocabulary import ISOLATION_TAINT, LEDGER_LABEL
 from testbed import fleet, nodes
+from testbed import steady as steady_state
 from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 from tests import figures
@@ -47,7 +47,6 @@ from tests.testbed.helpers import (
     steady,
     wait_ready,
 )
-from tests.testbed.test_catalog import serving
 
 pytestmark = [pytest.mark.testbed, pytest.mark.long(140)]  # all, together (a module-scoped fixture)
 MODEL, NAMESPACE = "llama-3-70b", "kc-control-plane"
@@ -68,7 +67,6 @@ class Stage:
         used = {p.spec.node_name for p in wait_ready(kube, NAMESPACE, MODEL, 2, timeout=90)}
         self.spare = sorted({n.metadata.name for n in kube.list_nodes()} - used - {REAL})
         self.free = self.spare[0]
-        self.prom = PrometheusConnect(tb.prometheus_url)
 
     def before(self) -> dict[str, Any]:
         """The cluster as a run finds it: every node Ready, both replicas Ready and serving
@@ -80,7 +78,7 @@ class Stage:
         while True:
             assert eventually(lambda: all(node_ready(n) for n in self.kube.list_nodes()), 60)
             wait_ready(self.kube, NAMESPACE, MODEL, 2, timeout=60)
-            serving(self.prom, NAMESPACE, {MODEL: 2})
+            steady_state.wait(self.kube, self.tb.prometheus_url, [NAMESPACE], steady_state.TIMEOUT, say=lambda _m: None)
             found = steady(self.fingerprint, interval=1)
             if found["ready"] == 2:
                 return found

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chaos import grafana, record
-from tests.testbed.helpers import deploy, eventually, serving
+from tests.testbed.helpers import deploy, eventually
 from tests.testbed.test_catalog import TP8, experiment
 from tests.testbed.test_runner import kilocard_run
 from tests.unit.test_fault_windows import Recorder
@@ -26,7 +26,6 @@ def test_the_dashboard_shows_each_replica_and_a_runs_fault_window_is_annotated_o
                                                                                        tmp_path):
     p = pool(3)
     deploy(kube, p, {TP8: 2})
-    serving(prom, p.namespace, {TP8: 2})
     replicas = {pod["metadata"]["name"] for pod in kube.list_pods_raw(p.namespace)}
     dashboard = json.loads(DASHBOARD.read_text())
     for panel in dashboard["panels"]:

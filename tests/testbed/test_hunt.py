@@ -13,7 +13,7 @@ import pytest
 
 from chaos import cli
 from testbed import fleet, timing
-from tests.testbed.helpers import eventually, serving, workload
+from tests.testbed.helpers import eventually, workload
 
 pytestmark = pytest.mark.testbed
 
@@ -37,8 +37,7 @@ def test_the_machine_a_fragile_model_shares_ranks_first(testbed, kube, pool, pro
     for model in ("llama-2-7b-fragile", "llama-3-70b"):  # the fragile first: the 70B's replicas then avoid its node
         fleet.deploy(kube, [o for o in objects if o["kind"] == "Namespace"
                             or o["metadata"].get("labels", {}).get("kilocard.io/model") == model],
-                     timeout=90, say=lambda _m: None)
-    serving(prom, p.namespace, {"llama-2-7b-fragile": 4, "llama-3-70b": 2})
+                     timeout=90, say=lambda _m: None, prometheus=p.prometheus)
 
     # The simulator's truth (testbed.simulator.model): each replica serves 20 (70B) or 200 (7B)
     # requests per second and gets a quarter of that. Until a rate window has passed since the

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from chaos import settle
-from tests.testbed.helpers import agent_call, deploy, eventually, serving, wait_ready
+from tests.testbed.helpers import agent_call, deploy, eventually, wait_ready
 from tests.testbed.test_runner import KILOCARD
 
 pytestmark = pytest.mark.testbed
@@ -28,7 +28,6 @@ def test_a_pod_deleted_by_hand_is_recorded_from_the_audit_log_and_replayed_as_re
                                                                                           tmp_path):
     p = pool(1)
     deploy(kube, p, {FRAGILE: 2})
-    serving(prom, p.namespace, {FRAGILE: 2})
     victim = sorted(x.metadata.name for x in wait_ready(kube, p.namespace, FRAGILE, 2))[0]
     since = time.time() - 1
     kube.delete_pod(p.namespace, victim)  # what `kubectl delete pod` sends: one DELETE, no kilocard anywhere

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed import kserve
-from tests.testbed.helpers import controller_running, serving
+from testbed import kserve, steady
+from tests.testbed.helpers import controller_running
 from tests.testbed.test_catalog import TP8, experiment, probe
 from tests.testbed.test_runner import KILOCARD, kilocard_run
 
@@ -43,7 +43,7 @@ def test_s1_on_an_inference_service_made_by_kserves_controller_judges_as_on_kilo
     assert [o["kind"] for o in deployment["metadata"]["ownerReferences"]] == ["InferenceService"]
     pods = kube.list_pods_raw(p.namespace)
     assert len(pods) == 2 and not any(k.startswith("kilocard.io/") for pod in pods for k in pod["metadata"]["labels"])
-    serving(prom, p.namespace, {TP8: 2})
+    steady.wait(kube, p.prometheus, [p.namespace], steady.TIMEOUT, say=lambda _m: None)  # as fleet.deploy waits
     done = subprocess.run([*KILOCARD, "discover", "-n", p.namespace, "-o", "json", "--kubeconfig",
                            str(testbed.paths.kubeconfig)], capture_output=True, text=True, timeout=60)
     (found,) = json.loads(done.stdout)

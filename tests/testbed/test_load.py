@@ -13,7 +13,7 @@ import pytest
 
 from chaos.vocabulary import epoch
 from testbed import fleet
-from tests.testbed.helpers import eventually, query, serving, wait_ready
+from tests.testbed.helpers import eventually, query
 from tests.testbed.test_fleet_simulator import bucket_bounds
 from tests.testbed.test_runner import kilocard_run
 
@@ -27,9 +27,7 @@ def two_replicas(kube, prom, module_pool):
     """Two 70B replicas whose P95 Prometheus has: each test may be the module's first on its worker
     (a steady state read before the first scrapes finds no series)."""
     p = module_pool(2)
-    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None)
-    wait_ready(kube, p.namespace, BIG, 2)
-    serving(prom, p.namespace, {BIG: 2})
+    fleet.deploy(kube, p.fleet(BIG, replicas={BIG: 2}), timeout=60, say=lambda _m: None, prometheus=p.prometheus)
     return p
 
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 from probes import tp_groups
-from testbed import lws
+from testbed import lws, steady
 from tests.testbed.conftest import PORT_BASE
-from tests.testbed.helpers import controller_running, serving
+from tests.testbed.helpers import controller_running
 from tests.testbed.test_catalog import CATALOG, experiment, probe
 from tests.testbed.test_runner import KILOCARD, kilocard_run
 
@@ -60,7 +60,7 @@ def test_s1_on_vllm_as_the_real_lws_controller_runs_it_fails_on_single_pod_budge
                                                                     ["LeaderWorkerSet/vllm"]), found
     assert (found["tp"]["value"], found["pp"]["value"]) == ("8", "2"), found
     assert tp_groups.desired(kube, MODEL, p.namespace) == 4  # the worker StatefulSets count, naming no model
-    serving(prom, p.namespace, {MODEL: 2})
+    steady.wait(kube, p.prometheus, [p.namespace], steady.TIMEOUT, say=lambda _m: None)  # as fleet.deploy waits
     # First the rehearsal, and the verdict's twin: plan --twin copies the LeaderWorkerSet (not the
     # StatefulSets its controller made) into a fresh testbed and runs LWS's controller there; with
     # a TTFT budget that holds a TP=16 replica's restart, S1 passes there, the killed pod's whole

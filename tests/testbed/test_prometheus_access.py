@@ -145,13 +145,12 @@ def tenanted(config: dict, tenant: str) -> dict:
 @pytest.fixture(scope="module")
 def tenant_gate(testbed, tmp_path_factory) -> Iterator[str]:
     """A Prometheus holding team-a's series, reached only through prom-label-proxy (built from its
-    Go module by `kilocard testbed build`): the URL of the gate."""
+    Go module the first time it is needed): the URL of the gate."""
     here = tmp_path_factory.mktemp("tenants")
     config = here / "scrape.yaml"
     config.write_text(yaml.safe_dump(tenanted(yaml.safe_load(testbed.paths.prometheus_config.read_text()), "team-a")))
     upstream, gate = free_port(), free_port()
-    proxy = build.binary("prom-label-proxy")
-    assert proxy.is_file(), f"{proxy} is not built: run kilocard testbed build"
+    proxy = build.ensure(build.PROM_LABEL_PROXY, say=lambda _m: None) / "prom-label-proxy"
     log = (here / "server.log").open("w")
     procs = [subprocess.Popen([prometheus.binary(), f"--config.file={config}", f"--storage.tsdb.path={here / 'data'}",
                                f"--web.listen-address=127.0.0.1:{upstream}", "--log.level=warn"],

@@ -22,8 +22,7 @@ import pytest
 import yaml
 
 from testbed import fleet
-from tests.testbed.helpers import apply_deploy, service_account_kubeconfig, wait_ready
-from tests.testbed.test_catalog import serving
+from tests.testbed.helpers import apply_deploy, service_account_kubeconfig
 
 pytestmark = pytest.mark.testbed
 SMALL = "llama-2-7b-fragile"
@@ -86,9 +85,7 @@ def experiment(namespace: str, node: str, planted: dict[str, str]) -> dict:
 def test_no_credential_reaches_a_journal_a_report_a_log_or_an_event(testbed, kube, pool, prom, tmp_path,
                                                                      guarded_prometheus):
     p = pool(2)
-    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None)
-    wait_ready(kube, p.namespace, SMALL, 2)
-    serving(prom, p.namespace, {SMALL: 2})
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None, prometheus=p.prometheus)
     url, prometheus_token = guarded_prometheus
     inputs = tmp_path / "inputs"  # what the user gave; everything else under tmp_path is the run's
     inputs.mkdir()

@@ -16,29 +16,15 @@ from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from probes import slo
 from testbed import fleet
-from tests.testbed.helpers import eventually, wait_ready
 
 pytestmark = pytest.mark.testbed
 SMALL = "llama-2-7b-fragile"
 WINDOW = "5s"
 
 
-def serving(prom, model, namespace, replicas):
-    """Wait until Prometheus has every replica's P95 (new replicas need a few scrapes for a rate)."""
-    def every_replica():
-        try:
-            return len(slo.values(prom, slo.indicator(prom, "ttft_p95", model, namespace, WINDOW))) == replicas
-        except slo.metric_names.MetricNotFound:
-            return False
-
-    assert eventually(every_replica, 20)
-
-
 def test_a_probe_started_at_the_fault_never_passes_blind_and_no_impact_is_not_a_pass(kube, pool, prom, tmp_path):
     p = pool(1)
-    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None)
-    wait_ready(kube, p.namespace, SMALL, 2)
-    serving(prom, SMALL, p.namespace, 2)
+    fleet.deploy(kube, p.fleet(SMALL, replicas={SMALL: 2}), timeout=60, say=lambda _m: None, prometheus=p.prometheus)
     ctx = Context(kube, AgentClient(kube), f"blind-{uuid.uuid4().hex[:6]}", say=lambda _m: None)
     book = ledger.Ledger(ctx.run_id, kube, tmp_path / "ledger")
     # Single-bit ECC errors on a card no replica uses: a fault that lands and hurts nobody (not even
@@ -66,9 +52,7 @@ def test_the_probe_finds_whichever_engine_serves_the_model(kube, pool, prom):
     for o in objects:
         if o["kind"] == "Deployment":
             o["spec"]["template"]["metadata"]["labels"]["kilocard.io/engine"] = "sglang"
-    fleet.deploy(kube, objects, timeout=60, say=lambda _m: None)
-    wait_ready(kube, p.namespace, SMALL, 2)
-    serving(prom, SMALL, p.namespace, 2)
+    fleet.deploy(kube, objects, timeout=60, say=lambda _m: None, prometheus=p.prometheus)
     ind = slo.indicator(prom, "ttft_p95", SMALL, p.namespace, WINDOW)
     assert "rate(sglang:time_to_first_token_seconds_bucket{" in ind.query
     assert "sglang:inter_token_latency_seconds_bucket" in slo.indicator(prom, "itl_p95", SMALL, p.namespace).query

@@ -15,7 +15,7 @@ from chaos import ledger, plan, revert
 from chaos.agent.client import AgentClient
 from chaos.faults import Context
 from probes import chaostoolkit
-from tests.testbed.helpers import deploy, serving, wait_ready
+from tests.testbed.helpers import deploy, wait_ready
 from tests.testbed.test_catalog import BIG, TP8, experiment, probe
 from tests.testbed.test_runner import kilocard_run
 
@@ -105,7 +105,6 @@ def test_s2_with_no_room_left_turns_its_recovery_probe_red(kube, pool, prom, tes
     is what fails, naming the replica left Pending."""
     tight = pool(2)
     deploy(kube, tight, {TP8: 2})
-    serving(prom, tight.namespace, {TP8: 2})
     twin = experiment("s2-isolate-one-card.yaml")
     twin["controls"] = [{"name": "guards", "provider": {"type": "python", "module": "chaos.guards",
                                                         "arguments": {"room": False}}}]
@@ -127,8 +126,6 @@ def test_s6_without_a_throttle_that_bites_is_no_impact_not_a_pass(kube, pool, pr
     fault to show, says no impact observed."""
     p = pool(6)
     deploy(kube, p, {BIG: 4, TP8: 2})  # as S6 runs in the catalog: two TP=16 groups, two TP=8 replicas
-    wait_ready(kube, p.namespace, BIG, 4)
-    serving(prom, p.namespace, {BIG: 2, TP8: 2})
     code, journal, _ = kilocard_run(testbed, tmp_path, experiment("s6-tp16-vs-tp8-network.yaml"),
                                     "--var", f"namespace={p.namespace}", "--var", "rate_mbit:int=100000")
     assert code == 1
@@ -209,3 +206,30 @@ def test_a_replacement_that_never_serves_is_not_read_as_healthy(kube, testbed, t
     silent = f"{new['metadata']['name']} Ready with no series"
     assert held["verdict"] != "ok" and held["outcome"] == "unknown" and silent in held["reason"], held["reason"]
     wait_ready(kube, p.namespace, TP8, 2)
+
+
+@pytest.mark.long(90)
+def test_a_steady_state_not_met_is_looked_at_again_while_its_model_starts_and_judged_at_once_after(
+        kube, testbed, tmp_path, two_tp8):
+    """The settle rule (chaos.settle.before) and its negative twin, one cause changed: how long the
+    model has served. S1 with a threshold nothing meets (P95 TTFT under 1 ms), a replica just made
+    anew: the run looks again while it is younger than kilocard_settle_seconds (30 s), then fails
+    saying it waited and for what. The same run once the model has served that long fails at its
+    first look: a breached SLO on a settled fleet is not waited for."""
+    p = two_tp8
+    (victim, _) = [pod.metadata.name for pod in wait_ready(kube, p.namespace, TP8, 2)]
+    kube.delete_pod(p.namespace, victim)
+    kube.wait_until("pods", lambda pods: victim not in {x.metadata.name for x in pods} and len(pods) == 2 and all(
+        c.type == "Ready" and c.status == "True" for x in pods for c in x.status.conditions or [] if c.type == "Ready"),
+        timeout=90, namespace=p.namespace, label_selector=f"kilocard.io/model={TP8}")
+    unmet = ["--var", f"namespace={p.namespace}", "--var", "ttft_threshold=0.001", "--var", "kilocard_settle_seconds=30"]
+    code, journal, _ = kilocard_run(testbed, tmp_path / "young", experiment("s1-kill-one-replica.yaml"), *unmet)
+    k = journal["kilocard"]
+    assert code == 1 and k["reason"].startswith("steady state not met before the method: ttft-under-threshold: "), k
+    assert f"waited {k['settle']['waited_seconds']:.0f} s for the fleet to settle ({TP8}: " in k["reason"], k["reason"]
+    assert k["settle"]["looks"] > 2 and not k["settle"]["met"] and 20 <= k["settle"]["waited_seconds"] <= 32, k["settle"]
+    code, journal, seconds = kilocard_run(testbed, tmp_path / "settled", experiment("s1-kill-one-replica.yaml"), *unmet)
+    k = journal["kilocard"]
+    assert code == 1 and k["reason"].startswith("steady state not met before the method: ttft-under-threshold: "), k
+    assert "waited" not in k["reason"] and k["settle"]["looks"] == 1 and k["settle"]["starting"] == [], k
+    assert seconds < 20, seconds  # judged at once, not after the settle window

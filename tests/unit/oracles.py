@@ -691,3 +691,17 @@ def spread_outcome(samples: list[Any], zero: float, budget: float, hold: float, 
     if not past or any(kind == "unseen" for _at, kind, _r in past):
         return "unknown", None
     return "spread", None
+
+
+# --- the steady state before the method, while the fleet starts ----------------------------------
+def still_starting(pods: list[Any], models: list[tuple[str | None, str]], now: float, young: float) -> set[str]:
+    """The models (by name) a run waits for: one named whose live pods include one not Ready, or
+    whose newest known Ready time is less than `young` s before `now`."""
+    out = set()
+    for namespace, model in models:
+        mine = [p for p in pods if p.model == model and not p.deleting and namespace in (None, p.namespace)]
+        if any(not p.ready for p in mine):
+            out.add(model)
+        elif any(p.ready_since is not None and now - p.ready_since < young for p in mine):
+            out.add(model)
+    return out

@@ -1,3 +1,5 @@
+import argparse
+
 import pytest
 
 from testbed import build
@@ -68,3 +70,33 @@ def test_the_kwok_heap_fix_goes_at_the_top_of_push_or_the_build_says_kwok_moved(
     heap.write_text("package heap\n\nfunc (h *Heap[K, T]) Push(k K, v T) {}\n")
     with pytest.raises(build.BuildError, match="expected one 'func .*kwok changed"):
         build.fix_kwok_heap(heap)
+
+
+def test_a_tool_is_built_the_first_time_it_is_asked_for_and_found_after(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILOCARD_CACHE", str(tmp_path))
+    asked: list[tuple] = []
+
+    def build_it(components, say=print):
+        asked.append(components)
+        for c in components:
+            (build.bin_dir(c)).mkdir(parents=True)
+            for name in c.binaries:
+                (build.bin_dir(c) / name).write_text("")
+
+    monkeypatch.setattr(build, "build", build_it)
+    assert build.ensure(build.HELM, say=lambda _m: None) == build.bin_dir(build.HELM)
+    assert build.ensure(build.HELM, say=lambda _m: None) == build.bin_dir(build.HELM)
+    assert asked == [(build.HELM,)]  # once: the second time it is there
+
+
+def test_the_testbed_build_is_the_testbeds_binaries_and_all_adds_the_tests_tools(monkeypatch):
+    from testbed import cli
+
+    built: list[tuple] = []
+    monkeypatch.setattr(build, "build", lambda components, force=False, say=print: built.append(components))
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    for argv in (["build"], ["build", "--all"]):
+        args = parser.parse_args(argv)
+        args.handler(args)
+    assert built == [build.COMPONENTS, build.COMPONENTS + build.TOOLS]

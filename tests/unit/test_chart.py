@@ -1,5 +1,5 @@
 """kilocard's Helm chart (deploy/chart/kilocard), linted and rendered by the real helm (built from
-its Go module like the testbed's binaries: `kilocard testbed build`). Its RBAC, agent and reaper are
+its Go module the first time a test needs it, or by `kilocard testbed build --all`). Its RBAC, agent and reaper are
 the same files deploy/kustomization.yaml installs, so the two installs cannot drift; the rendered
 objects are those files with the chart's labels and the chosen image."""
 

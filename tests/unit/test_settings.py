@@ -8,7 +8,7 @@ import pytest
 
 from chaos.errors import SpecError
 from chaos.settings import Settings, key
-from chaos.vocabulary import LOCAL_TESTBED_PROMETHEUS
+from chaos.vocabulary import local_testbed_prometheus
 
 ROOT = Path(__file__).parents[2]
 
@@ -17,7 +17,7 @@ def test_each_key_is_read_typed_and_a_key_left_out_or_null_takes_its_default():
     found = Settings.of({"kilocard_run_id": "r1", "kilocard_ledger_dir": "/var/lib/k", "kilocard_scrape_interval": "5",
                          "kilocard_context": None, "kilocard_prometheus_url": "", "other": 1})
     assert found == Settings(run_id="r1", ledger_dir=Path("/var/lib/k"), scrape_interval=5.0)
-    assert found.prometheus_url == LOCAL_TESTBED_PROMETHEUS and Settings.of(None) == Settings()
+    assert found.prometheus_url == local_testbed_prometheus() and Settings.of(None) == Settings()
 
 
 def test_a_scrape_interval_that_is_no_number_is_invalid_input_naming_its_key():

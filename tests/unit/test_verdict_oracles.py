@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from chaos import judgement, run, stop
+from chaos import judgement, run, settle, stop
 from probes import budget, device_taints, hung, incident, kv, slo, spread, tp_groups
 from probes.hung import Figures, Progress
 from probes.pulls import PodAt
@@ -652,3 +652,27 @@ def test_traffic_spread_within_agrees_with_its_contract(case: tuple) -> None:
     assert v.ok == (outcome == "spread")
     if named is not None:
         assert v.details["replica"] == named, v.reason
+
+
+@st.composite
+def starting_cases(draw: st.DrawFn) -> tuple[ClusterSnapshot, list[tuple[str | None, str]], float]:
+    pods = []
+    for i in range(draw(st.integers(0, 6))):
+        model, namespace = draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(["ns", "other"]))
+        ready = draw(st.booleans())
+        since = draw(st.sampled_from([None, T0 - 500, T0 - 120, T0 - 119.5, T0 - 30, T0])) if ready else None
+        pods.append(PodView(namespace, f"p{i}", f"u{i}", "n0", model, ready, draw(st.booleans()), 8, f"{namespace}/p{i}",
+                            0, {}, ready_since=since))
+    named = draw(st.lists(st.tuples(st.sampled_from([None, "ns", "other"]), st.sampled_from(["a", "b", "c"])),
+                          max_size=3))
+    return ClusterSnapshot(tuple(pods), ()), named, draw(st.sampled_from([60.0, 120.0]))
+
+
+@EXAMPLES
+@given(starting_cases())
+@example((ClusterSnapshot((PodView("ns", "p0", "u0", "n0", "a", True, False, 8, "ns/p0", 0, {},
+                                   ready_since=T0 - 120),), ()), [("ns", "a")], 120.0))  # exactly `young` ago: settled
+def test_the_steady_states_wait_for_a_starting_fleet_agrees_with_its_contract(case: tuple) -> None:
+    snapshot, named, young = case
+    said = settle.starting(snapshot, named, T0, young)
+    assert {line.split(":", 1)[0] for line in said} == oracles.still_starting(list(snapshot.pods), named, T0, young)
