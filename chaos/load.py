@@ -82,7 +82,7 @@ class LoadSpec:
     qps: float
     prompt_tokens: int
     output_tokens: int
-    url: str = field(default_factory=local_testbed_openai)  # the API's root, without /v1
+    url: str | None = None  # the API's root, without /v1; None: the local testbed's simulator
     api: str = "completions"
     duration_seconds: float | None = None  # None: until stopped (an experiment's load: its whole run)
     seed: int = 0
@@ -120,8 +120,8 @@ SCHEMA = mapping(
     "and TPOT, errors by kind, achieved QPS) and a series per second under `kilocard.load`. `kilocard load` "
     "offers the same from the command line.",
     {"url": described({"type": "string", "pattern": API_ROOT}, "the API's root, without /v1 (default: the local "
-                      "testbed's simulator, its port base + 6)", f"http://127.0.0.1:{DEFAULT_PORT_BASE + 6}",
-                      "http://vllm.inference:8000"),
+                      f"testbed's simulator, its port base + 6: http://127.0.0.1:{DEFAULT_PORT_BASE + 6} on the "
+                      "default ports)", None, "http://vllm.inference:8000"),
      "model": text("the model's served name", example=MODEL),
      "qps": number(0, MAX_QPS, "requests per second offered", example=10, above=True),
      "prompt_tokens": integer(1, MAX_TOKENS, "about this many prompt tokens a request", example=1024),
@@ -173,14 +173,16 @@ def parse(raw: Any, where: str, flags: bool = False) -> LoadSpec:
         raise SpecError("\n".join(said))
     values = filled(schema, raw)
     name = _flag if flags else lambda field: f"{where}.{field}"
-    try:
-        port_ok = urlsplit(values["url"]).port != 0  # what the pattern cannot say: a port from 1 to 65535
-    except ValueError:
-        port_ok = False
-    if not port_ok:
-        raise SpecError(f"{name('url')}: expected an http:// or https:// URL of the API's root (without /v1), got "
-                        f"{values['url']!r}")
-    spec = LoadSpec(**{**values, "url": values["url"].rstrip("/")})
+    if values["url"] is not None:
+        try:
+            port_ok = urlsplit(values["url"]).port != 0  # what the pattern cannot say: a port from 1 to 65535
+        except ValueError:
+            port_ok = False
+        if not port_ok:
+            raise SpecError(f"{name('url')}: expected an http:// or https:// URL of the API's root (without /v1), got "
+                            f"{values['url']!r}")
+        values["url"] = values["url"].rstrip("/")
+    spec = LoadSpec(**values)
     if spec.burst_seconds >= spec.burst_every_seconds:
         raise SpecError(f"{name('burst_seconds')}: expected less than burst_every_seconds "
                         f"({spec.burst_every_seconds:g}), got {spec.burst_seconds:g}")
@@ -190,9 +192,10 @@ def parse(raw: Any, where: str, flags: bool = False) -> LoadSpec:
     return replace(spec, token=_token(name, spec.token_env, spec.token_file))
 
 
-def namespace_of(url: str) -> str | None:
-    """The namespace an endpoint's URL names (the testbed's gateway: /namespaces/{ns}), else None."""
-    found = re.search(r"/namespaces/([a-z0-9][-a-z0-9]*)$", urlsplit(url).path)
+def namespace_of(url: str | None) -> str | None:
+    """The namespace an endpoint's URL names (the testbed's gateway: /namespaces/{ns}), else None
+    (the local testbed's simulator root, when no URL is given, names none)."""
+    found = re.search(r"/namespaces/([a-z0-9][-a-z0-9]*)$", urlsplit(url or "").path)
     return found[1] if found else None
 
 
@@ -346,7 +349,7 @@ class Client:
     """Sends one request and measures it, over one keep-alive connection per worker thread."""
 
     def __init__(self, spec: LoadSpec) -> None:
-        parts = urlsplit(spec.url)
+        parts = urlsplit(spec.url or local_testbed_openai())  # a Client made without a Load
         self.spec = spec
         self.connection = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self.host, self.port = parts.hostname or "", parts.port
@@ -435,7 +438,7 @@ class Load:
     and `stop()` gives the journal's record: the spec, a summary and a series per second."""
 
     def __init__(self, spec: LoadSpec, client: Sender | None = None) -> None:
-        self.spec = spec
+        self.spec = spec = replace(spec, url=spec.url or local_testbed_openai())  # the journal says where it went
         self.client = client or Client(spec)
         self.halted = threading.Event()
         self.started_at = 0.0  # epoch seconds, for setting the series beside faults and probes

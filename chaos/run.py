@@ -187,7 +187,7 @@ def load(path: Path, variables: list[str] | None = None, var_files: list[str] | 
         problems.extend(timeouts)
         problems.extend(_pauses(data, configuration, secrets, texts))
         try:  # the controls' arguments are input too, and so are the expected verdict, the load, the settings
-            Settings.of(configuration)
+            Settings.given(configuration)
             experiment.expect = _expectation(data)
             experiment.load = _load(data, configuration, secrets)
             if not argued:

@@ -46,6 +46,12 @@ class Settings:
     @classmethod
     def of(cls, configuration: dict[str, Any] | None) -> Settings:
         """The settings a configuration gives (a key left out, or null, takes its default)."""
+        return cls(**cls.given(configuration))
+
+    @classmethod
+    def given(cls, configuration: dict[str, Any] | None) -> dict[str, Any]:
+        """The settings the configuration names, parsed (SpecError naming the key for a value that is
+        not one), without the defaults of those it leaves out: a check needs no testbed's state."""
         cfg = configuration or {}
         given = {f.name: cfg[PREFIX + f.name] for f in fields(cls) if cfg.get(PREFIX + f.name) not in (None, "")}
         if "ledger_dir" in given:
@@ -60,7 +66,7 @@ class Settings:
             if name in given and not _LABEL.fullmatch(str(given[name])):
                 raise SpecError(f"configuration.{key(name)}: expected a Prometheus label name (letters, digits, "
                                 f"underscores; not starting with a digit), got {given[name]!r}")
-        return cls(**given)
+        return given
 
     def kube(self) -> Kube:
         """A connection to the cluster these settings name (chaos.kube.Kube.connect)."""

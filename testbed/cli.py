@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "MindX DL's device-info ConfigMaps, ClusterD's public faults, npu-exporter)")
     up.add_argument("--card-resource", help="extended resource of a card (default: the accelerator's)")
     up.add_argument("--card-product", help="card product label value (default: the accelerator's)")
-    up.add_argument("--port-base", type=_int_in(1024, 65535 - 16), default=configured_port_base(),
+    up.add_argument("--port-base", type=_int_in(1024, 65535 - 16),
                     help="apiserver port; etcd, controllers, kwok, the simulator and Prometheus take the next "
                          f"seven (default ${PORT_BASE_VARIABLE}, else {DEFAULT_PORT_BASE})")
     up.add_argument("--fleet", choices=fleet.names(), help="deploy a sample fleet and wait until it is Ready")
@@ -130,7 +130,7 @@ def cmd_up(args: argparse.Namespace, say: Any = _say) -> int:
             nodes=args.nodes, cards_per_node=args.cards_per_node, accelerator=args.accelerator,
             card_resource=args.card_resource or accelerators.named(args.accelerator).card_resource,
             card_product=args.card_product or accelerators.named(args.accelerator).card_product,
-            port_base=args.port_base, state_dir=args.state_dir,
+            port_base=configured_port_base() if args.port_base is None else args.port_base, state_dir=args.state_dir,
             not_ready_toleration_seconds=args.not_ready_toleration_seconds,
             unreachable_toleration_seconds=args.unreachable_toleration_seconds,
             remediation=not args.no_remediation, dra_health=not args.no_dra_health,

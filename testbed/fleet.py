@@ -121,7 +121,7 @@ def deploy(kube: Kube, objects: list[Manifest], timeout: float = 300.0,
            serving_timeout: float = steady.TIMEOUT) -> float:
     """Apply the fleet (idempotent) and wait until every replica pod is Ready and, given the
     testbed's Prometheus, until the fleet serves at its steady state (testbed.steady: what the
-    catalog's steady states ask, held for their window); return seconds."""
+    catalog's steady states ask, now and over the window before); return seconds."""
     started = time.monotonic()
     apply(kube, objects)
     want = expected_pods(objects)

@@ -6,11 +6,11 @@ are, their queues stay in the rate window the catalog's steady-state probes read
 then fails its steady state against a fleet that is only starting (README's first command did, at
 its first step). So Ready means serving: every replica whole and Ready and exporting its series,
 and every model's indicators under the thresholds the shipped catalog's steady-state probes use,
-each held for the window those probes read.
+now and at every step of the window before.
 
-    pure:  criteria (the catalog's steady-state SLO probes, the strictest of each indicator),
-           Watch.see (one look's findings, how long each has held)
-    fetch: wait (a look a second, until every model held each criterion for its window)
+    pure:  criteria (the catalog's steady-state SLO probes, the strictest of each indicator)
+    fetch: look (one model, one criterion: now and over the window before), wait (a look a
+           second until every model meets every criterion)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import inspect
 import string
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from probes import chaostoolkit, slo, snapshot
 from probes.errors import ProbeError
 
 LOOK_SECONDS = 1.0  # the testbed scrapes the engines every second (its small profile)
+STEP = "1s"  # the resolution the indicator is judged at over the window before now
 # Seconds a fleet all Ready may take to serve at its steady state: the first replicas' queues drain
 # and the rate windows fill.
 TIMEOUT = 180.0
@@ -89,46 +90,11 @@ def criteria(folder: Path = CATALOG) -> tuple[Criterion, ...]:
     return tuple(found[k] for k in sorted(found))
 
 
-Key = tuple[str, str, Criterion]  # (namespace, model, criterion)
-
-
-@dataclass
-class Watch:
-    """How long each model has met each criterion, look after look."""
-
-    criteria: tuple[Criterion, ...]
-    since: dict[Key, float] = field(default_factory=dict)  # met without a break since
-    why: dict[Key, str] = field(default_factory=dict)  # the last look's reason it was not met
-    first: list[str] = field(default_factory=list)  # what the first look found unmet
-
-    def see(self, now: float, looked: dict[Key, str | None]) -> bool:
-        """Record one look (None: met); True when every model has met every criterion for its
-        whole window, without a break."""
-        for key, reason in looked.items():
-            if reason is None:
-                self.since.setdefault(key, now)
-                self.why.pop(key, None)
-            else:
-                self.since.pop(key, None)
-                self.why[key] = reason
-        if not self.first:
-            self.first = self.unsettled(now) if self.why else ["nothing"]
-        return bool(looked) and all(
-            key in self.since and now - self.since[key] >= slo.seconds(key[2].window) for key in looked)
-
-    def unsettled(self, now: float) -> list[str]:
-        """What had not settled at the last look, and by which figure."""
-        said = [f"{ns}/{model}: {c.indicator}: {why}" for (ns, model, c), why in sorted(
-            self.why.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2].indicator))]
-        said += [f"{ns}/{model}: {c.indicator} met for {now - t:.0f} s of its {c.window} window"
-                 for (ns, model, c), t in sorted(self.since.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                                      kv[0][2].indicator))
-                 if now - t < slo.seconds(c.window)]
-        return said
-
-
 def look(prom: Any, s: snapshot.ClusterSnapshot, namespace: str, model: str, c: Criterion) -> str | None:
-    """Why the model does not meet the criterion now; None when it does."""
+    """Why the model does not meet the criterion; None when it does: every replica whole and
+    Ready with its series now, and the indicator at or under the threshold now and at every step
+    of the window before (each a rate over its own window: the last two windows' requests are
+    judged, as a hold of one window after it was first met would judge them)."""
     replicas = s.replicas(model, namespace)
     leads = snapshot.ready_leads(replicas)
     groups = {p.group for p in replicas}
@@ -137,38 +103,41 @@ def look(prom: Any, s: snapshot.ClusterSnapshot, namespace: str, model: str, c: 
     try:
         ind = slo.indicator(prom, c.indicator, model, namespace, c.window,
                             by=slo.REPLICA if c.per == "replica" else None)
-        verdict = slo.under(prom, ind, c.threshold, set(leads) if ind.by else None)
+        now = slo.under(prom, ind, c.threshold, set(leads) if ind.by else None)
+        if not now.ok:
+            return now.reason
+        held = slo.under(prom, replace(ind, query=f"max_over_time(({ind.query})[{c.window}:{STEP}])"), c.threshold)
     except ProbeError as exc:  # the metric is not known until a replica has served
         return f"no series yet ({exc})"
-    return None if verdict.ok else verdict.reason
+    return None if held.ok else f"{held.reason} within the last {c.window}"
 
 
 def wait(kube: Kube, prometheus_url: str, namespaces: list[str], timeout: float,
          say: Callable[[str], None] = print, found: tuple[Criterion, ...] | None = None) -> float:
     """Until every model of the namespaces (their pods' models, by kilocard's label or as their
-    serving stack says) meets the criteria (the catalog's, by default), each held for its window;
-    the seconds it took. KilocardError at the timeout, saying what did not settle and by which
-    figure."""
-    watch = Watch(found if found is not None else criteria())
+    serving stack says) meets the criteria (the catalog's, by default) at one look; the seconds it
+    took. KilocardError at the timeout, saying what did not settle and by which figure."""
+    criteria_ = found if found is not None else criteria()
     prom = slo.connect(prometheus_url)
     started = time.monotonic()
+    first: list[str] | None = None
     while True:
-        looked: dict[Key, str | None] = {}
+        unmet = []
         for ns in namespaces:
             s = snapshot.fetch(kube, namespace=ns)
-            for model in s.models():
-                for c in watch.criteria:
-                    looked[(ns, model, c)] = look(prom, s, ns, model, c)
-        now = time.monotonic()
-        if watch.see(now, looked):
+            unmet += [f"{ns}/{model}: {c.indicator}: {why}" for model in s.models() for c in criteria_
+                      if (why := look(prom, s, ns, model, c)) is not None]
+            if not s.models():
+                unmet.append(f"{ns}: no model's pods found")
+        first = unmet if first is None else first
+        if not unmet:
             break
-        if now - started > timeout:
-            said = watch.unsettled(now) or ["no model's pods found"]
+        if time.monotonic() - started > timeout:
             raise KilocardError(f"fleet not serving at its steady state within {timeout:.0f} s "
-                                f"({'; '.join(map(str, watch.criteria))}): {'; '.join(said)}")
+                                f"({'; '.join(map(str, criteria_))}): {'; '.join(unmet)}")
         time.sleep(LOOK_SECONDS)
     seconds = time.monotonic() - started
-    say(f"fleet serving at its steady state after {seconds:.1f} s more "
-        f"({', '.join(map(str, watch.criteria))}, each held for its window; unmet at first: "
-        f"{'; '.join(watch.first[:3])}{' ...' if len(watch.first) > 3 else ''})")
+    said = "; ".join(first[:3]) + (" ..." if len(first) > 3 else "") if first else "nothing"
+    say(f"fleet serving at its steady state after {seconds:.1f} s more ({', '.join(map(str, criteria_))}, "
+        f"now and over the window before; unmet at first: {said})")
     return seconds

@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +185,10 @@ def deploy(kube: Kube, p: Any, models: dict[str, int]) -> None:
 
     objects = timing.stamp(p.fleet(*models, replicas=models), "default")
     fleet.deploy(kube, objects, timeout=90, say=lambda _m: None, prometheus=p.prometheus)
+
+
+def controller_running(kind: Any, testbed: Any, kube: Any) -> Iterator[Any]:
+    """A stack's real controller (testbed.controllers) for the life of a fixture."""
+    running = kind(testbed, kube).start()
+    yield running
+    running.stop()

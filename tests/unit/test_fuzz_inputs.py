@@ -181,7 +181,7 @@ def test_a_bad_failpoint_in_the_environment_is_input_refused_by_the_command_not_
 # The environment kilocard reads, and values a shell or a CI system can leave in it.
 ENVIRONMENT = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KILOCARD_SERVICE_ACCOUNT_DIR", "KILOCARD_STATE",
                "KILOCARD_LEDGER", "KILOCARD_REPORTS", "KILOCARD_PROMETHEUS_URL", "KILOCARD_RUN_ID",
-               "KILOCARD_AGENT_TOKEN", "KILOCARD_AGENT_CA", "HOME", "CI")
+               "KILOCARD_AGENT_TOKEN", "KILOCARD_AGENT_CA", "KILOCARD_PORT_BASE", "HOME", "CI")
 ODD_ENV = ("", " ", "~", "-1", "http://", "::::", "relative/nope", "/nonexistent/deep", "x" * 5000,
        "/" + "/".join(["y" * 255] * 20), "é\u2028", "FILE", "FOLDER", "FILE:FOLDER")
 VALUES = st.one_of(st.sampled_from(ODD_ENV), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
@@ -193,6 +193,8 @@ VALUES = st.one_of(st.sampled_from(ODD_ENV), st.text(st.characters(blacklist_cat
        st.sampled_from(("validate", "catalog", "run", "plan", "recover")))
 @example({"HOME": "~"}, "validate")  # Path.home() raised RuntimeError while the parser was built
 @example({"HOME": "~"}, "recover")
+@example({"KILOCARD_PORT_BASE": "-1"}, "validate")  # read only where a testbed's port is needed
+@example({"KILOCARD_PORT_BASE": "-1"}, "run")
 @example({"KILOCARD_STATE": "x" * 5000}, "plan")  # a name too long to look up: OSError from is_file()
 @example({"KILOCARD_LEDGER": "x" * 5000}, "run")
 @example({"KILOCARD_REPORTS": "x" * 5000}, "run")
