@@ -16,7 +16,6 @@ now and at every step of the window before.
 from __future__ import annotations
 
 import inspect
-import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chaoslib import substitute  # type: ignore[import-untyped]  # chaoslib ships no types
 
 from chaos.errors import KilocardError
 from chaos.kube import Kube
@@ -52,16 +52,6 @@ class Criterion:
         return f"{self.indicator} per {self.per} <= {self.threshold:g} over {self.window}"
 
 
-def _substituted(value: Any, configuration: dict[str, Any]) -> Any:
-    """An argument with the experiment's ${names} filled in, as chaoslib would (a whole
-    `${name}` keeps its value's type)."""
-    if not isinstance(value, str):
-        return value
-    if value.startswith("${") and value.endswith("}") and value[2:-1] in configuration:
-        return configuration[value[2:-1]]
-    return string.Template(value).safe_substitute({k: str(v) for k, v in configuration.items()})
-
-
 def criteria(folder: Path = CATALOG) -> tuple[Criterion, ...]:
     """The catalog's steady-state `slo_under` probes (its experiments, not its game days), one
     criterion per indicator and per: the lowest threshold and the longest window any of them
@@ -77,8 +67,7 @@ def criteria(folder: Path = CATALOG) -> tuple[Criterion, ...]:
             provider = probe.get("provider") or {}
             if provider.get("module") != chaostoolkit.__name__ or provider.get("func") != "slo_under":
                 continue
-            args = {**defaults, **{k: _substituted(v, configuration)
-                                   for k, v in (provider.get("arguments") or {}).items()}}
+            args = {**defaults, **substitute(dict(provider.get("arguments") or {}), configuration, {})}
             if args["indicator"] == "promql":  # a query of its own names no indicator a fleet has
                 continue
             c = Criterion(str(args["indicator"]), str(args["per"]), float(args["threshold"]), str(args["window"]))
