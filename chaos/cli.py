@@ -24,12 +24,12 @@ from typing import Any, NoReturn
 
 import yaml
 
-from chaos import __version__, failpoints, ledger
+from chaos import __version__, failpoints, input_file, ledger
 from chaos import load as traffic
 from chaos.errors import Exit, KilocardError, SpecError, exit_code
 from chaos.output import emit, output_flag
 from chaos.settings import Settings, key
-from chaos.vocabulary import CATALOG, DEFAULT_PORT_BASE, clipped, describe_target, natural_key
+from chaos.vocabulary import CATALOG, DEFAULT_PORT_BASE, EXPERIMENT_SUFFIXES, clipped, describe_target, natural_key
 
 
 class Parser(argparse.ArgumentParser):
@@ -513,9 +513,6 @@ def _var_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--var-file", action="append", default=[], help="configuration/secrets file, as chaos run")
 
 
-EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")
-
-
 ORDER_FILE = "order.yaml"  # a folder's declared order: a YAML list of its files' names
 
 
@@ -533,9 +530,9 @@ def _folder(path: Path) -> tuple[list[Path], list[str]]:
     if not order.is_file():
         return files, []
     try:
-        names = yaml.safe_load(order.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        return files, [f"{order}: not readable as YAML: {exc}"]
+        names = input_file.read(order)
+    except SpecError as exc:
+        return files, [str(exc)]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return files, [f"{order}: expected a list of this folder's file names, in the order to run them"]
     by_name = {p.name: p for p in files}
@@ -603,7 +600,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     print(f"the catalog, in {CATALOG} (copy it to change it; `kilocard validate` checks a copy):")
     for path in sorted(CATALOG.rglob("*.yaml"),
                        key=lambda p: (str(p.relative_to(CATALOG).parent), natural_key(p.name))):
-        data = yaml.safe_load(path.read_text()) or {}
+        data = input_file.read(path) or {}
         print(f"  {str(path.relative_to(CATALOG)):<44} {data.get('title', '') if isinstance(data, dict) else ''}")
     return Exit.PASSED
 
@@ -638,10 +635,7 @@ def _validated(path: Path, args: argparse.Namespace) -> str:
     """Check one file as what it is (SpecError lists its problems); what it holds, in words."""
     from chaos import gameday, plan, replay, run
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        data = None  # the experiment loader says what is wrong with it, with its line
+    data = input_file.read(path)
     if isinstance(data, list) or (isinstance(data, dict) and "kind" in data and "method" not in data):
         parsed = plan.parse_all(plan.entries(data if isinstance(data, list) else [data], str(path)))
         return f"a fault file: {len(parsed)} fault(s)"
@@ -855,7 +849,7 @@ def _resolved(args: argparse.Namespace, timeline: Any) -> None:
 
     ctx = _context(args, ledger.new_run_id())
     try:
-        resolved = plan.plan(ctx, [(e.fault, e.where) for e in timeline.entries])
+        resolved = plan.plan(ctx, [(e.fault, e.where) for e in timeline.entries], [e.span for e in timeline.entries])
         reached = guards.reached(resolved, snapshot.fetch(ctx.kube, ctx.card_resource))
     finally:
         ctx.kube.close()
@@ -1124,10 +1118,7 @@ def _sibling_targets(kube: Any, pods: set[str]) -> dict[str, dict[str, str] | No
 
 
 def _mapping(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"{path}: {str(exc).splitlines()[0]}") from None
+    data = input_file.read(path)
     sections = ("alerts", "events", "conditions", "device_taints")
     if not isinstance(data, dict) or set(data) - set(sections):
         raise SpecError(f"{path}: expected a mapping with any of {', '.join(sections)} (name -> {{lead, fault}})")
@@ -1225,18 +1216,18 @@ def _embedded_default(args: argparse.Namespace) -> None:
 
 
 def _verdict_table(results: list[Any], console: Any) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
-    from chaos.timeline import COLOUR
+    from chaos.timeline import COLOUR, Reasoned
 
-    table = Table("experiment", "verdict", "expected", "exit", "reason", title="kilocard run")
+    table = Reasoned("experiment", "verdict", "expected", "exit", title="kilocard run")
     for r in results:
         k = r.journal.get("kilocard") or {}
         verdict = k.get("verdict", r.exit.name.lower())
         expected = k.get("expected")
-        table.add_row(r.path.name, f"[{COLOUR[r.exit]}]{verdict}[/]",
+        table.add_row(r.path.name, Text(verdict, style=COLOUR[r.exit]),
                       "-" if not expected else Exit(expected["exit"]).name.lower(), str(int(r.exit)),
-                      r.reason.splitlines()[0].removeprefix(f"{r.path}: "))
+                      reason=r.reason.splitlines()[0].removeprefix(f"{r.path}: "))
     console.print(table)
 
 
@@ -1279,18 +1270,8 @@ def _context(args: argparse.Namespace, run_id: str) -> Any:
 
 def _load_faults(args: argparse.Namespace) -> tuple[list[Any], str]:
     if args.spec is not None:
-        try:
-            return _in_namespace([json.loads(args.spec)], args.namespace), "--spec"
-        except ValueError as exc:
-            raise SpecError(f"--spec: not valid JSON: {exc}") from None
-    try:
-        data = yaml.safe_load(args.file.read_text())
-    except OSError as exc:
-        raise SpecError(f"{args.file}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise SpecError(f"{args.file}: not valid YAML: {getattr(exc, 'problem', None) or exc}{at}") from None
+        return _in_namespace([input_file.parse(args.spec, "--spec", as_json=True)], args.namespace), "--spec"
+    data = input_file.read(args.file)
     return _in_namespace(data if isinstance(data, list) else [data], args.namespace), str(args.file)
 
 

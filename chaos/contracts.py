@@ -48,9 +48,13 @@ the end say how much of the deciding code the tests would notice changing.
   healthy, and never the failure an experiment expects either.
 - **error**: the probe raised (a 403, a bug, an argument out of range found at run time): the runner says
   `probe 'x' raised`, never a judged failure, and no expectation is met by it.
-- **time zero**: when a budgeted verdict's clock starts: the run's faults from its ledger, else the end of
-  the last action before the probe in the run (whichever driver's action: chaostoolkit-kubernetes'
-  `terminate_pods` is timed like kilocard's own), else the probe's explicit `since`.
+- **time zero**: when a budgeted verdict's clock starts, never after a disruption it times. The run's
+  disruptions are its faults (from its ledger) and every action of another driver before the probe
+  (chaostoolkit-kubernetes' `terminate_pods`, a process: kilocard cannot tell what such an action
+  touched, so each counts, from its start). A budget from the run's first disruption starts at the
+  earliest of them, one from its last at the latest, else at the probe's explicit `since`; the reason
+  names what the clock started from (`the run's first fault (pod-kill on ns/p-0)`,
+  `action 'terminate-pods' (chaosk8s.pod.actions), the run's first disruption`).
 - **the interval judged** is judged whole: a verdict with a deadline looks at every sample up to it, and a
   probe reached after its budget judges the run's record of the interval (its follower's history),
   never the present state.

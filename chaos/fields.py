@@ -59,7 +59,7 @@ def selector_problem(text: str) -> str | None:
 # --- validation: JSON's types as the parsers read them ---------------------------------------------
 _TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many({
     "integer": lambda _c, v: isinstance(v, int) and not isinstance(v, bool),  # 1.0 is not an integer
-    "number": lambda _c, v: isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v),
+    "number": lambda _c, v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
 })
 Validator = validators.extend(Draft202012Validator, type_checker=_TYPES)
 FORMATS = FormatChecker(formats=())

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,24 @@ from chaos.agent.protocol import iso
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context, FaultKind
 from chaos.vocabulary import describe_target
+
+
+@dataclass(frozen=True)
+class Span:
+    """When a fault of a plan is in place, as far as the plan can tell before it runs: from
+    `start` to `end` (exclusive), each a point in the plan's own order (for an experiment: which
+    revert of the run's faults came before, which activity, the offset in a replayed timeline).
+    Two faults of one plan stack only if their spans overlap: the same fault can come back on the
+    same target once its window is over (a link that goes down three times in a minute)."""
+
+    start: tuple[float, ...]
+    end: tuple[float, ...]
+
+    def overlaps(self, other: Span) -> bool:
+        return max(self.start, other.start) < min(self.end, other.end)
+
+
+ALWAYS = Span((-math.inf,), (math.inf,))  # a fault whose window the plan does not know: every other one
 
 
 @dataclass
@@ -156,26 +175,31 @@ def unjudge(run_id: str, judge: Judge) -> None:
         _judges.pop(run_id, None)
 
 
-def plan(ctx: Context, items: list[tuple[Any, str]]) -> Plan:
-    """Parse everything first (no cluster needed), then resolve and check each fault; then the
-    run's judges (`judge_with`) see the plan, exactly as it will execute, and may refuse it."""
-    planned = resolve(ctx, parse_all(items))
+def plan(ctx: Context, items: list[tuple[Any, str]], spans: Sequence[Span] = ()) -> Plan:
+    """Parse everything first (no cluster needed), then resolve and check each fault (`spans`:
+    each item's window, when the plan's faults are not all in place at once); then the run's
+    judges (`judge_with`) see the plan, exactly as it will execute, and may refuse it."""
+    planned = resolve(ctx, parse_all(items), spans)
     for judge in list(_judges.get(ctx.run_id, ())):
         judge(ctx, planned)
     return planned
 
 
-def resolve(ctx: Context, parsed: list[tuple[str, FaultKind, Any, landed.Options]]) -> Plan:
-    """Resolve and check each parsed fault against the cluster. Nothing is written; a SpecError
+def resolve(ctx: Context, parsed: list[tuple[str, FaultKind, Any, landed.Options]],
+            spans: Sequence[Span] = ()) -> Plan:
+    """Resolve and check each parsed fault against the cluster: against the entries before it
+    whose span overlaps its own (all of them, without spans). Nothing is written; a SpecError
     means nothing will have been applied."""
     planned: list[Planned] = []
-    for where, module, spec, options in parsed:
+    span = list(spans) or [ALWAYS] * len(parsed)
+    for i, (where, module, spec, options) in enumerate(parsed):
         found = module.targets(ctx, spec, where)
         if not found and not spec.allow_empty:
             raise SpecError(f"{where}: no targets: the selectors match nothing (set allow_empty: true to accept that)")
         check = getattr(module, "check", None)
         if check is not None and found:
-            check(ctx, spec, found, where, [(p.where, r) for p in planned for r in p.records])
+            check(ctx, spec, found, where, [(p.where, r) for k, p in enumerate(planned) for r in p.records
+                                            if span[k].overlaps(span[i])])
         planned.append(Planned(where, module, spec, _records(ctx, module, spec, found), options))
     return Plan(ctx.run_id, planned)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chaos.errors import Exit
+from chaos.errors import Exit, SpecError
 from chaos.settings import key
 
 if TYPE_CHECKING:
@@ -110,11 +110,11 @@ class ExperimentItem(pytest.Item):
 
 def _title(path: Path) -> str:
     """The experiment's title, for the report; "" when the file does not parse (the run says why)."""
-    import yaml  # JSON parses as YAML too
+    from chaos import input_file
 
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = input_file.read(path)
+    except SpecError:
         return ""
     return str(data.get("title") or "") if isinstance(data, dict) else ""
 

@@ -41,15 +41,14 @@ one kind on one target at overlapping times are bad input: which revert would en
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from chaos import guards, ledger, lifecycle, plan
+from chaos import guards, input_file, ledger, lifecycle, plan
 from chaos.errors import KilocardError, SpecError
 from chaos.faults import Context
 from chaos.judgement import REPLAY_JUDGE
@@ -75,6 +74,11 @@ class Entry:
     @property
     def until(self) -> float | None:
         return None if self.hold is None else self.at + self.hold
+
+    @property
+    def span(self) -> plan.Span:
+        """Its window in the replay: [at, at + for), to the end without `for`."""
+        return plan.Span((self.at,), (math.inf,) if self.until is None else (self.until,))
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,7 @@ def _seconds(value: Any, where: str, positive: bool) -> float:
 
 def load(path: Path) -> Timeline:
     """Read and check a timeline file without a cluster; SpecError lists every problem."""
-    where = str(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{where}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{where}: not YAML: {str(exc).splitlines()[0]}") from None
-    return parse(data, path)
+    return parse(input_file.read(path), path)
 
 
 def parse(data: Any, path: Path) -> Timeline:
@@ -209,7 +206,7 @@ def overlaps(entries: list[Entry] | tuple[Entry, ...], targets: dict[int, set[tu
                 continue
             shared = targets.get(i, set()) & targets.get(j, set())
             first, second = (a, b) if a.at <= b.at else (b, a)
-            if shared and (first.until is None or second.at < first.until):
+            if shared and a.span.overlaps(b.span):
                 problems.append(f"{where}: faults[{j}] overlaps faults[{i}]: both {a.fault['kind']} on "
                                 f"{' '.join(sorted(shared)[0])} between {second.at:g} s and "
                                 f"{'the end' if first.until is None else f'{first.until:g} s'}; "

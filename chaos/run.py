@@ -56,7 +56,6 @@ from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 from chaoslib.hypothesis import run_steady_state_hypothesis
-from chaoslib.loader import load_experiment
 from chaoslib.run import EventHandlerRegistry, RunEventHandler
 from chaoslib.secret import load_secrets
 
@@ -67,6 +66,7 @@ from chaos import (
     fields,
     grafana,
     guards,
+    input_file,
     kube,
     landed,
     ledger,
@@ -94,6 +94,7 @@ from chaos.judgement import (
     why,
 )
 from chaos.settings import Settings, key
+from chaos.vocabulary import EXPERIMENT_SUFFIXES
 from probes import capacity, placement, recovery, slo, snapshot
 from probes.errors import ProbeError
 
@@ -113,6 +114,7 @@ class Experiment:
     sha256: str
     limits: guards.Limits = field(default_factory=guards.Limits)
     faults: list[tuple[Any, str]] = field(default_factory=list)  # (fault mapping, where)
+    spans: list[plan.Span] = field(default_factory=list)  # each fault's window in the method (_spans)
     expect: Expectation | None = None
     load: traffic.LoadSpec | None = None
 
@@ -142,17 +144,11 @@ def _named(where: str, activity: dict[str, Any]) -> str:
 def load(path: Path, variables: list[str] | None = None, var_files: list[str] | None = None) -> Experiment:
     """Read, validate and check an experiment without a cluster; SpecError lists every problem."""
     where = str(path)
-    try:
-        if not path.is_file():
-            raise SpecError(f"{where}: no such file")
-        raw = path.read_bytes()
-    except OSError as exc:  # a name too long to look up, a folder, a file it may not read
-        raise SpecError(f"{where[:200]}{'...' if len(where) > 200 else ''}: cannot read it: {exc.strerror}") from None
-    try:
-        data = load_experiment(str(path))
-    except (ChaosException, ValueError) as exc:  # YAML/JSON syntax (with its line), an unknown file type
-        lines = (line.strip() for line in str(exc).splitlines())
-        raise SpecError(f"{where}: " + "; ".join(line for line in lines if line)) from None
+    raw = input_file.raw(path)
+    if path.suffix not in EXPERIMENT_SUFFIXES:
+        raise SpecError(f"{where}: expected an experiment file ({', '.join(EXPERIMENT_SUFFIXES)}), "
+                        f"got {path.suffix or 'no suffix'}")
+    data = input_file.parse(raw, where, as_json=path.suffix == ".json")
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected an experiment (a mapping), got {type(data).__name__}")
     malformed = schemas.shape(data)  # what chaoslib would read without checking (and crash on)
@@ -274,18 +270,24 @@ def _first_line(exc: BaseException) -> str:
 def _kilocard_faults(experiment: Experiment, configuration: dict[str, Any], secrets: dict[str, Any]) -> list[str]:
     """Collect the faults kilocard's actions would apply, and parse each one (no cluster)."""
     problems: list[str] = []
-    for where, activity in _activities(experiment.data):
+    reverts = 0  # the run's reverts (revert_faults) before the activity: each ends every fault before it
+    for k, (where, activity) in enumerate(_activities(experiment.data)):
         provider = activity.get("provider") or {} if isinstance(activity, dict) else {}
         if provider.get("type") != "python" or provider.get("module") != ACTIONS_MODULE:
             continue
         named = _named(where, activity)
         func = getattr(importlib.import_module(ACTIONS_MODULE), provider["func"])
         arguments = substitute(dict(provider.get("arguments") or {}), configuration, secrets)
+        background = bool(activity.get("background"))
+        if func is actions.revert_faults and not background:
+            reverts += 1
         try:
             found = actions.faults_of(func, arguments)
         except TypeError as exc:
             problems.append(f"{named}: {exc}")
             continue
+        spans = _spans(reverts, k, background, arguments.get("timeline") if func is actions.replay_timeline else None,
+                       len(found))
         for i, fault in enumerate(found):
             fault_where = f"{named}: fault" + (f"[{i}]" if len(found) > 1 else "")
             try:
@@ -294,7 +296,28 @@ def _kilocard_faults(experiment: Experiment, configuration: dict[str, Any], secr
                 problems.append(str(exc))
             else:
                 experiment.faults.append((fault, fault_where))
+                experiment.spans.append(spans[i])
     return problems
+
+
+def _spans(reverts: int, k: int, background: bool, timeline: Any, count: int) -> list[plan.Span]:
+    """The window of each of an activity's `count` faults, in the method's order: from the
+    activity (`k`, after `reverts` reverts of the run's faults) to the next revert; a replayed
+    timeline's entry from its `at` to its `at + for` (the replay reverts it then, before it
+    returns); an activity in the background, from its start to the end of the run (it runs
+    beside whatever comes after it, reverts included)."""
+    end = (math.inf,) if background else (reverts + 1,)
+    if not isinstance(timeline, list) or len(timeline) != count:
+        return [plan.Span((reverts, k, 0.0), end)] * count
+    spans = []
+    for entry in timeline:
+        at, hold = entry.get("at"), entry.get("for")
+        if not isinstance(at, int | float) or isinstance(at, bool):
+            spans.append(plan.Span((reverts, k, 0.0), end))
+            continue
+        closed = isinstance(hold, int | float) and not isinstance(hold, bool) and not background
+        spans.append(plan.Span((reverts, k, float(at)), (reverts, k, float(at) + float(hold)) if closed else end))
+    return spans
 
 
 def _bad_timeout(timeout: Any) -> bool:
@@ -316,7 +339,15 @@ def _for_chaoslib(data: dict[str, Any]) -> dict[str, Any]:
     return copy
 
 
-_TYPES = {"int": (int, "an integer"), "float": (float, "a number"), "str": (str, "text"), "bytes": (str, "bytes")}
+def _finite(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return number
+
+
+_TYPES = {"int": (int, "an integer"), "float": (_finite, "a finite number"), "str": (str, "text"),
+          "bytes": (str, "bytes")}
 
 
 def _vars(variables: list[str], var_files: list[str], declared: dict[str, Any]
@@ -325,6 +356,12 @@ def _vars(variables: list[str], var_files: list[str], declared: dict[str, Any]
     float, str, bytes); an untyped one takes the type of the value the experiment declares for KEY
     (`budget_seconds: 60` makes `--var budget_seconds=90` the number 90), else it is text."""
     problems = [f"--var-file {f}: no such file" for f in var_files if not Path(f).is_file()]
+    for f in var_files:  # read as every input is (chaoslib reads them again, to merge them)
+        if Path(f).is_file() and Path(f).suffix in EXPERIMENT_SUFFIXES:
+            try:
+                input_file.read(Path(f))
+            except SpecError as exc:
+                problems.append(f"--var-file {exc}")
     typed: list[str] = []
     for given in variables:
         key, sep, value = given.partition("=")
@@ -455,7 +492,7 @@ def check(ctx: Any, experiment: Experiment, s: snapshot.ClusterSnapshot | None =
     blast radius, and warnings: the experiment's load against the KV cache the faults leave
     (with `prom`, where the model's request time is read)."""
     s = s or snapshot.fetch(ctx.kube, ctx.card_resource)
-    planned = plan.plan(ctx, experiment.faults)
+    planned = plan.plan(ctx, experiment.faults, experiment.spans)
     taken = guards.radius(planned, s)  # once: the guards judge it, and the KV check reads its pods
     found = {"faults": planned.describe(),
              "blast_radius": guards.check(ctx, planned, experiment.limits, str(experiment.path), s, taken)}

@@ -28,6 +28,7 @@ from chaoslib.run import RunEventHandler
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.spinner import Spinner
@@ -257,6 +258,43 @@ def _outcome(activity: Mapping[str, Any], run: Mapping[str, Any]) -> tuple[str, 
 
 
 # --- the end screen --------------------------------------------------------------------------------
+WIDE = 100  # columns from which a table keeps its reason in a column of its own
+
+
+class Reasoned:
+    """A table whose last column is a reason, a line or a paragraph. Where there is room (WIDE
+    columns) it is a column; on a narrower screen and in a CI log (80 columns, no terminal) each
+    row's reason goes on its own lines under the row, the whole width long, rather than wrapped to
+    a column 16 characters wide."""
+
+    def __init__(self, *headers: str, title: str | None = None) -> None:
+        self.headers, self.title = headers, title
+        self.rows: list[tuple[tuple[Text | str, ...], Text]] = []
+
+    def add_row(self, *cells: Text | str, reason: Text | str) -> None:
+        self.rows.append((cells, reason if isinstance(reason, Text) else Text(reason)))
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[RenderableType]:
+        if options.max_width >= WIDE:
+            table = Table(*self.headers, "reason", box=box.SIMPLE, title=self.title, title_justify="left")
+            for cells, reason in self.rows:
+                table.add_row(*cells, reason)
+            yield table
+            return
+        texts = [[c if isinstance(c, Text) else Text(c) for c in cells] for cells, _ in self.rows]
+        widths = [max([len(h), *(len(row[i].plain) for row in texts)]) for i, h in enumerate(self.headers)]
+        if self.title:
+            yield Text(self.title, style="italic")
+        yield Text("  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)).rstrip(), style="bold")
+        for row, (_cells, reason) in zip(texts, self.rows, strict=True):
+            line = Text()
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True)):
+                line.append_text(cell)
+                if i < len(row) - 1:
+                    line.append(" " * (width - len(cell.plain) + 2))
+            yield line
+            if reason.plain:
+                yield Padding(reason, (0, 0, 0, 4))
 def summary(result: Result) -> RenderableType:
     """One screen: the verdict and exit code, each probe (and failed activity) with its verdict and
     reason, the faults with when they were applied and reverted (seconds from the run's start), and
@@ -267,13 +305,13 @@ def summary(result: Result) -> RenderableType:
         result.reason)]
     if kilocard.get("cluster"):
         parts.append(Text(f"cluster: {cluster_line(kilocard['cluster'])}"))
-    probes = Table("stage", "activity", "verdict", "reason", box=box.SIMPLE, title="probes", title_justify="left")
+    probes = Reasoned("stage", "activity", "verdict", title="probes")
     for stage, run in _activities(journal):
         activity = run.get("activity") or {}
         if activity.get("type") == "probe" or run.get("status") == "failed":
             verdict = _verdict(run)
             probes.add_row(stage, Text(activity.get("name", "?")),
-                           Text(verdict, style="green" if verdict == "ok" else "red"), Text(why(run)))
+                           Text(verdict, style="green" if verdict == "ok" else "red"), reason=why(run))
     if probes.rows:
         parts.append(probes)
     start = _epoch(journal.get("start"))

@@ -1,10 +1,12 @@
 """Time zero: when a budgeted verdict's clock starts (docs/verdicts.md).
 
-    1. the run's faults, from its ledger (the first or the last applied, as each probe says);
-    2. else the end of the last action that ran before the probe, whoever's action it was: a
-       Chaos Toolkit action of any driver (chaostoolkit-kubernetes' terminate_pods, a process,
-       an HTTP call) is timed like kilocard's own;
-    3. else the probe's explicit `since` (epoch seconds).
+The run's disruptions are its faults, from its ledger (each applied at a known time, on a known
+target), and every action of another driver that ended before the probe (chaostoolkit-kubernetes'
+terminate_pods, a process, an HTTP call: kilocard cannot tell what it touched, so each counts, from
+its start). A budget from the run's first disruption starts at the earliest of them; one from its
+last, at the latest; with none, at the probe's explicit `since` (epoch seconds). So a budget never
+starts after a disruption it times: a kilocard fault applied 20 s after another driver's kill does
+not restart the kill's recovery clock, and the reason names what the clock started from.
 
 The actions are told here as they end: by the strict runner (an event handler, chaos.run), or,
 under plain `chaos run`, by this module declared as a control:
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +54,25 @@ def acted(run_id: str, name: str, module: str, started: float, ended: float) -> 
             source.catch_up(ended)
 
 
-def last(run_id: str) -> Action | None:
-    """The action of the run that ended last, if any has."""
+def others(run_id: str) -> list[Action]:
+    """The run's actions of other drivers that have ended (kilocard's own are in its ledger)."""
     with _lock:
-        return max(_acted.get(run_id, []), key=lambda a: a.ended, default=None)
+        return [a for a in _acted.get(run_id, []) if a.module != KILOCARD_ACTIONS]
+
+
+def choose(faults: Sequence[tuple[float, str]], actions: Sequence[Action], first: bool,
+           since: float | None) -> tuple[float, str] | None:
+    """(time zero, what it is) from the run's faults ((applied at, what), from its ledger) and its
+    other drivers' actions: the earliest disruption (`first`) or the latest; else `since`; None
+    when there is nothing to time from."""
+    which = "first" if first else "last"
+    found = [*((at, f"the run's {which} fault ({what})") for at, what in faults),
+             *((a.started, f"action {a.name!r} ({a.module})") for a in actions)]
+    if not found:
+        return None if since is None else (float(since), "since")
+    at, what = min(found) if first else max(found)
+    mixed = bool(faults) and bool(actions)  # both drivers: say which of all it is
+    return at, what + (f", the run's {which} disruption" if mixed else "")
 
 
 def _ended(run_id: str, activity: dict[str, Any], run: Any) -> None:

@@ -23,6 +23,15 @@ from chaos.errors import SpecError
 
 # The shipped catalog of experiments (S1-S14, game days, incidents); in a checkout, a link to experiments/.
 CATALOG = (Path(__file__).parent / "catalog").resolve()
+EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")  # what an experiment file (and a folder's) may be called
+
+# Time zero, as the contracts say it (chaos.timezero decides it): a budget never starts after a
+# disruption it times.
+FIRST_DISRUPTION = ("the run's first disruption: the earliest of its first fault (ledger) and the start of the "
+                    "first action of another driver before the probe (what such an action touched is not known, "
+                    "so each counts), else `since`")
+LAST_DISRUPTION = ("the run's last disruption: the latest of its last fault (ledger) and the start of the last "
+                   "action of another driver before the probe, else `since`")
 
 # --- the inference fleet --------------------------------------------------------------------
 MODEL_LABEL = "kilocard.io/model"

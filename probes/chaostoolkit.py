@@ -7,8 +7,8 @@ Configuration keys (optional): `kilocard_kubeconfig`, `kilocard_context`,
 `kilocard_run_id` and `kilocard_ledger_dir` (the run whose faults start a budgeted probe's clock),
 `kilocard_scrape_interval` (seconds; else read from Prometheus).
 
-Time zero of a budgeted probe (chaos.timezero, docs/verdicts.md): the run's faults from its
-ledger, else the end of the last action before the probe (any driver's), else its `since`.
+Time zero of a budgeted probe (chaos.timezero, docs/verdicts.md): the run's first or last
+disruption (its faults from its ledger, and every other driver's action), else its `since`.
 """
 
 import bisect
@@ -26,7 +26,7 @@ from chaos.errors import KilocardError, KubeError
 from chaos.follower import Follower
 from chaos.kube import Kube
 from chaos.settings import Settings
-from chaos.vocabulary import DRA_DRIVER
+from chaos.vocabulary import DRA_DRIVER, describe_target
 from probes import (
     capacity,
     client_errors,
@@ -142,8 +142,8 @@ def tp_groups_recovered_within(model: str, budget: float, namespace: Optional[st
 @_unknown_without_data
 def image_pulls_failed(model: str, namespace: Optional[str] = None, since: Optional[float] = None,
                        configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The replacements of the model made since time zero (the run's first fault, else the end of
-    the last action before this probe, else `since`) failed their image pulls before they were
+    """The replacements of the model made since time zero (the run's first disruption: its first fault or another
+    driver's first action, else `since`) failed their image pulls before they were
     Ready: a registry outage met the cold-start path (probes/pulls.py). Needs the run's record."""
     cfg = configuration or {}
     kube = _kube(cfg)
@@ -283,8 +283,8 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
                          fault_at: Optional[float] = None, since: Optional[float] = None,
                          deadline: Optional[float] = None,
                          configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Over the whole interval from time zero (`fault_at` if given, else the run's last fault,
-    else the end of the last action before this probe, else `since`) to `budget` s after it:
+    """Over the whole interval from time zero (`fault_at` if given, else the run's last disruption:
+    its last fault or another driver's last action, else `since`) to `budget` s after it:
     with `expect_impact`, the indicator breaches the threshold, then is back under it and stays
     there to the deadline, for at least `hold` s; without, it holds (or comes back and stays) the
     same way. Never judged healthy before the metric could show the fault (rate window + scrape
@@ -314,8 +314,8 @@ def straggler_named_within(model: str, budget: float, ratio: float = 1.3, hold: 
                            namespace: Optional[str] = None, window: str = "30s", fault_at: Optional[float] = None,
                            since: Optional[float] = None,
                            configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Within `budget` s of time zero (`fault_at` if given, else the run's last fault, else the end
-    of the last action before this probe, else `since`), one replica of the model was at least
+    """Within `budget` s of time zero (`fault_at` if given, else the run's last disruption: its last fault or another
+    driver's last action, else `since`), one replica of the model was at least
     `ratio` times its peers' median P95 inter-token latency on every sample for `hold` s: named
     from the replicas' own series, never from the fault's record (probes/straggler.py). Unseen
     samples (a Ready replica silent) never read as "no straggler"."""
@@ -365,7 +365,7 @@ def client_errors_within(budget: float, hold: float = 10.0, max_window: Optional
                          min_requests: int = 5, fault_at: Optional[float] = None, since: Optional[float] = None,
                          configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The requests the experiment's own load sent from time zero (`fault_at` if given, else the
-    run's last fault, else the end of the last action before this probe, else `since`) failed
+    run's last disruption: its last fault or another driver's last action, else `since`) failed
     only inside one error window that ended within `budget` s (and lasted at most `max_window` s),
     then every request was answered for `hold` s: what the clients saw (probes/client_errors.py).
     Waits for the interval's end and for the requests sent in it to finish."""
@@ -400,8 +400,8 @@ def client_errors_within(budget: float, hold: float = 10.0, max_window: Optional
 def kv_cache_within(model: str, duration: float, max_preemptions: float = 0.0, max_usage: float = 1.0,
                     min_usage: float = 0.01, namespace: Optional[str] = None, fault_at: Optional[float] = None,
                     since: Optional[float] = None, configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """For `duration` s from time zero (`fault_at` if given, else the run's last fault, else the
-    end of the last action before this probe, else `since`), no replica of the model preempted
+    """For `duration` s from time zero (`fault_at` if given, else the run's last disruption: its last fault or another
+    driver's last action, else `since`), no replica of the model preempted
     more than `max_preemptions` requests and none's KV-cache usage passed `max_usage`, each replica
     on its own; and some replica's usage reached `min_usage` (the load reached it): probes/kv.py.
     Waits for the interval's end; a replica Ready for three scrapes and silent is unseen, never
@@ -432,8 +432,8 @@ def traffic_spread_within(model: str, budget: float, hold: float = 10.0, share_w
                           since: Optional[float] = None,
                           configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The model's traffic is spread over its replicas again within `budget` s of time zero
-    (`fault_at` if given, else the run's last fault, else the end of the last action before this
-    probe, else `since`) and stays so for `hold` s: each replica Ready through the trailing
+    (`fault_at` if given, else the run's last disruption: its last fault or another driver's
+    last action, else `since`) and stays so for `hold` s: each replica Ready through the trailing
     `share_window` s finished at least `min_share` of an even share of the model's requests in it, each
     on its own (probes/spread.py). Waits for the interval's end; a Ready replica without a series
     is unseen, never an even share."""
@@ -584,7 +584,7 @@ def no_hung_groups(model: str, namespace: Optional[str] = None, window: str = "3
     """No TP group of the model is hung: every replica whose pods have all been Ready for `window`
     finished requests over it while the model had demand. One that finished none, or whose lead
     exports no series (a frozen rank 0), is named; no series, or no demand, is not a pass. After
-    time zero (the run's last fault, else the last action before this probe, else `since`), it
+    time zero (the run's last disruption, else `since`), it
     judges only once the window lies wholly after it (plus a scrape): a window still holding the
     requests served before the stall would pass blind."""
     cfg = configuration or {}
@@ -600,11 +600,11 @@ def _ledger_dir(cfg: Dict[str, Any]) -> Path:
 
 
 def time_zero(cfg: Dict[str, Any], kube: Optional[Kube], since: Optional[float] = None,
-              first: bool = False) -> Tuple[float, str]:
-    """(time zero, what it is): the run's faults (the `first` applied, else the last), else the
-    end of the last action before the probe, whoever ran it, else `since`; none of them is an
-    error: nothing to time from."""
-    found = _time_zero_or_none(cfg, kube, since, first)
+              first: bool = False, faults: Optional[List[Any]] = None) -> Tuple[float, str]:
+    """(time zero, what it is): the run's `first` disruption, else its last (chaos.timezero: its
+    faults from the ledger, or those given, and every other driver's action before the probe),
+    else `since`; none of them is an error: nothing to time from."""
+    found = _time_zero_or_none(cfg, kube, since, first, faults)
     if found is None:
         raise ProbeError(f"run {run_id_of(cfg)} has applied no fault and run no action yet, and the probe has no "
                          "`since`: nothing to time from")
@@ -624,14 +624,10 @@ def _time_zero_if_any(cfg: Dict[str, Any], since: Optional[float]) -> Optional[T
 
 
 def _time_zero_or_none(cfg: Dict[str, Any], kube: Optional[Kube], since: Optional[float] = None,
-                       first: bool = False) -> Optional[Tuple[float, str]]:
-    applied = [r.applied_at for r in _records(cfg, kube) if r.applied_at]
-    if applied:
-        return (min(applied), "the run's first fault") if first else (max(applied), "the fault")
-    action = timezero.last(run_id_of(cfg))
-    if action is not None:
-        return action.ended, f"the end of action {action.name!r} ({action.module})"
-    return None if since is None else (float(since), "since")
+                       first: bool = False, faults: Optional[List[Any]] = None) -> Optional[Tuple[float, str]]:
+    records = _records(cfg, kube) if faults is None else faults
+    applied = [(r.applied_at, f"{r.kind} on {describe_target(r.target)}") for r in records if r.applied_at]
+    return timezero.choose(applied, timezero.others(run_id_of(cfg)), first, since)
 
 
 def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
@@ -649,8 +645,8 @@ def _job(prom: Any, ind: slo.Indicator) -> Optional[str]:
 def remediated_within(models: List[str], budget: float, node: Optional[str] = None, namespace: Optional[str] = None,
                       path: str = "quarantine", since: Optional[float] = None,
                       configuration: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """At some moment within `budget` s of time zero (the first fault of the run that hit the
-    node, else the end of the last action before this probe, else `since`), on `path`:
+    """At some moment within `budget` s of time zero (the run's first disruption: its first fault on the
+    node, else its first, or another driver's first action, else `since`), on `path`:
     `quarantine` (the node cordoned and tainted or labelled, and drained) or `out-of-service` (a
     lost node tainted out of service or deleted, its stuck pods removed, TP groups whole and
     Ready); either way the models' replicas Ready elsewhere. `node` defaults to the one node the
@@ -667,8 +663,8 @@ def remediated_within(models: List[str], budget: float, node: Optional[str] = No
                 raise ProbeError(f"node: the run's faults hit {len(hit)} nodes ({', '.join(hit) or 'none'}); "
                                  "name the one whose remediation to judge")
             node = hit[0]
-        on_node = [r.applied_at for r in records if r.target.get("node") == node]
-        zero, zero_is = (min(on_node), f"the fault on {node}") if on_node else time_zero(cfg, kube, since)
+        on_node = [r for r in records if r.target.get("node") == node]
+        zero, zero_is = time_zero(cfg, kube, since, first=True, faults=on_node or records)
         cards = Settings.of(cfg).card_resource
         return remediation.within(kube, node, tuple(models), budget, namespace, cards, path, fault_at=zero,
                                   zero_is=zero_is, settled=_settled(records)).to_json()

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from chaos.vocabulary import LAST_DISRUPTION
 from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 CONTRACTS = (
@@ -28,8 +29,7 @@ CONTRACTS = (
                 "the last, that ended within `budget` s of time zero (and lasted at most `max_window` s, where "
                 "given; a `budget` of 0 allows no failure); every request sent after it until `budget` + `hold` s "
                 "was answered in full",
-        time_zero="`fault_at` if given, else the run's last fault (else the end of the last action before the probe, "
-                  "else `since`)",
+        time_zero=f"`fault_at` if given, else {LAST_DISRUPTION}",
         interval="every request sent from time zero to time zero plus `budget` + `hold`: the probe waits for that "
                  "end and for the requests sent in it to finish (each within the load's timeout)",
         missing="fewer than `min_requests` requests sent after the error window (or after time zero, with no "

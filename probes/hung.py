@@ -47,6 +47,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.vocabulary import LAST_DISRUPTION
 from probes import metric_names, slo
 from probes.snapshot import ClusterSnapshot, PodView, whole_and_ready
 from probes.verdict import NO_DATA, Contract, Verdict, failed, passed
@@ -81,8 +82,8 @@ CONTRACTS = (
         "no_hung_groups", "probe",
         asserts="every replica of the model judged (its pods all Ready for at least the window) progressed or "
                 "was idle over the window, and the model had demand",
-        time_zero="after the run's last fault (else the last action before the probe, else `since`) the probe "
-                  "waits until its window lies wholly after time zero plus a scrape; with none, now",
+        time_zero=f"after {LAST_DISRUPTION}, the probe waits until its window lies wholly after time zero plus a "
+                  "scrape; with none, now",
         interval="one window W ending now, per replica (never averaged over the model)",
         missing="a judged replica whose lead exports no series is hung (its scrape fails: a frozen rank 0); no "
                 "series for any replica, no replica to judge, or no demand at all is unknown",

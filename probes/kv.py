@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chaos.vocabulary import LAST_DISRUPTION
 from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 # The names each series may be stored under, in the order they are tried (any spelling). SGLang
@@ -31,8 +32,7 @@ CONTRACTS = (
         asserts="from time zero for `duration` s, no replica of the model preempted more than `max_preemptions` "
                 "requests and none's KV-cache usage passed `max_usage`, each replica judged on its own; and the load "
                 "reached the model: some replica's usage reached `min_usage`",
-        time_zero="`fault_at` if given, else the run's last fault (else the end of the last action before the probe, "
-                  "else `since`)",
+        time_zero=f"`fault_at` if given, else {LAST_DISRUPTION}",
         interval="every sample from time zero to time zero plus `duration`: the probe waits for the interval's end "
                  "and a scrape, even past a failure (how many preempted, and how long, is the finding), and a probe "
                  "reached later judges Prometheus's record of it, never a trailing window alone",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chaos.vocabulary import FIRST_DISRUPTION
 from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
@@ -25,8 +26,7 @@ CONTRACTS = (
         asserts="at least one pod of the model made after time zero (a replacement) waited in ErrImagePull or "
                 "ImagePullBackOff, and every replacement that became Ready did so only after such a wait: the "
                 "outage was met by the cold-start path, not skipped by an image already on the node",
-        time_zero="the run's first fault (ledger), else the end of the last action before the probe (any "
-                  "driver's), else `since`",
+        time_zero=FIRST_DISRUPTION,
         interval="[time zero, the probe's call], at each moment the cluster changed, from the run's follower's "
                  "record",
         missing="without a record reaching back to time zero (no kilocard run follower) the probe cannot see the "

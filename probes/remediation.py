@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from chaos.vocabulary import OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
+from chaos.vocabulary import FIRST_DISRUPTION, OUT_OF_SERVICE_TAINT, QUARANTINE_LABELS, QUARANTINE_TAINTS
 from probes import budget as budgeted
 from probes import snapshot as snap
 from probes import tp_groups
@@ -27,8 +27,7 @@ CONTRACTS = (
                 "tainted or labelled by the remediator, none of the models' replicas on it, every one Ready; "
                 "out-of-service, the node tainted out of service (or deleted), no model pod bound to it, the "
                 "models' TP groups whole and Ready",
-        time_zero="the first fault of the run on that node (ledger), else the end of the last action before the "
-                  "probe (any driver's), else `since`",
+        time_zero=f"as {FIRST_DISRUPTION}, its faults those on that node if any hit it",
         interval="[time zero, time zero + budget], at each moment the cluster changed (the run's record, then "
                  "live); the first moment it holds counts, however late the probe asks",
         missing="the node not found fails; a probe with no record reaching into the interval that starts after "

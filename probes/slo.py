@@ -39,7 +39,7 @@ import yaml
 from prometheus_api_client import PrometheusConnect
 
 from chaos import events
-from chaos.vocabulary import loopback
+from chaos.vocabulary import LAST_DISRUPTION, loopback
 from probes import metric_names
 from probes.errors import NoData, ProbeError
 from probes.snapshot import ClusterSnapshot
@@ -168,8 +168,7 @@ CONTRACTS = (
                 "`expect_impact`, a breach (a sample seen hurting, one scrape or more after time zero: one "
                 "sooner may predate the fault) comes before R; without it, either no breach at all (held) or a "
                 "breach then R (recovered)",
-        time_zero="`fault_at` if given, else the run's last fault (ledger), else the end of the last action before "
-                  "the probe (any driver's), else `since`",
+        time_zero=f"`fault_at` if given, else {LAST_DISRUPTION}",
         interval="every sample from time zero to time zero + `deadline`, whole (a range query a scrape after the "
                  "deadline, plus the live samples), never only the first `hold`; samples before time zero only "
                  "say which series existed; a replica wholly Ready at time zero counts as seen from the start, its "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chaos.vocabulary import LAST_DISRUPTION
 from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 CONTRACTS = (
@@ -29,8 +30,7 @@ CONTRACTS = (
                 "spread for `hold` s: at every sample from then on, each replica Ready through the trailing "
                 "`share_window` s finished at least `min_share` of an even share of the model's requests in it, each "
                 "replica judged on its own",
-        time_zero="`fault_at` if given, else the run's last fault (else the end of the last action before the probe, "
-                  "else `since`)",
+        time_zero=f"`fault_at` if given, else {LAST_DISRUPTION}",
         interval="every sample from time zero to time zero plus `budget` plus `hold`, each counting the "
                  "`share_window` s before it; the probe waits for the interval's end and a scrape, and a probe "
                  "reached later judges Prometheus's record of it",

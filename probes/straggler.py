@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from chaos.vocabulary import LAST_DISRUPTION
 from probes.verdict import Contract, Verdict, failed, passed, unknown
 
 CONTRACTS = (
@@ -28,9 +29,8 @@ CONTRACTS = (
         asserts="within `budget` s of time zero one replica of the model was slower than its peers, by at least "
                 "`ratio` times the median of the others' inter-token latency, on every sample for `hold` s, and "
                 "is named: found from the replicas' own series, never from the fault's record",
-        time_zero="`fault_at` if given, else the run's last fault (else the end of the last action before the "
-                  "probe, else `since`); the first `blind` s after it (a rate window and a scrape) are not judged: "
-                  "no sample there could show the fault",
+        time_zero=f"`fault_at` if given, else {LAST_DISRUPTION}; the first `blind` s after it (a rate window and a "
+                  "scrape) are not judged: no sample there could show the fault",
         interval="every sample from time zero plus `blind` to time zero plus `budget`; a probe reached after "
                  "its budget judges Prometheus's record of that interval",
         missing="a sample where a replica whose group had been whole and Ready for a rate window and a scrape "

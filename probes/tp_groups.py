@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from chaos.vocabulary import FIRST_DISRUPTION
 from probes import budget as budgeted
 from probes import snapshot as snap
 from probes.snapshot import ClusterSnapshot, PodView
@@ -39,8 +40,7 @@ CONTRACTS = (
                 "(tp_groups_whole), none on a node the run's faults hit as a node (not one that leaves it fit to "
                 "serve what it runs: an image-pull-failure), and its pods as many as its "
                 "Deployments and StatefulSets ask for",
-        time_zero="the run's first fault (ledger), else the end of the last action before the probe (any "
-                  "driver's), else `since`",
+        time_zero=FIRST_DISRUPTION,
         interval="[time zero, time zero + budget], at each moment the cluster changed: the run's record (its "
                  "follower's history, from when its view held every write made before time zero) then live; "
                  "the first moment it holds is the recovery, however late the probe asks",

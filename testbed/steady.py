@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from chaoslib import substitute  # type: ignore[import-untyped]  # chaoslib ships no types
 
+from chaos import input_file
 from chaos.errors import KilocardError
 from chaos.kube import Kube
 from chaos.vocabulary import CATALOG
@@ -60,7 +60,7 @@ def criteria(folder: Path = CATALOG) -> tuple[Criterion, ...]:
                 if p.default is not inspect.Parameter.empty}
     found: dict[tuple[str, str], Criterion] = {}
     for path in sorted(folder.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text()) or {}
+        data = input_file.read(path) or {}
         configuration = {k: v for k, v in (data.get("configuration") or {}).items()
                          if isinstance(v, (str, int, float))}
         for probe in (data.get("steady-state-hypothesis") or {}).get("probes") or []:

@@ -15,10 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
-from chaoslib.loader import load_experiment
-
-from chaos import run
+from chaos import input_file, run
 from chaos.errors import SpecError
 from chaos.gameday import window as windows
 from chaos.gameday._check import Problems, shown
@@ -127,18 +124,8 @@ def load(path: Path, variables: Sequence[str] = ()) -> Plan:
     --var strings, which the run passes after each step's own). Raises SpecError with every
     problem, one a line."""
     where = str(path)
-    if not path.is_file():
-        raise SpecError(f"{where}: no such file")
-    try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{where}: cannot read: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(raw_bytes)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"line {mark.line + 1}: " if mark is not None else ""
-        raise SpecError(f"{where}: not valid YAML: {at}{getattr(exc, 'problem', None) or exc}") from None
+    raw_bytes = input_file.raw(path)
+    data = input_file.parse(raw_bytes, where, as_json=path.suffix == ".json")
     problems = Problems()
     top = problems.fields("", data, _TOP_OPTIONAL, _TOP)
     plan = None
@@ -208,7 +195,7 @@ def _experiment(index: int, raw: dict[str, Any], where: str, folder: Path, varia
         for line in str(exc).splitlines():
             problems.add(f"{where}.experiment", line)
         return None
-    configuration = load_experiment(str(path)).get("configuration") or {}
+    configuration = input_file.read(path).get("configuration") or {}
     keys = ", ".join(sorted(configuration)) or "(none: it has no configuration)"
     for key in given:
         if key not in configuration:

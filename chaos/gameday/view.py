@@ -7,15 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from chaos.gameday.day import GameDay, Outcome, Status
 from chaos.gameday.plan import Step
-from chaos.timeline import COLOUR
+from chaos.timeline import COLOUR, Reasoned
 
 _STYLE = {Status.RAN: "", Status.PAUSED: "", Status.APPROVED: "green", Status.SKIPPED: "dim", Status.ABORTED: "magenta"}
 
@@ -57,10 +55,10 @@ class Rows:
 
 def summary(day: GameDay) -> RenderableType:
     """One screen: the verdict, then each step with its status, reason and journal."""
-    table = Table("step", "what", "status", "reason", "journal", box=box.SIMPLE)
+    table = Reasoned("step", "what", "status")
     for outcome in day.steps:
         table.add_row(outcome.step.id, Text(outcome.step.label), Text(_status(outcome), style=_style(outcome)),
-                      Text(outcome.reason), Text(str(outcome.journal or "")))
+                      reason=outcome.reason + (f"\njournal {outcome.journal}" if outcome.journal else ""))
     took = (day.ended_at - day.started_at).total_seconds()
     verdict = Text.assemble((day.exit.name.lower(), f"bold {COLOUR[day.exit]}"), f" (exit {int(day.exit)}) in "
                             f"{took:.0f} s: ", day.reason)

@@ -65,7 +65,7 @@ def write_gameday(day: dict[str, Any], runs: list[Run], root: Path, name: str, t
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
     (out / "gameday.json").write_text(json.dumps(day, indent=2, default=str))
-    (out / "junit.xml").write_text(junit.render(runs))
+    (out / "junit.xml").write_text(junit.render(runs, day))
     page = out / "index.html"
     trend_link = None if trend is None else f"../{trend.parent.name}/index.html"
     page.write_text(html.gameday_page(day, runs, {r.key: f"../{r.key}/index.html" for r in runs}, trend_link))

@@ -192,3 +192,11 @@ def controller_running(kind: Any, testbed: Any, kube: Any) -> Iterator[Any]:
     running = kind(testbed, kube).start()
     yield running
     running.stop()
+
+
+def first_fault(journal: dict[str, Any]) -> str:
+    """How a reason names the run's first fault, its budget's time zero (chaos.timezero)."""
+    from chaos.vocabulary import describe_target
+
+    f = min(journal["kilocard"]["faults"], key=lambda f: f["applied_at"])
+    return f"the run's first fault ({f['kind']} on {describe_target(f['target'])})"

@@ -371,3 +371,39 @@ def test_plan_of_an_experiment_shows_targets_and_blast_radius_and_changes_nothin
     assert "blast radius: 1 pods, 1 nodes, 8 cards" in done.stdout
     assert f"{p.namespace}/{BIG}: 2 Ready replicas now, 1 once the faults land" in done.stdout
     assert {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)} == before and not isolated(kube, free)
+
+
+def test_a_partition_that_comes_and_goes_three_times_is_applied_and_reverted_three_times(kube, testbed, tmp_path,
+                                                                                          two_replicas):
+    """A flapping link: the same fault on the same node in three windows that do not overlap is
+    one plan, each window applied at its time and reverted at its end; a fourth that overlaps one
+    of them is refused before anything is applied."""
+    from chaos.agent.client import AgentClient
+
+    p, free = two_replicas
+    partition = {"kind": "network-partition", "nodes": [free], "ttl_seconds": 60}
+
+    def flapping(*windows: tuple[float, float]) -> dict[str, Any]:
+        return {"method": [{"type": "action", "name": "flap", "provider": {
+            "type": "python", "module": "chaos.actions", "func": "replay_timeline",
+            "arguments": {"timeline": [{"at": at, "for": hold, "fault": partition} for at, hold in windows],
+                          "observe": 1}}}]}
+
+    code, journal, _ = kilocard_run(testbed, tmp_path / "overlapping", flapping((0, 4), (6, 3), (8, 3)))
+    assert code == 2, journal["kilocard"]["reason"]
+    assert f"{free} {{}} cannot stack with method[0] ('flap'): fault[1] of this plan" in journal["kilocard"]["reason"]
+    assert journal["kilocard"]["faults"] == []
+
+    code, journal, _ = kilocard_run(testbed, tmp_path / "flapping", flapping((0, 3), (5, 3), (10, 3)))
+    assert code == 0, journal["kilocard"]["reason"]
+    played = journal["run"][0]["output"]
+    print(json.dumps(played))
+    faults = sorted(journal["kilocard"]["faults"], key=lambda f: f["applied_at"])
+    assert [(f["kind"], f["target"]["node"], f["state"]) for f in faults] == [("network-partition", free, "reverted")] * 3
+    # Each window reverted before the next was applied, each at its time.
+    for i, (at, until) in enumerate([(0, 3), (5, 8), (10, 13)]):
+        assert at <= played[i]["applied_after"] < at + 1.5 and until <= played[i]["reverted_after"] < until + 1.5, played
+        if i:
+            assert played[i - 1]["reverted_after"] < played[i]["applied_after"], played
+    agents = AgentClient(kube)
+    assert agents.list(agents.endpoint(free)) == []

@@ -13,6 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+import yaml
 
 import chaos.run  # noqa: F401  loaded before pytester's module snapshot, so inner runs share it
 
@@ -56,7 +57,8 @@ def experiments(pytester: pytest.Pytester, *names: str) -> None:
     for name in names:
         path = pytester.path / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(EXPERIMENT.format(title=f"{path.stem} in a line"))
+        text = EXPERIMENT.format(title=f"{path.stem} in a line")
+        path.write_text(json.dumps(yaml.safe_load(text)) if path.suffix == ".json" else text)
 
 
 def test_the_plugin_is_registered_through_its_entry_point():

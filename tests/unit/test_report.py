@@ -109,6 +109,33 @@ def test_junit_counts_an_invalid_run_as_an_error_and_a_failed_verdict_as_a_failu
     assert (xml.tests, xml.failures, xml.errors) == (1 + 7, 1, 1)
 
 
+def test_a_game_days_junit_lists_every_step_in_order_the_ones_never_run_as_skipped_with_the_reason() -> None:
+    failed = copy.deepcopy(journal("s3"))
+    failed["kilocard"].update(exit_code=1, verdict="failed", reason="steady state not met before the method")
+    run = run_of(failed)
+    stopped = "step-1 failed and the plan does not continue on failure"
+    day = {"title": "catalog", "steps": [
+        {"id": "step-1", "kind": "experiment", "name": "S3", "status": "ran", "run_id": run.run_id},
+        {"id": "step-2", "kind": "pause", "name": "", "describe": "pause 10 s", "status": "skipped", "reason": stopped},
+        *({"id": f"step-{i}", "kind": "experiment", "name": f"S{i}", "describe": f"experiment s{i}.yaml",
+           "status": "skipped", "reason": stopped} for i in range(3, 28))]}
+    xml = JUnitXml.fromstring(junit.render([run], day).encode())
+    suites = list(xml)
+    assert [s.name for s in suites] == [run.scenario, "step-2: pause 10 s", *(f"step-{i}: S{i}" for i in range(3, 28))]
+    assert (xml.tests, xml.failures, xml.errors, xml.skipped) == (7 + 26, 1, 0, 26)
+    (case,) = list(suites[5])
+    assert case.name == "experiment s6.yaml" and case.result[0].message == f"skipped: {stopped}"
+    # A step that ran, whose journal was not read, is an error: never a silent pass.
+    lost = {"title": "t", "steps": [{"id": "step-1", "kind": "experiment", "name": "S1", "status": "ran",
+                                     "run_id": "run-lost", "reason": "r", "journal": "j.json"}]}
+    assert JUnitXml.fromstring(junit.render([], lost).encode()).errors == 1
+    # A pause and an approval that happened pass.
+    done = {"title": "t", "steps": [{"id": "step-1", "kind": "pause", "describe": "pause 1 s", "status": "paused"},
+                                    {"id": "step-2", "kind": "gate", "describe": "approve", "status": "approved"}]}
+    assert (lambda x: (x.tests, x.failures, x.errors, x.skipped))(JUnitXml.fromstring(junit.render([], done).encode())) \
+        == (2, 0, 0, 0)
+
+
 def test_the_anti_affinity_hint_is_the_stanza_for_that_model() -> None:
     run = run_of(journal("s8"))
     (check,) = [c for c in run.checks if not c.ok]

@@ -246,6 +246,20 @@ def rendered(renderable):
     return out.file.getvalue()
 
 
+def test_at_80_columns_without_a_terminal_each_reason_is_on_its_own_lines_the_width_long():
+    """A CI log: the reason column would be 16 characters wide; it goes under its row instead."""
+    out = Console(file=io.StringIO(), force_terminal=False, color_system=None, width=80, highlight=False)
+    reason = "not recovered within 60 s (never back under 0.5): llama-3-70b-649fdf9855-4rmml 1.532 above 0.5"
+    out.print(timeline.summary(Result(Path("s5.yaml"), "run-1", Exit.FAILED, "steady state deviated",
+                                      {**JOURNAL, "run": [{**JOURNAL["run"][1], "output": {"verdict": "failed",
+                                                                                           "reason": reason}}]})))
+    text = [line.strip("│ ").rstrip() for line in out.file.getvalue().splitlines()]
+    assert "stage   activity      verdict" in text
+    at = text.index("method  ttft-back     failed")
+    assert " ".join(text[at + 1:at + 3]).split() == reason.split()  # two lines of the panel's width, not six
+    assert all(len(line) <= 80 for line in out.file.getvalue().splitlines())
+
+
 def test_the_summary_shows_verdict_exit_reasons_faults_and_recovery():
     text = rendered(timeline.summary(Result(Path("s5.yaml"), "run-1", Exit.FAILED, "steady state deviated", JOURNAL)))
     assert "kilocard run run-1 s5.yaml" in text and "failed (exit 1): steady state deviated" in text

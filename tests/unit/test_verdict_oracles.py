@@ -676,3 +676,27 @@ def test_the_steady_states_wait_for_a_starting_fleet_agrees_with_its_contract(ca
     snapshot, named, young = case
     said = settle.starting(snapshot, named, T0, young)
     assert {line.split(":", 1)[0] for line in said} == oracles.still_starting(list(snapshot.pods), named, T0, young)
+
+
+disruptions = st.lists(st.tuples(st.floats(0, 1e4), st.sampled_from(["fault", "action"]), st.text(max_size=4)),
+                       max_size=6)
+
+
+@given(disruptions, st.booleans(), st.none() | st.floats(0, 1e4))
+def test_time_zero_never_starts_after_a_disruption_it_times(found, first, since):
+    """The contract's words: from the run's first disruption, no later than any; from its last, no
+    earlier than any; each one of them; with none, `since`."""
+    from chaos import timezero
+
+    faults = [(at, name) for at, who, name in found if who == "fault"]
+    actions = [timezero.Action(name, "chaosk8s.pod.actions", at, at + 1) for at, who, name in found if who == "action"]
+    zero = timezero.choose(faults, actions, first, since)
+    times = [at for at, _who, _name in found]
+    if not times:
+        assert zero == (None if since is None else (since, "since"))
+        return
+    assert zero is not None
+    assert zero[0] in times
+    assert all(zero[0] <= t for t in times) if first else all(zero[0] >= t for t in times)
+    mixed = {who for _at, who, _name in found} == {"fault", "action"}
+    assert zero[1].endswith(f"the run's {'first' if first else 'last'} disruption") == mixed, zero
