@@ -36,6 +36,7 @@ from chaos import contracts  # noqa: E402 - after the path: run as a script from
 
 PAGE = ROOT / "docs" / "verdicts.md"
 EQUIVALENTS = ROOT / "bench" / "mutation-equivalents.yaml"
+FINGERPRINTS = ROOT / "bench" / "mutation-fingerprints.json"  # each deciding function's source, as mutated
 MUTMUT = ROOT / ".venv" / "bin" / "mutmut"
 SEP = "ǁ"  # mutmut's separator between a class and its method in a mangled name
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
@@ -46,7 +47,7 @@ def globs() -> dict[str, str]:
     """The mangled-name pattern of each deciding function (module.function, module.Class for all
     of its methods, module.Class.method)."""
     found = {}
-    for dotted in sorted({j for c in contracts.contracts() for j in c.judge}):
+    for dotted in contracts.deciding():
         parts = dotted.split(".")
         module = ".".join(parts[:2])
         rest = parts[2:]
@@ -111,8 +112,10 @@ def section(found: dict[str, dict[str, str]], seconds: float, command: str) -> s
     counted = sum(total.values()) - equivalent  # the non-equivalent mutants
     caught = total["killed"] + total["timeout"]
     lines = [contracts.MUTATION_MARK, "## Mutation testing", "",
-             f"Written by `{command}` ({time.strftime('%Y-%m-%d')}, {seconds / 60:.0f} min): mutmut "
-             f"{_version()} over the functions the contracts above name as deciding, against the unit tests.",
+             f"Written by `{command}` ({time.strftime('%Y-%m-%d')}, at commit {_commit()}, {seconds / 60:.0f} min): "
+             f"mutmut {_version()} over the functions the contracts above name as deciding, against the unit tests. "
+             f"Each function's source as it was mutated is fingerprinted in `{FINGERPRINTS.relative_to(ROOT)}`; "
+             "tests/unit/test_contracts.py fails once one of them changes, until this is run again.",
              "",
              f"- mutants generated: {sum(total.values())}; killed {total['killed']}, timed out {total['timeout']} "
              f"(a mutant that hangs the tests is caught too); surviving {total['survived']}; reached by no test "
@@ -127,6 +130,14 @@ def section(found: dict[str, dict[str, str]], seconds: float, command: str) -> s
                   "tests/unit/test_verdict_golden.py were written so), or the code it exposes is made plainer.", "",
                   "| mutant | mutated line | why |", "| --- | --- | --- |", *survivors, ""]
     return "\n".join(lines)
+
+
+def _commit() -> str:
+    """The commit the figures are of, `+changes` when the tree differed from it."""
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return f"`{head.strip() or '?'}`" + (" with uncommitted changes" if dirty else "")
 
 
 def _version() -> str:
@@ -163,6 +174,7 @@ def main() -> int:
     if not args.no_write:
         page = PAGE.read_text()
         PAGE.write_text(page[:page.index(contracts.MUTATION_MARK)] + text)
+        FINGERPRINTS.write_text(json.dumps(contracts.fingerprints(), indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -7,6 +7,9 @@ pins it). The section the mutation bench writes (bench/mutation.py) is kept as i
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -100,6 +103,31 @@ def _section(c: Contract) -> str:
     if c.judge:
         lines += [f"| decided by | {', '.join(f'`{j}`' for j in c.judge)} |"]
     return "\n".join(lines)
+
+
+def deciding() -> list[str]:
+    """The functions (and classes) the contracts name as deciding their verdicts, dotted."""
+    return sorted({j for c in contracts() for j in c.judge})
+
+
+def fingerprints() -> dict[str, str]:
+    """Each deciding function's source, hashed: the mutation figures hold for these sources only
+    (bench/mutation.py keeps them beside the figures; a test says when one has changed since)."""
+    return {dotted: hashlib.sha256(inspect.getsource(_resolved(dotted)).encode()).hexdigest()[:16]
+            for dotted in deciding()}
+
+
+def _resolved(dotted: str) -> object:
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest prefix that is a module
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found
+    raise ImportError(dotted)
 
 
 def markdown(existing: str = "") -> str:

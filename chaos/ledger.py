@@ -143,7 +143,11 @@ class Ledger:
                 if exc.status != 409:
                     raise
                 self._cluster_ready = True
-        self.kube.patch_config_map(NAMESPACE, self.config_map, {"data": data})
+        try:
+            self.kube.patch_config_map(NAMESPACE, self.config_map, {"data": data})
+        except NotFound:  # closed since (every fault reverted, here or by another process); a fault again
+            self._cluster_ready = False
+            self._write_cluster(records)
 
     def close_if_done(self) -> None:
         """Remove the in-cluster marker once every fault of the run is closed."""
@@ -153,6 +157,7 @@ class Ledger:
                 self.kube.delete_config_map(NAMESPACE, self.config_map)
             except NotFound:
                 pass
+            self._cluster_ready = False  # a fault that comes back (a flapping one) writes it anew
 
 
 def read_disk(path: Path) -> list[Record]:

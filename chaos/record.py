@@ -100,6 +100,9 @@ class Sighting:
     fault: dict[str, Any]
     start: float
     end: float | None
+    # The one event it is, where the source names it (a pod's deletion): sightings of two events
+    # are two faults, even of one kind on one target (two pods of a model deleted 84 s apart).
+    event: str = ""
 
 
 def fill(template: Any, labels: dict[str, str], where: str) -> Any:
@@ -261,7 +264,7 @@ def faults_from_deletions(deletions: list[tuple[float, str, str]],
                           targets: dict[str, Target | None]) -> list[Sighting]:
     """The `unexplained` deletions as pod-kill faults, each on its replica's siblings."""
     return [Sighting(f"deleted by {who}", {"kind": "pod-kill", "namespace": pod.split("/", 1)[0],
-                                           **(targets[pod] or {}), "count": 1}, at, None)
+                                           **(targets[pod] or {}), "count": 1}, at, None, event=f"deleted {pod}")
             for at, pod, who in deletions]
 
 
@@ -336,16 +339,19 @@ def faults_from_device_taints(rules: list[dict[str, Any]], slices: list[dict[str
 
 def merged(sightings: list[Sighting]) -> list[Sighting]:
     """One fault seen by several sources (an ECC alert and the remediator's condition for that
-    card) is one fault: same fault, overlapping windows -> the earliest start, the latest end."""
+    card) is one fault: same fault, overlapping windows -> the earliest start, the latest end.
+    Never two events a source tells apart (two pods' deletions): each keeps its own time."""
     out: list[Sighting] = []
     for s in sorted(sightings, key=lambda s: s.start):
-        same = next((i for i, o in enumerate(out) if o.fault == s.fault and (o.end is None or s.start <= o.end)), None)
+        same = next((i for i, o in enumerate(out) if o.fault == s.fault and (o.end is None or s.start <= o.end)
+                     and not (o.event and s.event and o.event != s.event)), None)
         if same is None:
             out.append(s)
             continue
         o = out[same]
         names = o.name if s.name in o.name.split(", ") else f"{o.name}, {s.name}"
-        out[same] = Sighting(names, o.fault, o.start, None if o.end is None or s.end is None else max(o.end, s.end))
+        out[same] = Sighting(names, o.fault, o.start, None if o.end is None or s.end is None else max(o.end, s.end),
+                             o.event or s.event)
     return out
 
 

@@ -50,7 +50,7 @@ from typing import Any
 
 from chaos import guards, input_file, ledger, lifecycle, plan
 from chaos.errors import KilocardError, SpecError
-from chaos.faults import Context
+from chaos.faults import Context, kind_module
 from chaos.judgement import REPLAY_JUDGE
 from probes import incident
 
@@ -197,12 +197,13 @@ def resolved_targets(records: list[ledger.Record]) -> set[tuple[str, ...]]:
 
 def overlaps(entries: list[Entry] | tuple[Entry, ...], targets: dict[int, set[tuple[str, ...]]],
              where: str) -> list[str]:
-    """Pairs of one kind on one target whose windows overlap ([at, at + for), open-ended without for)."""
+    """Pairs of one kind on one target whose windows overlap ([at, at + for), open-ended without for).
+    A kind with nothing to revert (a pod kill) has no window: two of them are two events."""
     problems = []
     for i, a in enumerate(entries):
         for j in range(i + 1, len(entries)):
             b = entries[j]
-            if a.fault.get("kind") != b.fault.get("kind"):
+            if a.fault.get("kind") != b.fault.get("kind") or not kind_module(a.fault.get("kind"), a.where).REVERTIBLE:
                 continue
             shared = targets.get(i, set()) & targets.get(j, set())
             first, second = (a, b) if a.at <= b.at else (b, a)

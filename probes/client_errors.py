@@ -43,7 +43,7 @@ CONTRACTS = (
                   ("not_recovered", "failed: a request sent after `budget` s failed; the last, and the kinds"),
                   ("window_too_long", "failed: the window lasted over `max_window` s"),
                   ("unknown", "too few requests after the window, or some still in flight")),
-        judge=("probes.client_errors.judge",)),
+        judge=("probes.client_errors.judge", "chaos.timezero.choose")),
 )
 
 

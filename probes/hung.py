@@ -92,7 +92,7 @@ CONTRACTS = (
                   ("hung", "failed: a replica finished none while running or waiting requests (or, with no "
                            "gauges, while the model had demand), or exported nothing, named"),
                   ("unknown", "nothing to judge, or idle cannot be told from hung")),
-        judge=("probes.hung.judge", "probes.hung._holds")),
+        judge=("probes.hung.judge", "probes.hung._holds", "chaos.timezero.choose")),
 )
 
 

@@ -49,7 +49,7 @@ CONTRACTS = (
                   ("idle", "failed: every sample seen and no replica's usage reached `min_usage`: the load did "
                            "not reach the model"),
                   ("unknown", "nothing failed and some samples unseen, or no sample to judge")),
-        judge=("probes.kv.judge", "probes.kv.preempted")),
+        judge=("probes.kv.judge", "probes.kv.preempted", "chaos.timezero.choose")),
 )
 
 

@@ -38,7 +38,7 @@ CONTRACTS = (
                   ("none", "failed: no replacement failed a pull or was Ready: nothing was replaced, or what "
                            "was has not reached its pull"),
                   ("unknown", "no moment recorded in the interval")),
-        judge=("probes.pulls.judge",)),
+        judge=("probes.pulls.judge", "chaos.timezero.choose")),
 )
 
 

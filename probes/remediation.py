@@ -36,7 +36,7 @@ CONTRACTS = (
         outcomes=(("ok", "remediated at the first such moment"), ("failed", "not at any moment within the "
                   "budget: the state at the deadline, named"), ("unknown", "no view of the interval")),
         judge=("probes.remediation.is_quarantined", "probes.remediation.check", "probes.remediation.out_of_service",
-               "probes.snapshot.taint_parts", "probes.budget.first_within")),
+               "probes.snapshot.taint_parts", "probes.budget.first_within", "chaos.timezero.choose")),
 )
 
 

@@ -196,7 +196,8 @@ CONTRACTS = (
                               "scrape up to it, and no healthy sample between that and the first breach "
                               "counted, or the deadline if none), or samples not seen where the verdict "
                               "needs them")),
-        judge=("probes.slo.classify", "probes.slo.judge", "probes.slo._Judged", "probes.slo._final_streak")),
+        judge=("probes.slo.classify", "probes.slo.judge", "probes.slo._Judged", "probes.slo._final_streak",
+               "chaos.timezero.choose")),
 )
 
 

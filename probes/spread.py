@@ -47,7 +47,7 @@ CONTRACTS = (
                   ("not_spread", "failed: the first uneven sample past `budget`: the replica with the smallest share, "
                                  "its share of an even one and when (or that no replica served)"),
                   ("unknown", "nothing uneven past `budget` and some sample there unseen, or no sample past it")),
-        judge=("probes.spread.judge", "probes.spread.shares")),
+        judge=("probes.spread.judge", "probes.spread.shares", "chaos.timezero.choose")),
 )
 
 

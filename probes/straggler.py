@@ -44,7 +44,7 @@ CONTRACTS = (
                   ("not_named", "failed: every sample seen and none slow long enough; the slowest replica and "
                                 "its ratio said"),
                   ("unknown", "nothing named and some samples unseen, or no sample to judge")),
-        judge=("probes.straggler.judge",)),
+        judge=("probes.straggler.judge", "chaos.timezero.choose")),
 )
 
 

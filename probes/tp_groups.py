@@ -51,7 +51,7 @@ CONTRACTS = (
                   ("failed", "not recovered at any moment within the budget: the state at the deadline, named"),
                   ("unknown", "no view of the interval")),
         judge=("probes.tp_groups.check", "probes.tp_groups.recovered", "probes.budget.first_within",
-               "probes.budget._from")),
+               "probes.budget._from", "chaos.timezero.choose")),
 )
 
 

@@ -21,7 +21,7 @@ from testbed.cluster import Testbed
 from testbed.config import TestbedConfig
 
 # Each xdist worker ("gw0", "gw1", ...) has its own testbed, 200 ports above the previous one's.
-# Without xdist (-p no:xdist, -o addopts=): a worker number no xdist run of four uses, so a test run
+# Without xdist (-p no:xdist, -o addopts=): a worker number no xdist run of six uses, so a test run
 # beside a full run never takes over one of its testbeds' ports.
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw9").removeprefix("gw"))
 PORT_BASE = int(os.environ.get("KILOCARD_TEST_PORT_BASE", "17443")) + 200 * _WORKER

@@ -373,20 +373,21 @@ def test_plan_of_an_experiment_shows_targets_and_blast_radius_and_changes_nothin
     assert {x.metadata.uid for x in wait_ready(kube, p.namespace, BIG, 2)} == before and not isolated(kube, free)
 
 
-def test_a_partition_that_comes_and_goes_three_times_is_applied_and_reverted_three_times(kube, testbed, tmp_path,
-                                                                                          two_replicas):
+def test_a_link_limit_that_comes_and_goes_three_times_is_applied_and_reverted_three_times(kube, testbed, tmp_path,
+                                                                                           two_replicas):
     """A flapping link: the same fault on the same node in three windows that do not overlap is
-    one plan, each window applied at its time and reverted at its end; a fourth that overlaps one
-    of them is refused before anything is applied."""
+    one plan, each window applied at its time and reverted at its end, though two of that kind
+    cannot hold one node at once (one root qdisc); windows that overlap are refused before
+    anything is applied."""
     from chaos.agent.client import AgentClient
 
     p, free = two_replicas
-    partition = {"kind": "network-partition", "nodes": [free], "ttl_seconds": 60}
+    limit = {"kind": "network-bandwidth", "nodes": [free], "params": {"rate_mbit": 100}, "ttl_seconds": 60}
 
     def flapping(*windows: tuple[float, float]) -> dict[str, Any]:
         return {"method": [{"type": "action", "name": "flap", "provider": {
             "type": "python", "module": "chaos.actions", "func": "replay_timeline",
-            "arguments": {"timeline": [{"at": at, "for": hold, "fault": partition} for at, hold in windows],
+            "arguments": {"timeline": [{"at": at, "for": hold, "fault": limit} for at, hold in windows],
                           "observe": 1}}}]}
 
     code, journal, _ = kilocard_run(testbed, tmp_path / "overlapping", flapping((0, 4), (6, 3), (8, 3)))
@@ -399,7 +400,7 @@ def test_a_partition_that_comes_and_goes_three_times_is_applied_and_reverted_thr
     played = journal["run"][0]["output"]
     print(json.dumps(played))
     faults = sorted(journal["kilocard"]["faults"], key=lambda f: f["applied_at"])
-    assert [(f["kind"], f["target"]["node"], f["state"]) for f in faults] == [("network-partition", free, "reverted")] * 3
+    assert [(f["kind"], f["target"]["node"], f["state"]) for f in faults] == [("network-bandwidth", free, "reverted")] * 3
     # Each window reverted before the next was applied, each at its time.
     for i, (at, until) in enumerate([(0, 3), (5, 8), (10, 13)]):
         assert at <= played[i]["applied_after"] < at + 1.5 and until <= played[i]["reverted_after"] < until + 1.5, played

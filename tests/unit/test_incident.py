@@ -287,7 +287,27 @@ def test_a_deletion_nothing_explains_is_a_pod_kill_and_a_remediators_or_controll
     (kill,) = record.faults_from_deletions(kept, selectors)
     assert kill == record.Sighting("deleted by kubernetes-admin", {"kind": "pod-kill", "namespace": "fleet",
                                                                    "label_selector": "kilocard.io/model=m",
-                                                                   "count": 1}, t0 + 10, None)
+                                                                   "count": 1}, t0 + 10, None,
+                                  event="deleted fleet/m-7f-abc")
+
+
+def test_two_deletions_of_one_models_pods_are_two_faults_each_at_its_own_time():
+    """A kilocard run killed one replica, a `kubectl delete pod` another 84 s later: the same fault
+    template twice, open-ended. Once merged as one fault seen twice, the replay looked for the
+    second deletion's symptom and found no fault near it: "not reproduced"."""
+    t0 = 1_000_000.0
+    by_label = {"label_selector": "kilocard.io/model=m", "namespace": "fleet"}
+    deletions = [(t0, "fleet/m-7f-abc", "kilocard-runner"), (t0 + 83.8, "fleet/m-7f-def", "kubernetes-admin")]
+    found = record.merged(record.faults_from_deletions(deletions, {"fleet/m-7f-abc": by_label,
+                                                                   "fleet/m-7f-def": by_label}))
+    assert [(f.start, f.name) for f in found] == [(t0, "deleted by kilocard-runner"),
+                                                  (t0 + 83.8, "deleted by kubernetes-admin")]
+    # One deletion seen by two sources (the audit log, the kubelet's Killing event) is still one fault.
+    ecc = {"kind": "gpu-ecc", "nodes": ["n1"], "card": 3}
+    assert len(record.merged([record.Sighting("alert", ecc, t0, t0 + 30),
+                              record.Sighting("condition", ecc, t0 + 1, None)])) == 1
+    same = record.faults_from_deletions(deletions[:1], {"fleet/m-7f-abc": by_label})
+    assert len(record.merged([*same, *same])) == 1
 
 
 

@@ -71,6 +71,9 @@ def test_overlapping_faults_on_one_target_are_refused(tmp_path: Path) -> None:
     # A fault with no `for` lasts to the end: a later one on its target overlaps it.
     with pytest.raises(SpecError, match="between 500 s and the end"):
         replay.load(write(tmp_path, timeline({"at": 0, "fault": ECC}, {"at": 500, "for": 1, "fault": ECC})))
+    # A kill has no window: two kills of one model's replicas 84 s apart are two events (a recording's).
+    kill = {"kind": "pod-kill", "namespace": "fleet", "label_selector": "kilocard.io/model=m", "count": 1}
+    replay.load(write(tmp_path, timeline({"at": 0, "fault": kill}, {"at": 83.8, "fault": kill})))
 
 
 def test_resolved_targets_overlap_as_the_named_ones_do() -> None:

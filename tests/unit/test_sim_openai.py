@@ -137,7 +137,9 @@ def test_the_load_client_measures_what_the_latency_model_says(endpoint):
     assert found["errors"] == {} and found["ok"] == found["requests"] > 40
     # Two replicas at a quarter of their 20/s each: P95 ln(20)/15 = 0.2 s; gaps of 30 ms on average.
     assert found["ttft_seconds"]["p95"] == pytest.approx(math.log(20) / 15, rel=0.5)
-    assert found["tpot_seconds"]["p50"] == pytest.approx(0.03, rel=0.25)
+    # The gaps as the client saw them: a busy machine (six test workers on two cores) only adds to
+    # the model's, never takes away.
+    assert 0.03 * 0.75 <= found["tpot_seconds"]["p50"] <= 0.03 * 1.6, found["tpot_seconds"]
 
 
 def test_a_stream_cut_short_is_an_aborted_request_and_a_running_load_shows_what_is_in_flight(endpoint):
