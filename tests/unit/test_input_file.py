@@ -129,13 +129,13 @@ def test_kilocard_validate_refuses_the_billion_laughs_in_bounded_memory(tmp_path
     # The peak of the child alone (RUSAGE_CHILDREN of a process that ran only it).
     measure = ("import resource, subprocess, sys; "
                "r = subprocess.run([sys.executable, '-m', 'chaos.cli', 'validate', sys.argv[1]], capture_output=True, "
-               "text=True); print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+               "text=True, timeout=120); print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
                "repr(r.stdout + r.stderr))")
     out = subprocess.run([sys.executable, "-c", measure, str(path)], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parents[2]).stdout.split(" ", 2)
     code, peak_kb, said = int(out[0]), int(out[1]), out[2]
     assert code == 2, said
     assert "its aliases expand to more than" in said and "Traceback" not in said, said
-    # The interpreter and kilocard's imports take about 100 MB; the file nothing more (2 GB and
-    # growing before it was bounded).
-    assert peak_kb < 250 * 1024, f"validate peaked at {peak_kb // 1024} MB"
+    # The interpreter and kilocard's imports take 60 MB (280 MB in mutmut's instrumented copy); the
+    # file nothing more (before it was bounded, validate was still expanding it after 40 s).
+    assert peak_kb < 512 * 1024, f"validate peaked at {peak_kb // 1024} MB"
