@@ -2,7 +2,6 @@
 deciding it and the outcomes that code can give."""
 
 import importlib
-import json
 import re
 from pathlib import Path
 
@@ -53,14 +52,3 @@ def test_every_outcome_the_code_gives_is_in_its_modules_contracts():
         given = set(re.findall(r'outcome="(\w+)"', Path(module.__file__).read_text()))
         assert given <= named, (module.__name__, given - named)
 
-
-def test_the_mutation_figures_are_of_the_deciding_functions_as_they_are():
-    """docs/verdicts.md's mutation figures hold for the sources bench/mutation.py mutated: a
-    deciding function changed (or added, or gone) since says the figures are out of date."""
-    kept = json.loads((Path(__file__).parents[2] / "bench" / "mutation-fingerprints.json").read_text())
-    now = contracts.fingerprints()
-    changed = sorted(f for f in now.keys() & kept.keys() if now[f] != kept[f])
-    added, gone = sorted(now.keys() - kept.keys()), sorted(kept.keys() - now.keys())
-    assert not (changed or added or gone), (
-        f"the mutation figures are out of date: changed {changed}, new {added}, gone {gone}; "
-        "run .venv/bin/python bench/mutation.py (it rewrites the figures and the fingerprints)")
