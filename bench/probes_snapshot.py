@@ -8,8 +8,7 @@ The snapshot is two lists (pods, nodes) sent at once and read from the apiserver
 (resourceVersion=0), then, as in a run, read from the run's follower (chaos.follower: two LISTs
 and two watches once, then memory); the probes are pure functions over it. Requests are the apiserver's own
 apiserver_request_total for LIST of pods and nodes around each measurement (all clients: the
-testbed's controllers list rarely, so a stray one shows as a max above 2); and once more as plain
-`chaos run` calls them (the Chaos Toolkit probes, each with its configuration). Recovery tracking
+testbed's controllers list rarely, so a stray one shows as a max above 2). Recovery tracking
 follows every fleet pod for --follow seconds; its LIST and WATCH requests are counted the same
 way. Not a test.
 """
@@ -28,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chaos.follower import Follower  # noqa: E402
-from probes import capacity, chaostoolkit, placement, recovery, snapshot, tp_groups  # noqa: E402
+from probes import capacity, placement, recovery, snapshot, tp_groups  # noqa: E402
 from testbed import fleet  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
 from testbed.config import TestbedConfig  # noqa: E402
@@ -77,23 +76,6 @@ def main() -> None:
             finally:
                 follower.stop()
             assert [v.ok for v in followed_verdicts] == [v.ok for v in verdicts]
-            # The same probes as Chaos Toolkit's own runner calls them (plain `chaos run`): each a
-            # function of its configuration, with a connection of its own; the process keeps a
-            # follower from the first (chaos.follower.keep), whose start is in the first run.
-            cfg = {"kilocard_kubeconfig": str(tb.paths.kubeconfig)}
-            plain_times, plain_calls = [], []
-            for _ in range(args.repeat):
-                before = tb.apiserver_requests(("pods", "nodes"), ("LIST",), "cluster")
-                started = time.perf_counter()
-                said = [chaostoolkit.placement_holds(m, configuration=cfg) for m in s.models()]
-                said.append(chaostoolkit.tp_groups_whole(configuration=cfg))
-                said.append(chaostoolkit.capacity_fits("llama-3-70b", demand.qps, demand.prompt_tokens,
-                                                       demand.output_tokens, demand.latency_seconds, configuration=cfg))
-                said.append(chaostoolkit.room_to_reschedule("llama-3-70b", configuration=cfg))
-                plain_times.append(time.perf_counter() - started)
-                plain_calls.append(tb.apiserver_requests(("pods", "nodes"), ("LIST",), "cluster") - before)
-            if [v["ok"] for v in said] != [v.ok for v in verdicts]:
-                print("the Chaos Toolkit probes judged otherwise:", [v["reason"][:120] for v in said])
             print(f"{len(s.nodes)} nodes, {sum(n.cards_capacity for n in s.nodes)} cards, {len(s.pods)} replica pods")
             for v in verdicts:
                 print(f"  {'ok    ' if v.ok else 'FAILED'} {v.reason[:150]}")
@@ -112,10 +94,6 @@ def main() -> None:
                                         "max": max(followed_times)},
                             "requests": {"median": statistics.median(followed_calls), "min": min(followed_calls),
                                          "max": max(followed_calls)}},
-               "chaos_run": {"seconds": {"median": statistics.median(plain_times), "first": plain_times[0],
-                                         "max": max(plain_times)},
-                             "requests": {"median": statistics.median(plain_calls), "first": plain_calls[0],
-                                          "max": max(plain_calls)}},
                "recovery_tracking": {"seconds": args.follow, **followed}}
     print(f"placement + TP + capacity + room: median {figures['seconds']['median'] * 1000:.0f} ms "
           f"({min(times) * 1000:.0f}-{max(times) * 1000:.0f}) over {args.repeat} runs (goal <= 500 ms at 10k cards); "
@@ -123,9 +101,6 @@ def main() -> None:
     print(f"with the run's follower (started in {follow_start * 1000:.0f} ms: 2 LISTs, 2 watches): median "
           f"{statistics.median(followed_times) * 1000:.0f} ms ({min(followed_times) * 1000:.0f}-"
           f"{max(followed_times) * 1000:.0f}), LIST pods+nodes per run: median {statistics.median(followed_calls):.0f}")
-    print(f"as plain chaos run calls them (the Chaos Toolkit probes, a follower kept from the first): median "
-          f"{statistics.median(plain_times) * 1000:.0f} ms, the first {plain_times[0] * 1000:.0f} ms; LIST "
-          f"pods+nodes per run: median {statistics.median(plain_calls):.0f}, the first {plain_calls[0]:.0f}")
     print(f"recovery tracking of {len(s.pods)} pods for {args.follow:.0f} s: {followed['LIST']:.0f} pod LIST, "
           f"{followed['WATCH']:.0f} pod WATCH requests (all clients)")
     if args.json:

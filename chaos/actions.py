@@ -11,7 +11,7 @@ import os
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, List, Optional
 
-from chaos import follower, ledger, plan, replay, revert
+from chaos import ledger, plan, replay, revert
 from chaos.agent.client import AgentClient
 from chaos.errors import KilocardError
 from chaos.faults import Context
@@ -77,7 +77,6 @@ def session(configuration: Optional[Dict[str, Any]]) -> tuple:
     settings = Settings.of(configuration)
     run_id = _run_of(settings)
     kube = settings.kube()
-    follower.keep(kube, settings.kube)  # outside kilocard run, the record starts here (chaos.follower)
     ctx = Context(kube, AgentClient(kube), run_id, say=lambda _m: None, card_resource=settings.card_resource)
     return ctx, ledger.Ledger(run_id, kube, settings.ledger_dir)
 

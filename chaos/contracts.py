@@ -54,10 +54,10 @@ the end say how much of the deciding code the tests would notice changing.
 - **time zero**: when a budgeted verdict's clock starts, never after a disruption it times. The run's
   disruptions are its faults (from its ledger) and every action of another driver before the probe
   (chaostoolkit-kubernetes' `terminate_pods`, a process: kilocard cannot tell what such an action
-  touched, so each counts, from its start). A budget from the run's first disruption starts at the
+  touched, so each counts, from its end). A budget from the run's first disruption starts at the
   earliest of them, one from its last at the latest, else at the probe's explicit `since`; the reason
   names what the clock started from (`the run's first fault (pod-kill on ns/p-0)`,
-  `action 'terminate-pods' (chaosk8s.pod.actions), the run's first disruption`).
+  `the end of action 'terminate-pods' (chaosk8s.pod.actions), the run's first disruption`).
 - **the interval judged** is judged whole: a verdict with a deadline looks at every sample up to it, and a
   probe reached after its budget judges the run's record of the interval (its follower's history),
   never the present state.

@@ -20,7 +20,6 @@ from this record, never from the present state.
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
 from collections import Counter
@@ -142,11 +141,6 @@ class Follower:
         for thread in self._threads:
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(timeout=5)
-
-    @property
-    def stopped(self) -> bool:
-        """Stopped for good (by `stop`, or by an error), not only out of date for a while."""
-        return self.error is not None or self._stop.is_set()
 
     @property
     def alive(self) -> bool:
@@ -342,30 +336,3 @@ class Follower:
                     return False
                 self._changed.wait(remaining)
         return False
-
-
-# --- outside kilocard's runner -----------------------------------------------------------------------
-_kept: dict[str, Follower | None] = {}  # per cluster: the follower this process keeps; None: it may not
-_keeping = threading.Lock()
-
-
-def keep(kube: Kube, connect: Callable[[], Kube]) -> None:
-    """Where no run follows `kube`'s cluster (plain `chaos run`, any runner that calls kilocard's
-    actions and probes), the first kilocard activity starts a follower (on a connection of its
-    own, `connect`) that this process keeps until it exits: the record of the interval the
-    verdicts need then starts with the run's first kilocard activity, as it does under `kilocard
-    run`, and its snapshots are read from memory. Where the watch is refused (RBAC), nothing is
-    kept and the snapshots are listed, as before."""
-    if snapshot.source_for(kube) is not None:
-        return
-    host = snapshot.host_of(kube)
-    with _keeping:
-        if host in _kept and (_kept[host] is None or not _kept[host].stopped):  # type: ignore[union-attr]
-            return
-        try:
-            follower: Follower | None = Follower(connect()).start()
-        except KilocardError:
-            follower = None
-        _kept[host] = follower
-    if follower is not None:
-        atexit.register(follower.stop)

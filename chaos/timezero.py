@@ -3,8 +3,9 @@
 The run's disruptions are its faults, from its ledger (each applied at a known time, on a known
 target), and every action of another driver that ended before the probe (chaostoolkit-kubernetes'
 terminate_pods, a process, an HTTP call: kilocard cannot tell what it touched, so each counts, from
-its start). A budget from the run's first disruption starts at the earliest of them; one from its
-last, at the latest; with none, at the probe's explicit `since` (epoch seconds). So a budget never
+its end: what it did is in place, and caught up with, by then). A budget from the run's first
+disruption starts at the earliest of them; one from its last, at the latest; with none, at the
+probe's explicit `since` (epoch seconds). So a budget never
 starts after a disruption it times: a kilocard fault applied 20 s after another driver's kill does
 not restart the kill's recovery clock, and the reason names what the clock started from.
 
@@ -67,7 +68,7 @@ def choose(faults: Sequence[tuple[float, str]], actions: Sequence[Action], first
     when there is nothing to time from."""
     which = "first" if first else "last"
     found = [*((at, f"the run's {which} fault ({what})") for at, what in faults),
-             *((a.started, f"action {a.name!r} ({a.module})") for a in actions)]
+             *((a.ended, f"the end of action {a.name!r} ({a.module})") for a in actions)]
     if not found:
         return None if since is None else (float(since), "since")
     at, what = min(found) if first else max(found)

@@ -27,10 +27,10 @@ EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".json")  # what an experiment file (and
 
 # Time zero, as the contracts say it (chaos.timezero decides it): a budget never starts after a
 # disruption it times.
-FIRST_DISRUPTION = ("the run's first disruption: the earliest of its first fault (ledger) and the start of the "
+FIRST_DISRUPTION = ("the run's first disruption: the earliest of its first fault (ledger) and the end of the "
                     "first action of another driver before the probe (what such an action touched is not known, "
                     "so each counts), else `since`")
-LAST_DISRUPTION = ("the run's last disruption: the latest of its last fault (ledger) and the start of the last "
+LAST_DISRUPTION = ("the run's last disruption: the latest of its last fault (ledger) and the end of the last "
                    "action of another driver before the probe, else `since`")
 
 # --- the inference fleet --------------------------------------------------------------------

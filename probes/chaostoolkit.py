@@ -12,16 +12,18 @@ disruption (its faults from its ledger, and every other driver's action), else i
 """
 
 import bisect
+import contextlib
 import functools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
-from chaos import follower, ledger, record, timezero
+from chaos import ledger, record, timezero
 from chaos.actions import run_id_of
 from chaos.agent import kinds
-from chaos.errors import KubeError
+from chaos.errors import KilocardError, KubeError
+from chaos.follower import Follower
 from chaos.kube import Kube
 from chaos.settings import Settings
 from chaos.vocabulary import DRA_DRIVER, describe_target
@@ -82,12 +84,7 @@ def _unknown_without_data(probe: Callable[..., Dict[str, Any]]) -> Callable[...,
 
 
 def _kube(cfg: Optional[Dict[str, Any]]) -> Kube:
-    """A connection for one probe; the process keeps a follower of the cluster from the first one
-    where no run has one (chaos.follower.keep: the record starts with the run's first activity)."""
-    settings = Settings.of(cfg)
-    kube = settings.kube()
-    follower.keep(kube, settings.kube)
-    return kube
+    return Settings.of(cfg).kube()
 
 
 def _snapshot(cfg: Optional[Dict[str, Any]], namespace: Optional[str]) -> snapshot.ClusterSnapshot:
@@ -302,11 +299,12 @@ def slo_recovered_within(model: str, budget: Optional[float] = None, indicator: 
     try:
         zero = fault_at if fault_at is not None else time_zero(cfg, kube, since)[0]
         scrape = _scrape(cfg, lambda: _job(prom, ind))
-        expected = _serving_at(cfg, kube, model, namespace, zero) if ind.by is not None else frozenset()
-        recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
-                                replicas=ind.by is not None, expected=expected)
-        annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0), recovery.blind)
-        verdict = slo.recovered_within(prom, ind, zero, recovery, interval=min(scrape, 5.0), annotate=annotate)
+        with _recording(kube):
+            expected = _serving_at(cfg, kube, model, namespace, zero) if ind.by is not None else frozenset()
+            recovery = slo.Recovery(threshold, budget, hold, ind.window_seconds + scrape, expect_impact, scrape,
+                                    replicas=ind.by is not None, expected=expected)
+            annotate = _Corroboration(kube, prom, model, namespace, window, min(scrape, 5.0), recovery.blind)
+            verdict = slo.recovered_within(prom, ind, zero, recovery, interval=min(scrape, 5.0), annotate=annotate)
     finally:
         kube.close()
     return {**verdict.to_json(), "indicator": indicator, "query": ind.query, "per": per}
@@ -330,13 +328,14 @@ def straggler_named_within(model: str, budget: float, ratio: float = 1.3, hold: 
         scrape = _scrape(cfg, lambda: _job(prom, ind))
         rule = straggler.Rule(ratio, hold, budget, blind=ind.window_seconds + scrape)
         step = min(scrape, 5.0)
-        while True:
-            now = time.time()
-            samples = slo.history(prom, ind, zero - max(ind.window_seconds, step), min(now, zero + budget), step)
-            verdict = straggler.judge(_with_ready(kube, model, namespace, samples, rule.blind), zero, rule)
-            if verdict.details.get("outcome") in ("named", "already") or now >= zero + budget + scrape:
-                break
-            time.sleep(step)
+        with _recording(kube):
+            while True:
+                now = time.time()
+                samples = slo.history(prom, ind, zero - max(ind.window_seconds, step), min(now, zero + budget), step)
+                verdict = straggler.judge(_with_ready(kube, model, namespace, samples, rule.blind), zero, rule)
+                if verdict.details.get("outcome") in ("named", "already") or now >= zero + budget + scrape:
+                    break
+                time.sleep(step)
     finally:
         kube.close()
     return {**verdict.to_json(), "indicator": "itl_p95", "query": ind.query}
@@ -469,9 +468,10 @@ def _replica_histories(cfg: Dict[str, Any], kube: Kube, prom: Any, model: str, n
     after it serves)."""
     scrape = _scrape(cfg, lambda: _job(prom, slo.Indicator(model, "", "", None, name)))
     step = min(scrape, 5.0)
-    time.sleep(max(0.0, end + scrape - time.time()))
-    histories = [slo.history(prom, q, zero - before - 2 * step, end, step) for q in queries]
-    ready = _ready_at(kube, model, namespace, [s.at for s in histories[0]], 3 * scrape)
+    with _recording(kube):
+        time.sleep(max(0.0, end + scrape - time.time()))
+        histories = [slo.history(prom, q, zero - before - 2 * step, end, step) for q in queries]
+        ready = _ready_at(kube, model, namespace, [s.at for s in histories[0]], 3 * scrape)
     return histories, ready
 
 
@@ -558,6 +558,24 @@ def _missing(samples: List[slo.Sample]) -> Set[float]:
 def _bisect(times: List[float], at: float) -> int:
     """The index of the last time at or before `at` (-1: none)."""
     return bisect.bisect_right(times, at) - 1
+
+
+@contextlib.contextmanager
+def _recording(kube: Kube) -> Iterator[None]:
+    """The run's follower records the cluster; a probe with none (plain `chaos run`) records it
+    from its own start (a watch the RBAC does not allow: no record, pods not known)."""
+    if snapshot.source_for(kube) is not None:
+        yield
+        return
+    try:
+        follower = Follower(kube).start()
+    except KilocardError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        follower.stop()
 
 
 @_unknown_without_data

@@ -393,7 +393,7 @@ def test_a_link_limit_that_comes_and_goes_three_times_is_applied_and_reverted_th
     code, journal, _ = kilocard_run(testbed, tmp_path / "overlapping", flapping((0, 4), (6, 3), (8, 3)))
     assert code == 2, journal["kilocard"]["reason"]
     assert f"{free} {{}} cannot stack with method[0] ('flap'): fault[1] of this plan" in journal["kilocard"]["reason"]
-    assert journal["kilocard"]["faults"] == []
+    assert not journal["kilocard"].get("faults")  # refused before anything was applied
 
     code, journal, _ = kilocard_run(testbed, tmp_path / "flapping", flapping((0, 3), (5, 3), (10, 3)))
     assert code == 0, journal["kilocard"]["reason"]

@@ -238,15 +238,15 @@ def test_7_a_group_is_whole_only_when_every_member_exists_is_scheduled_and_ready
 
 
 # --- 8. a fault from another driver cannot be judged, or is timed from the wrong disruption -----------
-def test_8_time_zero_is_the_start_of_another_drivers_action_before_the_probe(tmp_path):
+def test_8_time_zero_is_the_end_of_another_drivers_action_before_the_probe(tmp_path):
     from chaos import timezero
     from probes import chaostoolkit
 
     cfg = {"kilocard_run_id": "run-8", "kilocard_ledger_dir": str(tmp_path)}
     timezero.acted("run-8", "terminate-pods", "chaosk8s.pod.actions", T0 - 5, T0)
     at, source = chaostoolkit.time_zero(cfg, None, since=None)
-    assert (at, source) == (T0 - 5, "action 'terminate-pods' (chaosk8s.pod.actions)")
-    assert chaostoolkit.time_zero(cfg, None, since=T0 + 7)[0] == T0 - 5  # the journal before an explicit since
+    assert (at, source) == (T0, "the end of action 'terminate-pods' (chaosk8s.pod.actions)")
+    assert chaostoolkit.time_zero(cfg, None, since=T0 + 7)[0] == T0  # the journal before an explicit since
     assert chaostoolkit.time_zero({"kilocard_run_id": "none", "kilocard_ledger_dir": str(tmp_path)}, None,
                                   since=T0 + 7) == (T0 + 7, "since")
 
@@ -265,15 +265,15 @@ def test_8_a_kilocard_fault_after_another_drivers_kill_does_not_restart_the_kill
     from probes import chaostoolkit
 
     cfg = {"kilocard_run_id": "run-8b", "kilocard_ledger_dir": str(tmp_path)}
-    timezero.acted("run-8b", "terminate-pods", "chaosk8s.pod.actions", T0, T0 + 0.2)
+    timezero.acted("run-8b", "terminate-pods", "chaosk8s.pod.actions", T0 - 0.2, T0)
     later = [fault("gpu-ecc", T0 + 20)]
     assert chaostoolkit.time_zero(cfg, None, first=True, faults=later) == (
-        T0, "action 'terminate-pods' (chaosk8s.pod.actions), the run's first disruption")
+        T0, "the end of action 'terminate-pods' (chaosk8s.pod.actions), the run's first disruption")
     # The mirror: a probe timed from the run's last disruption, a kilocard fault then another driver's kill.
-    timezero.acted("run-8c", "terminate-pods", "chaosk8s.pod.actions", T0 + 20, T0 + 20.2)
+    timezero.acted("run-8c", "terminate-pods", "chaosk8s.pod.actions", T0 + 19.8, T0 + 20)
     cfg["kilocard_run_id"] = "run-8c"
     assert chaostoolkit.time_zero(cfg, None, faults=[fault("gpu-ecc", T0)]) == (
-        T0 + 20, "action 'terminate-pods' (chaosk8s.pod.actions), the run's last disruption")
+        T0 + 20, "the end of action 'terminate-pods' (chaosk8s.pod.actions), the run's last disruption")
     # kilocard's own actions are in its ledger: an action of chaos.actions is not a disruption of its own.
     timezero.acted("run-8d", "heal", "chaos.actions", T0 + 30, T0 + 31)
     cfg["kilocard_run_id"] = "run-8d"

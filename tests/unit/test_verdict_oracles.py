@@ -689,7 +689,7 @@ def test_time_zero_never_starts_after_a_disruption_it_times(found, first, since)
     from chaos import timezero
 
     faults = [(at, name) for at, who, name in found if who == "fault"]
-    actions = [timezero.Action(name, "chaosk8s.pod.actions", at, at + 1) for at, who, name in found if who == "action"]
+    actions = [timezero.Action(name, "chaosk8s.pod.actions", at - 1, at) for at, who, name in found if who == "action"]
     zero = timezero.choose(faults, actions, first, since)
     times = [at for at, _who, _name in found]
     if not times:
