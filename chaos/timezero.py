@@ -5,9 +5,9 @@ target), and every action of another driver that ended before the probe (chaosto
 terminate_pods, a process, an HTTP call: kilocard cannot tell what it touched, so each counts, from
 its end: what it did is in place, and caught up with, by then). A budget from the run's first
 disruption starts at the earliest of them; one from its last, at the latest; with none, at the
-probe's explicit `since` (epoch seconds). So a budget never
-starts after a disruption it times: a kilocard fault applied 20 s after another driver's kill does
-not restart the kill's recovery clock, and the reason names what the clock started from.
+probe's explicit `since` (epoch seconds). So a budget never starts after a disruption it times: a
+kilocard fault applied 20 s after another driver's kill does not restart the kill's recovery
+clock, and the reason names what the clock started from.
 
 The actions are told here as they end: by the strict runner (an event handler, chaos.run), or,
 under plain `chaos run`, by this module declared as a control:
